@@ -1,0 +1,51 @@
+# Millrace developer commands. `make help` lists them.
+# Everything runs inside .venv, created from the system python3 by `make setup`.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run fmt lint test test-fast proto proto-check bench clean
+
+help: ## List the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) ## Create .venv and install Millrace with its dev tools
+
+run: setup ## Run the main job: the click-stream demo on a local cluster, checked
+	$(BIN)/python -m examples.clickstream.demo
+
+fmt: setup ## Format and auto-fix the code
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+lint: setup ## ruff + mypy, as CI runs them
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: setup ## Run the full test suite (real RocksDB, real processes)
+	$(BIN)/python -m pytest
+
+test-fast: setup ## Run the tests that spawn no processes
+	$(BIN)/python -m pytest -m "not slow"
+
+proto: setup ## Regenerate millrace/wire/v1 from proto/
+	$(BIN)/python scripts/gen_protos.py
+
+proto-check: setup ## Fail if the generated code is stale
+	$(BIN)/python scripts/gen_protos.py --check
+
+bench: setup ## Run every benchmark in bench/
+	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean: ## Remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

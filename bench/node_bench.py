@@ -1,0 +1,194 @@
+"""Node throughput and latency: a two-stage exactly-once pipeline across real processes.
+
+``source (this process) -> stage 1 node -> stage 2 node -> sink (this process)``,
+strong productions, sync commits, real gRPC on loopback. Every record passes
+both stages. Two runs:
+
+1. saturated: push ``--records`` as fast as backpressure allows; throughput is
+   records fully delivered to the sink per second;
+2. half load: send at 50 % of that rate for ``--latency-seconds``; each value
+   carries its send time, the sink records end-to-end latency per record.
+
+    python bench/node_bench.py [--records N] [--latency-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from computations import Topology  # noqa: E402
+from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
+from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port  # noqa: E402
+
+TOPOLOGY = """
+[streams.clicks]
+[streams.by_page]
+[streams.out]
+
+[computations.enrich]
+handler = "bench.workload:Enrich"
+intervals = 1
+inputs = { clicks = "key" }
+outputs = ["by_page"]
+
+[computations.pages]
+handler = "bench.workload:PageTotals"
+intervals = 1
+inputs = { by_page = "key" }
+outputs = ["out"]
+"""
+
+
+class LatencySink(CollectingSink):
+    """Counts sink records and the latency encoded in each value (send time in ns)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latencies_ms: list[float] = []
+        self.count = 0
+
+    def Deliver(  # noqa: N802 - the rpc's name
+        self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
+    ) -> Iterator[delivery_pb2.DeliveryAck]:
+        for batch in request_iterator:
+            now = time.perf_counter_ns()
+            ack = delivery_pb2.DeliveryAck(
+                batch_seq=batch.batch_seq, committed_ids=[r.record_id for r in batch.records]
+            )
+            with self._lock:
+                for record in batch.records:
+                    if record.record_id not in self.records:
+                        self.records[record.record_id] = record
+                        self.count += 1
+                        sent = int.from_bytes(record.value[8:16], "big")
+                        self.latencies_ms.append((now - sent) / 1e6)
+            yield ack
+
+
+def make_record(i: int, pages: int, users: int) -> record_pb2.Record:
+    value = f"page{i % pages:04d}".encode()[:8].ljust(8, b"_") + time.perf_counter_ns().to_bytes(
+        8, "big"
+    )
+    return record_pb2.Record(
+        record_id=i.to_bytes(16, "big"),
+        key=f"user{(i * 7919) % users}".encode(),
+        value=value,
+        event_time_ms=i,
+        stream="clicks",
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--load", type=float, default=0.5, help="latency run's share of max")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="millrace-node-bench-"))
+    sink = LatencySink()
+    ports = {"enrich": free_port(), "pages": free_port()}
+    (work / "topology.toml").write_text(TOPOLOGY)
+    deployment = work / "deployment.toml"
+    deployment.write_text(
+        f"""
+topology = "topology.toml"
+[nodes.enrich]
+computation = "enrich"
+intervals = [0]
+address = "127.0.0.1:{ports["enrich"]}"
+[nodes.pages]
+computation = "pages"
+intervals = [0]
+address = "127.0.0.1:{ports["pages"]}"
+[sinks.out]
+address = "{sink.address}"
+"""
+    )
+    nodes = [NodeProcess(deployment, name, work / "data", work) for name in ports]
+    for node in nodes:
+        node.start()
+    topology = Topology.load(work / "topology.toml")
+    driver = SourceDriver(topology, "clicks", {("enrich", 0): f"127.0.0.1:{ports['enrich']}"})
+    try:
+        throughput = saturated(driver, sink, args.records)
+        latencies = half_load(
+            driver, sink, throughput * args.load, args.latency_seconds, args.records
+        )
+    finally:
+        driver.stop()
+        for node in nodes:
+            node.terminate()
+        sink.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    p50, p95, p99 = (percentile(latencies, q) for q in (50, 95, 99))
+    print(
+        f"two-stage exactly-once pipeline, strong productions, sync commits (cpus={os.cpu_count()})"
+    )
+    print(f"  saturated throughput: {throughput:,.0f} records/s ({args.records:,} records)")
+    rate = throughput * args.load
+    print(f"  latency at {args.load:.0%} load ({rate:,.0f} records/s, {len(latencies):,} records):")
+    print(f"    p50 {p50:.2f} ms   p95 {p95:.2f} ms   p99 {p99:.2f} ms")
+    print(f"RESULT bench=node records_per_s={throughput:.1f}")
+    print(
+        f"RESULT bench=node_latency load={args.load} "
+        f"p50_ms={p50:.2f} p95_ms={p95:.2f} p99_ms={p99:.2f}"
+    )
+    return 0
+
+
+def saturated(driver: SourceDriver, sink: LatencySink, count: int) -> float:
+    records = [make_record(i, 500, 5000) for i in range(count)]
+    started = time.perf_counter()
+    for start in range(0, count, 1000):
+        driver.send(records[start : start + 1000])
+    while sink.count < count:
+        time.sleep(0.01)
+    return count / (time.perf_counter() - started)
+
+
+def half_load(
+    driver: SourceDriver, sink: LatencySink, rate: float, seconds: float, offset: int
+) -> list[float]:
+    with sink._lock:
+        sink.latencies_ms.clear()
+    target = sink.count + int(rate * seconds)
+    batch = max(1, int(rate / 200))  # 200 sends per second
+    started = time.perf_counter()
+    i = offset
+    sent = 0
+    while sent < target - offset and i - offset < rate * seconds:
+        due = started + (i - offset) / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        driver.send([make_record(i + j, 500, 5000) for j in range(batch)])
+        i += batch
+        sent += batch
+    deadline = time.monotonic() + 60
+    while sink.count < offset + (i - offset) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with sink._lock:
+        return list(sink.latencies_ms)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+if __name__ == "__main__":
+    sys.setswitchinterval(0.0005)
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""The ``Admin`` gRPC service of a node: status, state by key, dead letters."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import grpc
+
+from computations._keys import interval_of
+from computations._scope import state_prefix
+from millrace._service_support import abort
+from millrace._version import __version__
+from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, record_pb2
+
+if TYPE_CHECKING:
+    from computations._node import Node
+
+_DEFAULT_LIMIT = 100
+
+
+class AdminService(admin_pb2_grpc.AdminServicer):
+    """Read-only views of a node's intervals (reads are safe beside the workers: RocksDB
+    reads are thread-safe and nothing here touches the dedup filters)."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._started_ms = time.time_ns() // 1_000_000
+
+    def Status(
+        self, request: admin_pb2.StatusRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.StatusResponse:
+        response = admin_pb2.StatusResponse(
+            node_id=self._node.name,
+            role="node",
+            version=__version__,
+            started_at_ms=self._started_ms,
+        )
+        for (name, interval), processor in sorted(self._node.processors.items()):
+            status = response.intervals.add(
+                interval=record_pb2.KeyInterval(
+                    computation=name, index=interval, count=processor.spec.intervals
+                ),
+                epoch=processor.epoch,
+                outbox_size=len(processor.in_flight),
+                records_committed=processor.records_committed,
+                pending_timers=processor.store.pending_timers,
+            )
+            if processor.input_watermark is not None:
+                status.input_low_watermark_ms = processor.input_watermark
+        return response
+
+    def GetState(
+        self, request: admin_pb2.GetStateRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.GetStateResponse:
+        spec = self._node.deployment.topology.computations.get(request.computation)
+        if spec is None:
+            abort(context, grpc.StatusCode.NOT_FOUND, f"no computation {request.computation!r}")
+        index = interval_of(request.key, spec.intervals)
+        processor = self._node.processors.get((request.computation, index))
+        if processor is None:
+            where = f"interval {index} of {request.computation!r}"
+            abort(
+                context, grpc.StatusCode.FAILED_PRECONDITION, f"{where} is not on {self._node.name}"
+            )
+        prefix = state_prefix(request.key)
+        response = admin_pb2.GetStateResponse(
+            interval=record_pb2.KeyInterval(
+                computation=request.computation, index=index, count=spec.intervals
+            )
+        )
+        for key, value in processor.store.scan_state(prefix):
+            response.entries.add(tag=key[len(prefix) :].decode(errors="replace"), value=value)
+        response.found = bool(response.entries)
+        return response
+
+    def ListDeadLetters(
+        self, request: admin_pb2.ListDeadLettersRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ListDeadLettersResponse:
+        limit = request.limit or _DEFAULT_LIMIT
+        response = admin_pb2.ListDeadLettersResponse()
+        for (name, _), processor in sorted(self._node.processors.items()):
+            if request.computation and name != request.computation:
+                continue
+            for letter in processor.dead_letters():
+                if letter.record.record_id > request.after_record_id:
+                    response.dead_letters.append(letter)
+        response.dead_letters.sort(key=lambda letter: letter.record.record_id)
+        del response.dead_letters[limit:]
+        return response

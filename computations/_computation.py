@@ -1,0 +1,104 @@
+"""The user API: subclass :class:`Computation`; the runtime hands it a :class:`Context`.
+
+Call order, per key interval, one call at a time (user code needs no locks):
+
+1. ``setup(params)`` once, when the interval starts (and again after a restart);
+2. ``process_record(ctx, record)`` for each new record (duplicates never
+   reach user code), in arrival order per key;
+3. ``process_timer(ctx, timer)`` when a timer fires: event-time timers once
+   the input low watermark is past their time, processing-time timers once
+   the node's clock reaches it; per key, in time order.
+
+Everything a call does through ``ctx`` (state changes, timers, productions)
+takes effect atomically with the record or timer that caused it, or not at
+all: if the call raises, its changes are discarded and the record is retried
+(then dead-lettered after ``max_attempts``). Keep user code deterministic
+(same state and input, same effects) and free of process-global state: the
+same classes run inside PySpark executors for backfills.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
+
+from computations._records import FiredTimer, Record
+from computations._serde import BYTES, Serde
+from statestore.types import TimeDomain
+
+T = TypeVar("T")
+
+
+class Context(Protocol):
+    """What user code may do while processing one record or timer of one key."""
+
+    @property
+    def key(self) -> bytes:
+        """The key being processed; state and timers are scoped to it."""
+        ...
+
+    @property
+    def low_watermark(self) -> int | None:
+        """The computation's input low watermark in ms (None before the first one)."""
+        ...
+
+    @property
+    def processing_time_ms(self) -> int:
+        """The node's clock, in ms since the epoch."""
+        ...
+
+    def get_state(self, tag: str, serde: Serde[T] = BYTES) -> T | None:  # type: ignore[assignment]
+        """This key's state under ``tag``, or None."""
+        ...
+
+    def put_state(self, tag: str, value: T, serde: Serde[T] = BYTES) -> None:  # type: ignore[assignment]
+        """Replace this key's state under ``tag``."""
+        ...
+
+    def delete_state(self, tag: str) -> None:
+        """Remove this key's state under ``tag``."""
+        ...
+
+    def set_timer(self, tag: str, time_ms: int, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
+        """Set (or move) this key's timer ``tag`` of ``domain`` to ``time_ms``."""
+        ...
+
+    def delete_timer(self, tag: str, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
+        """Cancel this key's timer ``tag`` of ``domain`` (no error if unset)."""
+        ...
+
+    def produce(
+        self, stream: str, key: bytes, value: bytes, timestamp_ms: int | None = None
+    ) -> None:
+        """Emit a record to a declared output stream.
+
+        ``timestamp_ms`` defaults to the timestamp of the record or timer
+        being processed.
+        """
+        ...
+
+
+class Computation:
+    """Base class of user computations. Override ``process_record``; override
+    ``process_timer`` if the computation sets timers."""
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """Receive the computation's ``params`` from the topology. Optional."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        """Handle one new record of one of the computation's input streams."""
+        raise NotImplementedError(f"{type(self).__name__} must implement process_record")
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        """Handle a fired timer of ``timer.key``."""
+        raise NotImplementedError(f"{type(self).__name__} sets timers but has no process_timer")
+
+    @classmethod
+    def handles_timers(cls) -> bool:
+        """True when the class overrides :meth:`process_timer`."""
+        return cls.process_timer is not Computation.process_timer
+
+    @classmethod
+    def handles_records(cls) -> bool:
+        """True when the class overrides :meth:`process_record`."""
+        return cls.process_record is not Computation.process_record

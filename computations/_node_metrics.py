@@ -1,0 +1,167 @@
+"""Prometheus metrics of one node, in a registry of its own (many nodes can share a process).
+
+Counters and histograms are updated by the workers; gauges are read from
+the processors and senders when Prometheus scrapes. Names are documented in
+``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from computations._processor import BatchOutcome, IntervalProcessor
+from computations._sender import DownstreamSender
+from computations._watermarks import MIN_TIME
+
+
+class NodeMetrics:
+    """Every metric a node exports."""
+
+    def __init__(
+        self,
+        processors: Mapping[tuple[str, int], IntervalProcessor],
+        senders: Callable[[], Iterable[DownstreamSender]],
+        fenced: Callable[[str, int], bool] = lambda name, interval: False,
+    ) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["computation"]
+        self.records_in = Counter(
+            "millrace_records_in",
+            "Records delivered to a computation (incl. duplicates)",
+            labels,
+            registry=self.registry,
+        )
+        self.records_committed = Counter(
+            "millrace_records_committed", "Records newly committed", labels, registry=self.registry
+        )
+        self.records_out = Counter(
+            "millrace_records_out",
+            "Productions committed to the outbox",
+            labels,
+            registry=self.registry,
+        )
+        self.duplicates = Counter(
+            "millrace_duplicates_dropped",
+            "Redelivered records dropped by dedup",
+            labels,
+            registry=self.registry,
+        )
+        self.dead_letters = Counter(
+            "millrace_dead_letters",
+            "Records moved to the dead-letter store",
+            labels,
+            registry=self.registry,
+        )
+        self.timers_fired = Counter(
+            "millrace_timers_fired", "Timers fired", labels, registry=self.registry
+        )
+        self.commit_seconds = Histogram(
+            "millrace_commit_seconds",
+            "Dedup + user code + atomic commit of one batch",
+            labels,
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+        )
+        self.batch_records = Histogram(
+            "millrace_batch_records", "Records per commit", labels, registry=self.registry,
+            buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 4000),
+        )  # fmt: skip
+        self.registry.register(_Gauges(processors, senders, fenced))
+
+    def committed(self, computation: str, outcome: BatchOutcome, seconds: float) -> None:
+        """Account for one commit."""
+        delivered = len(outcome.committed) + len(outcome.duplicates) + len(outcome.retry)
+        if delivered:
+            self.records_in.labels(computation).inc(delivered)
+            self.batch_records.labels(computation).observe(delivered)
+            self.commit_seconds.labels(computation).observe(seconds)
+        self.records_committed.labels(computation).inc(len(outcome.committed))
+        self.duplicates.labels(computation).inc(len(outcome.duplicates))
+        self.dead_letters.labels(computation).inc(len(outcome.dead_lettered))
+        self.records_out.labels(computation).inc(len(outcome.productions))
+        self.timers_fired.labels(computation).inc(outcome.timers_fired)
+
+
+class _Gauges(Collector):
+    """Values read at scrape time from the processors and senders."""
+
+    def __init__(
+        self,
+        processors: Mapping[tuple[str, int], IntervalProcessor],
+        senders: Callable[[], Iterable[DownstreamSender]],
+        fenced: Callable[[str, int], bool],
+    ) -> None:
+        self._processors = processors
+        self._senders = senders
+        self._fenced = fenced
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["computation", "interval"]
+        outbox = GaugeMetricFamily(
+            "millrace_outbox_size", "Unacknowledged productions", labels=labels
+        )
+        age = GaugeMetricFamily(
+            "millrace_outbox_oldest_age_seconds",
+            "Age of the oldest unacknowledged production",
+            labels=labels,
+        )
+        timers = GaugeMetricFamily(
+            "millrace_timers_pending", "Timers set, not fired", labels=labels
+        )
+        watermark = GaugeMetricFamily(
+            "millrace_input_low_watermark_ms", "Input low watermark (ms since epoch)", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "millrace_input_watermark_lag_seconds",
+            "Wall clock minus input low watermark",
+            labels=labels,
+        )
+        dedup = {
+            name: CounterMetricFamily(f"millrace_dedup_{name}", help_, labels=labels)
+            for name, help_ in (
+                ("lookups", "Record ids checked for duplicates"),
+                ("bloom_negatives", "Checks answered by the Bloom filters alone"),
+                ("store_confirmations", "Duplicates confirmed in RocksDB after a Bloom 'maybe'"),
+                ("false_positives", "Bloom 'maybe's that RocksDB did not confirm"),
+            )
+        }
+        fenced = GaugeMetricFamily(
+            "millrace_interval_fenced", "1 once a newer owner fenced this interval", labels=labels
+        )
+        epoch = GaugeMetricFamily("millrace_interval_epoch", "Owner epoch", labels=labels)
+        now_ms = time.time_ns() // 1_000_000
+        for (name, interval), processor in self._processors.items():
+            values = [name, str(interval)]
+            fenced.add_metric(values, 1 if self._fenced(name, interval) else 0)
+            epoch.add_metric(values, processor.epoch)
+            outbox.add_metric(values, len(processor.in_flight))
+            age.add_metric(values, processor.in_flight.oldest_age_s())
+            timers.add_metric(values, processor.store.pending_timers)
+            mark = processor.input_watermark
+            if mark is not None and mark > MIN_TIME:
+                watermark.add_metric(values, mark)
+                lag.add_metric(values, max(0.0, (now_ms - mark) / 1000))
+            stats = processor.store.dedup_stats()
+            dedup["lookups"].add_metric(values, stats.lookups)
+            dedup["bloom_negatives"].add_metric(values, stats.bloom_negatives)
+            dedup["store_confirmations"].add_metric(values, stats.confirmations)
+            dedup["false_positives"].add_metric(values, stats.false_positives)
+        retries = CounterMetricFamily(
+            "millrace_delivery_retries", "Productions resent after no ack", labels=["destination"]
+        )
+        queued = GaugeMetricFamily(
+            "millrace_delivery_queued",
+            "Productions awaiting an ack, per destination",
+            labels=["destination"],
+        )
+        for sender in self._senders():
+            retries.add_metric([sender.address], sender.retried)
+            queued.add_metric([sender.address], sender.queued)
+        yield from (outbox, age, timers, watermark, lag, fenced, epoch, *dedup.values())
+        yield from (retries, queued)

@@ -1,0 +1,138 @@
+"""Productions: their stable ids, outbox keys and payloads, and the oldest one in flight.
+
+An outbox key names the destination and the production:
+``consumer computation | 0x00 | interval u32 | production id``; the payload is
+the wire ``Record``. Production ids are derived, never random:
+
+- from a record: ``H(computation, input record id, index)``, the same on every
+  replay of that record (what weak productions need);
+- from a timer: ``H(computation, interval, timer-fire sequence, index)``, the
+  sequence being committed with the fire.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from xxhash import xxh3_128_digest
+
+from millrace.wire.v1 import record_pb2
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+
+
+def record_production_id(computation: str, record_id: bytes, index: int) -> bytes:
+    """Id of the ``index``-th production caused by input ``record_id`` (128-bit xxh3)."""
+    return xxh3_128_digest(b"r" + computation.encode() + b"\x00" + record_id + _U32.pack(index))
+
+
+def timer_production_id(computation: str, interval: int, fire_seq: int, index: int) -> bytes:
+    """Id of the ``index``-th production of the ``fire_seq``-th timer fire of an interval."""
+    ident = computation.encode() + b"\x00" + _U32.pack(interval) + _U64.pack(fire_seq)
+    return xxh3_128_digest(b"t" + ident + _U32.pack(index))
+
+
+def outbox_key(consumer: str, interval: int, production_id: bytes) -> bytes:
+    """Where a production to ``consumer``'s ``interval`` waits for its ack."""
+    return consumer.encode() + b"\x00" + _U32.pack(interval) + production_id
+
+
+def split_outbox_key(key: bytes) -> tuple[str, int, bytes]:
+    """Inverse of :func:`outbox_key`."""
+    name, _, rest = key.partition(b"\x00")
+    return name.decode(), _U32.unpack_from(rest)[0], rest[4:]
+
+
+class Production(NamedTuple):
+    """A record on its way to one interval of one consuming computation.
+
+    Build with :meth:`to`, which derives ``outbox_key``.
+    """
+
+    consumer: str
+    interval: int
+    record: record_pb2.Record
+    outbox_key: bytes
+    """Its key in the producer's outbox."""
+
+    @classmethod
+    def to(cls, consumer: str, interval: int, record: record_pb2.Record) -> Production:
+        """A production of ``record`` for ``consumer``'s ``interval``."""
+        return cls(consumer, interval, record, outbox_key(consumer, interval, record.record_id))
+
+    def payload(self) -> bytes:
+        """Its value in the producer's outbox."""
+        return self.record.SerializeToString()
+
+    @classmethod
+    def from_outbox(cls, key: bytes, payload: bytes) -> Production:
+        """Rebuild a production from an outbox entry (resend after restart)."""
+        consumer, interval, _ = split_outbox_key(key)
+        record = record_pb2.Record()
+        record.ParseFromString(payload)
+        return cls(consumer=consumer, interval=interval, record=record, outbox_key=key)
+
+
+class OldestInFlight:
+    """Unacknowledged productions, grouped by the commit that created them.
+
+    Each group keeps the smallest event timestamp of its productions and how
+    many are still unacknowledged; the oldest in-flight timestamp is the
+    minimum over live groups (a handful), so acks cost a dict pop and a
+    decrement. A group's minimum does not rise as its members are acked: the
+    watermark is held a little longer, never too little.
+    """
+
+    def __init__(self) -> None:
+        self._group_of: dict[bytes, int] = {}
+        self._groups: dict[int, list[float]] = {}  # group -> [min ts, live count, added at]
+        self._next_group = 0
+
+    def add_group(self, items: Iterable[tuple[bytes, int]]) -> None:
+        """Track the productions of one commit: ``(outbox key, event timestamp)``."""
+        group = self._next_group
+        self._next_group += 1
+        count = 0
+        oldest: int | None = None
+        for key, timestamp_ms in items:
+            if key in self._group_of:
+                continue
+            self._group_of[key] = group
+            count += 1
+            if oldest is None or timestamp_ms < oldest:
+                oldest = timestamp_ms
+        if count and oldest is not None:
+            self._groups[group] = [oldest, count, time.monotonic()]
+
+    def add(self, key: bytes, timestamp_ms: int) -> None:
+        """Track one unacknowledged production."""
+        self.add_group([(key, timestamp_ms)])
+
+    def remove(self, key: bytes) -> None:
+        """Forget an acknowledged production."""
+        group = self._group_of.pop(key, None)
+        if group is None:
+            return
+        entry = self._groups[group]
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._groups[group]
+
+    def __len__(self) -> int:
+        return len(self._group_of)
+
+    def oldest(self) -> int | None:
+        """The smallest tracked timestamp, or None when nothing is in flight."""
+        if not self._groups:
+            return None
+        return int(min(entry[0] for entry in list(self._groups.values())))
+
+    def oldest_age_s(self) -> float:
+        """Seconds the longest-waiting production has been unacknowledged (0 if none)."""
+        for entry in list(self._groups.values()):
+            return time.monotonic() - entry[2]
+        return 0.0

@@ -1,0 +1,432 @@
+"""``IntervalProcessor``: the MillWheel protocol for one key interval, over its store.
+
+The node runtime, the in-process test harness and (later) the Spark backfill
+all drive this one class:
+
+1. ``process_records``: dedup -> user code per record -> ONE atomic commit of
+   state, record ids, timers and (strong productions) the outbox. Returns
+   what to ack and what to send; the caller acks, then sends.
+2. ``fire_timers``: due timers, in time order, each fire deleting its timer
+   in the same commit as its effects.
+3. ``acknowledge``: productions acked downstream leave the outbox.
+
+It keeps no process-global state, so many run side by side in one process.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from computations._computation import Computation
+from computations._keys import interval_of
+from computations._outbox import (
+    OldestInFlight,
+    Production,
+    record_production_id,
+    timer_production_id,
+)
+from computations._records import FiredTimer, Record
+from computations._scope import RESERVED_PREFIX, Emitted, RecordScope
+from computations._topology import Topology
+from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
+from statestore import StateStore, Transaction
+from statestore.types import TimeDomain, Timer
+
+DEAD_LETTER_PREFIX = RESERVED_PREFIX + b"dead-letter/"
+_FIRE_SEQ = "timer-fire-seq"
+_SENDER_EPOCH = "sender-epoch"
+MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
+UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
+WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
+_U64 = struct.Struct(">Q")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class BatchOutcome:
+    """What one commit did: ids to ack, ids to leave unacked, productions to send."""
+
+    committed: list[bytes] = field(default_factory=list)
+    duplicates: list[bytes] = field(default_factory=list)
+    rejected: list[tuple[bytes, int, str]] = field(default_factory=list)
+    retry: list[bytes] = field(default_factory=list)
+    dead_lettered: list[bytes] = field(default_factory=list)
+    productions: list[Production] = field(default_factory=list)
+    timers_fired: int = 0
+
+
+SINK_PREFIX = "sink:"
+"""Consumer name of a sink stream's destination: ``sink:<stream>``, one interval."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    consumer: str
+    intervals: int
+    extract: Callable[[bytes, bytes], bytes]
+
+
+def _sink_key(key: bytes, value: bytes) -> bytes:
+    return key
+
+
+def _routes(topology: Topology, stream: str) -> list[_Route]:
+    """Where records of ``stream`` go: each consumer, or the stream's sink."""
+    consumers = topology.consumers(stream)
+    if not consumers:
+        return [_Route(SINK_PREFIX + stream, 1, _sink_key)]
+    return [_Route(c.name, c.intervals, topology.key_extractor(c.name, stream)) for c in consumers]
+
+
+class IntervalProcessor:
+    """One key interval of one computation, over its own :class:`StateStore`."""
+
+    def __init__(
+        self,
+        *,
+        topology: Topology,
+        computation: str,
+        interval: int,
+        store: StateStore,
+        epoch: int,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.topology = topology
+        self.spec = topology.computations[computation]
+        self.name = computation
+        self.interval = interval
+        self.store = store
+        self.epoch = epoch
+        self._clock = clock
+        handler = topology.handler_class(computation)
+        self._user: Computation = handler()
+        self._user.setup(self.spec.params)
+        self._handles_timers = handler.handles_timers()
+        self._outputs = frozenset(self.spec.outputs)
+        self._extract = {
+            s: topology.key_extractor(computation, s) for s in self.spec.input_streams()
+        }
+        self._routes = {stream: _routes(topology, stream) for stream in self.spec.outputs}
+        self._attempts: dict[bytes, int] = {}
+        self.records_committed = 0
+        """Records newly committed since this processor started (a status figure)."""
+        self._sender_epochs: dict[str, int] = {}
+        self._new_sender_epochs: dict[str, int] = {}
+        self.input_watermark: int | None = None
+        self.in_flight = OldestInFlight()
+        store.claim_epoch(epoch)
+        self.in_flight.add_group(
+            (key, Production.from_outbox(key, payload).record.event_time_ms)
+            for key, payload in store.outbox()
+        )
+
+    # -- 1. records --------------------------------------------------------
+
+    def process_records(
+        self,
+        records: Sequence[record_pb2.Record],
+        acked: Sequence[bytes] = (),
+        *,
+        send_first: Callable[[list[Production]], set[bytes]] | None = None,
+    ) -> BatchOutcome:
+        """Dedup, run user code, commit everything in one write. See the module docstring.
+
+        ``acked``: outbox keys acknowledged downstream since the last commit; their
+        deletes ride along in the same write.
+        ``send_first`` (weak productions): called with the productions *before* the
+        commit; returns the outbox keys acknowledged in time. Only the others are
+        checkpointed. Safe because production ids derive from the input record ids:
+        a replay after a crash re-sends the same ids, which receivers drop.
+        """
+        outcome = BatchOutcome()
+        txn = self.store.begin(self.epoch)
+        for done in acked:
+            txn.remove_outbox(done)
+        seen = txn.seen([r.record_id for r in records])
+        now = self._clock()
+        in_batch: set[bytes] = set()
+        scope = self._scope(txn, b"", 0, now)
+        for record, duplicate in zip(records, seen, strict=True):
+            rid = record.record_id
+            if duplicate or rid in in_batch:
+                outcome.duplicates.append(rid)
+                continue
+            key = self._key_of(txn, record, outcome)
+            if key is None:
+                continue
+            in_batch.add(rid)
+            scope.reset(key, record.event_time_ms)
+            user_record = Record(
+                stream=record.stream,
+                key=key,
+                value=record.value,
+                timestamp_ms=record.event_time_ms,
+                record_id=rid,
+                producer=record.producer,
+            )
+            try:
+                self._user.process_record(scope, user_record)
+            except Exception as exc:
+                self._failed(txn, record, exc, outcome)
+                continue
+            scope.apply()
+            outcome.committed.append(rid)
+            self._route(scope.emitted, outcome, partial(record_production_id, self.name, rid))
+        txn.mark_seen(outcome.committed)
+        delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
+        self._commit(txn, outcome, skip=delivered)
+        for done in acked:
+            self.in_flight.remove(done)
+        for rid in outcome.committed:
+            self._attempts.pop(rid, None)
+        self.records_committed += len(outcome.committed)
+        return outcome
+
+    def _key_of(
+        self, txn: Transaction, record: record_pb2.Record, outcome: BatchOutcome
+    ) -> bytes | None:
+        """The record's key for this computation, or None after rejecting/dead-lettering it."""
+        rid = record.record_id
+        extract = self._extract.get(record.stream)
+        if not rid:
+            outcome.rejected.append((rid, MALFORMED_RECORD, "record has no record_id"))
+            return None
+        if extract is None:
+            message = f"computation {self.name!r} does not read stream {record.stream!r}"
+            outcome.rejected.append((rid, UNKNOWN_STREAM, message))
+            return None
+        try:
+            key = extract(record.key, record.value)
+        except Exception as exc:
+            # The payload can never be keyed: keep it, with the reason, for the operator.
+            self._dead_letter(txn, record, f"key extraction failed: {exc!r}", 1, outcome)
+            return None
+        if interval_of(key, self.spec.intervals) != self.interval:
+            message = f"key {key!r} belongs to another interval of {self.name!r}"
+            outcome.rejected.append((rid, WRONG_INTERVAL, message))
+            return None
+        return key
+
+    def _failed(
+        self, txn: Transaction, record: record_pb2.Record, exc: Exception, outcome: BatchOutcome
+    ) -> None:
+        rid = record.record_id
+        attempts = self._attempts.get(rid, 0) + 1
+        self._attempts[rid] = attempts
+        if attempts < self.spec.max_attempts:
+            outcome.retry.append(rid)
+            return
+        error = "".join(traceback.format_exception_only(exc)).strip()
+        self._dead_letter(txn, record, error, attempts, outcome)
+
+    def _dead_letter(
+        self,
+        txn: Transaction,
+        record: record_pb2.Record,
+        error: str,
+        attempts: int,
+        outcome: BatchOutcome,
+    ) -> None:
+        rid = record.record_id
+        self._put_letter(txn, rid, record, error, attempts)
+        txn.mark_seen([rid])
+        outcome.committed.append(rid)
+        outcome.dead_lettered.append(rid)
+
+    # -- 2. timers ---------------------------------------------------------
+
+    def due_timer_count_hint(self) -> int:
+        """Committed timers of both domains (a metric)."""
+        return self.store.pending_timers
+
+    def fire_timers(self, limit: int = 1000) -> BatchOutcome:
+        """Fire event-time timers the input watermark has passed and due processing-time
+        timers, in time order, in one commit. Call again while it fires ``limit``."""
+        outcome = BatchOutcome()
+        now = self._clock()
+        due = self.store.due_timers(TimeDomain.PROCESSING_TIME, now, limit)
+        if self.input_watermark is not None:
+            # An event-time timer at T fires once the low watermark is past T.
+            due += self.store.due_timers(TimeDomain.EVENT_TIME, self.input_watermark - 1, limit)
+        if not due:
+            return outcome
+        due.sort(key=lambda t: t.time_ms)
+        due = due[:limit]
+        txn = self.store.begin(self.epoch)
+        raw_seq = txn.get_meta(_FIRE_SEQ)
+        seq = _U64.unpack(raw_seq)[0] if raw_seq else 0
+        for timer in due:
+            txn.delete_timer(timer.domain, timer.key, timer.tag)
+            scope = self._scope(txn, timer.key, timer.time_ms, now)
+            fired = FiredTimer(
+                key=timer.key, tag=timer.tag, time_ms=timer.time_ms, domain=timer.domain
+            )
+            try:
+                self._user.process_timer(scope, fired)
+            except Exception as exc:
+                self._timer_failed(txn, timer.key, fired, exc)
+                continue
+            scope.apply()
+            seq += 1
+            make_id = partial(timer_production_id, self.name, self.interval, seq)
+            self._route(scope.emitted, outcome, make_id)
+            outcome.timers_fired += 1
+        txn.set_meta(_FIRE_SEQ, _U64.pack(seq))
+        self._commit(txn, outcome)
+        return outcome
+
+    def _timer_failed(
+        self, txn: Transaction, key: bytes, fired: FiredTimer, exc: Exception
+    ) -> None:
+        ident = b"timer/" + fired.tag.encode() + b"/" + _U64.pack(fired.time_ms) + key
+        attempts = self._attempts.get(ident, 0) + 1
+        self._attempts[ident] = attempts
+        if attempts < self.spec.max_attempts:
+            # Keep the timer: undo the delete staged above; it fires again next round.
+            txn.set_timer(Timer(domain=fired.domain, key=key, tag=fired.tag, time_ms=fired.time_ms))
+            return
+        self._attempts.pop(ident, None)
+        record = record_pb2.Record(
+            key=key, event_time_ms=fired.time_ms, stream=f"timer:{fired.tag}"
+        )
+        error = "timer: " + "".join(traceback.format_exception_only(exc)).strip()
+        self._put_letter(txn, ident, record, error, attempts)
+
+    def _put_letter(
+        self, txn: Transaction, ident: bytes, record: record_pb2.Record, error: str, attempts: int
+    ) -> None:
+        """Stage a dead letter (the record, why, after how many attempts) in ``txn``."""
+        letter = admin_pb2.DeadLetter(
+            computation=self.name, error=error, attempts=attempts, failed_at_ms=self._clock()
+        )
+        letter.record.CopyFrom(record)
+        txn.put(DEAD_LETTER_PREFIX + ident, letter.SerializeToString())
+
+    # -- fencing of senders --------------------------------------------------
+
+    def accept_sender(self, computation: str, interval: int, epoch: int) -> bool:
+        """False when ``(computation, interval)`` has already been seen at a newer epoch:
+        the sender is a zombie. A newer epoch is remembered durably with the next commit."""
+        name = f"{_SENDER_EPOCH}/{computation}/{interval}"
+        known = self._sender_epochs.get(name)
+        if known is None:
+            raw = self.store.get_meta(name)
+            known = _U64.unpack(raw)[0] if raw else 0
+            self._sender_epochs[name] = known
+        if epoch < known:
+            return False
+        if epoch > known:
+            self._sender_epochs[name] = epoch
+            self._new_sender_epochs[name] = epoch
+        return True
+
+    # -- 3. acks -------------------------------------------------------------
+
+    def acknowledge(self, outbox_keys: Iterable[bytes]) -> None:
+        """Productions acked downstream leave the outbox (no fsync: a lost delete
+        only causes a resend, which the receiver deduplicates)."""
+        keys = list(outbox_keys)
+        if not keys:
+            return
+        txn = self.store.begin(self.epoch)
+        for key in keys:
+            txn.remove_outbox(key)
+        txn.commit(sync=False)
+        for key in keys:
+            self.in_flight.remove(key)
+
+    def refused(self, production: Production, reason: str) -> None:
+        """A receiver will never accept ``production``: keep it as a dead letter, with the
+        reason, and stop resending it."""
+        txn = self.store.begin(self.epoch)
+        error = f"refused by {production.consumer}/{production.interval}: {reason}"
+        self._put_letter(txn, production.record.record_id, production.record, error, 1)
+        txn.remove_outbox(production.outbox_key)
+        txn.commit()
+        self.in_flight.remove(production.outbox_key)
+
+    def pending_productions(self) -> list[Production]:
+        """Every production in the outbox (to resend after a restart)."""
+        return [Production.from_outbox(k, v) for k, v in self.store.outbox()]
+
+    # -- watermark inputs ------------------------------------------------------
+
+    def advance_watermark(self, low_watermark: int) -> None:
+        """Set the input low watermark; it never moves back."""
+        if self.input_watermark is None or low_watermark > self.input_watermark:
+            self.input_watermark = low_watermark
+
+    def oldest_work(self) -> int | None:
+        """Oldest event time this interval still holds back: unacked productions and
+        pending event-time timers (records in flight are held by their senders)."""
+        candidates = [
+            t
+            for t in (self.in_flight.oldest(), self.store.next_timer_ms(TimeDomain.EVENT_TIME))
+            if t is not None
+        ]
+        return min(candidates) if candidates else None
+
+    def dead_letters(self) -> list[admin_pb2.DeadLetter]:
+        """Records and timers that failed ``max_attempts`` times, with their errors."""
+        letters = []
+        for _, raw in self.store.scan_state(DEAD_LETTER_PREFIX):
+            letter = admin_pb2.DeadLetter()
+            letter.ParseFromString(raw)
+            letters.append(letter)
+        return letters
+
+    # -- shared steps ------------------------------------------------------------
+
+    def _scope(self, txn: Transaction, key: bytes, timestamp_ms: int, now: int) -> RecordScope:
+        return RecordScope(
+            computation=self.name,
+            outputs=self._outputs,
+            handles_timers=self._handles_timers,
+            txn=txn,
+            key=key,
+            timestamp_ms=timestamp_ms,
+            low_watermark=self.input_watermark,
+            now_ms=now,
+        )
+
+    def _route(
+        self, emitted: list[Emitted], outcome: BatchOutcome, make_id: Callable[[int], bytes]
+    ) -> None:
+        for index, item in enumerate(emitted):
+            record = record_pb2.Record(
+                record_id=make_id(index),
+                key=item.key,
+                value=item.value,
+                event_time_ms=item.timestamp_ms,
+                producer=self.name,
+                stream=item.stream,
+            )
+            for route in self._routes[item.stream]:
+                interval = interval_of(route.extract(item.key, item.value), route.intervals)
+                outcome.productions.append(Production.to(route.consumer, interval, record))
+
+    def _commit(
+        self, txn: Transaction, outcome: BatchOutcome, skip: set[bytes] | None = None
+    ) -> None:
+        """Checkpoint the productions (all of them, or all but the already-acked ``skip``)
+        in the same commit as everything else."""
+        checkpoint = (
+            outcome.productions
+            if not skip
+            else [p for p in outcome.productions if p.outbox_key not in skip]
+        )
+        for production in checkpoint:
+            txn.add_outbox(production.outbox_key, production.payload())
+        for name, epoch in self._new_sender_epochs.items():
+            txn.set_meta(name, _U64.pack(epoch))
+        txn.commit()
+        self._new_sender_epochs.clear()
+        self.in_flight.add_group((p.outbox_key, p.record.event_time_ms) for p in checkpoint)

@@ -1,0 +1,142 @@
+"""The Context user code sees: one record's (or timer's) effects, buffered.
+
+A scope collects state changes, timer changes and productions of one call.
+If the call returns, :meth:`RecordScope.apply` moves them into the batch's
+transaction; if it raises, they are dropped and the rest of the batch is
+unaffected.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple, TypeVar
+
+from computations._serde import BYTES, Serde
+from computations.errors import ProduceError, TimerError
+from statestore import Transaction
+from statestore.types import TimeDomain, Timer
+
+T = TypeVar("T")
+_U32 = struct.Struct(">I")
+
+RESERVED_PREFIX = b"\xff\xff\xff\xff"
+"""State keys of user state start with a 4-byte key length, never this."""
+
+
+def state_key(key: bytes, tag: str) -> bytes:
+    """Where ``key``'s state ``tag`` lives in the state column family."""
+    return _U32.pack(len(key)) + key + tag.encode()
+
+
+def state_prefix(key: bytes) -> bytes:
+    """The prefix of every state entry of ``key``."""
+    return _U32.pack(len(key)) + key
+
+
+class Emitted(NamedTuple):
+    """A produce() call, before routing."""
+
+    stream: str
+    key: bytes
+    value: bytes
+    timestamp_ms: int
+
+
+class RecordScope:
+    """Implements :class:`computations.Context` for one call of user code."""
+
+    def __init__(
+        self,
+        *,
+        computation: str,
+        outputs: frozenset[str],
+        handles_timers: bool,
+        txn: Transaction,
+        key: bytes,
+        timestamp_ms: int,
+        low_watermark: int | None,
+        now_ms: int,
+    ) -> None:
+        self._computation = computation
+        self._outputs = outputs
+        self._handles_timers = handles_timers
+        self._txn = txn
+        self._key = key
+        self._prefix = state_prefix(key)
+        self._timestamp_ms = timestamp_ms
+        self._low_watermark = low_watermark
+        self._now_ms = now_ms
+        self._state: dict[str, bytes | None] = {}
+        self._timers: dict[tuple[TimeDomain, str], int | None] = {}
+        self.emitted: list[Emitted] = []
+
+    def reset(self, key: bytes, timestamp_ms: int) -> RecordScope:
+        """Reuse this scope for the next call (cheaper than a new one per record)."""
+        self._key = key
+        self._prefix = state_prefix(key)
+        self._timestamp_ms = timestamp_ms
+        self._state = {}
+        self._timers = {}
+        self.emitted = []
+        return self
+
+    @property
+    def key(self) -> bytes:
+        return self._key
+
+    @property
+    def low_watermark(self) -> int | None:
+        return self._low_watermark
+
+    @property
+    def processing_time_ms(self) -> int:
+        return self._now_ms
+
+    def get_state(self, tag: str, serde: Serde[T] = BYTES) -> T | None:  # type: ignore[assignment]
+        if tag in self._state:
+            raw = self._state[tag]
+        else:
+            raw = self._txn.get(self._prefix + tag.encode())
+        return None if raw is None else serde.loads(raw)
+
+    def put_state(self, tag: str, value: T, serde: Serde[T] = BYTES) -> None:  # type: ignore[assignment]
+        self._state[tag] = serde.dumps(value)
+
+    def delete_state(self, tag: str) -> None:
+        self._state[tag] = None
+
+    def set_timer(self, tag: str, time_ms: int, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
+        if not self._handles_timers:
+            raise TimerError(
+                f"computation {self._computation!r} sets timer {tag!r} "
+                "but its class does not implement process_timer"
+            )
+        self._timers[(TimeDomain(domain), tag)] = int(time_ms)
+
+    def delete_timer(self, tag: str, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
+        self._timers[(TimeDomain(domain), tag)] = None
+
+    def produce(
+        self, stream: str, key: bytes, value: bytes, timestamp_ms: int | None = None
+    ) -> None:
+        if stream not in self._outputs:
+            raise ProduceError(
+                f"computation {self._computation!r} produced to {stream!r}, "
+                f"which is not among its declared outputs {sorted(self._outputs)}"
+            )
+        ts = self._timestamp_ms if timestamp_ms is None else int(timestamp_ms)
+        self.emitted.append(Emitted(stream, bytes(key), bytes(value), ts))
+
+    def apply(self) -> None:
+        """Move the buffered state and timer changes into the transaction."""
+        txn, prefix = self._txn, self._prefix
+        for tag, raw in self._state.items():
+            if raw is None:
+                txn.delete(prefix + tag.encode())
+            else:
+                txn.put(prefix + tag.encode(), raw)
+        for (domain, tag), time_ms in self._timers.items():
+            if time_ms is None:
+                txn.delete_timer(domain, self._key, tag)
+            else:
+                txn.set_timer(Timer(domain=domain, key=self._key, tag=tag, time_ms=time_ms))

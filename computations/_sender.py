@@ -1,0 +1,258 @@
+"""``DownstreamSender``: delivers productions to one address until each one is acknowledged.
+
+One bidirectional ``Delivery.Deliver`` stream per destination address. The
+sender groups productions by (origin interval, target interval) into batches
+of at most ``max_batch``, keeps at most ``max_inflight`` batches unacked
+(backpressure: :meth:`submit` blocks once ``max_pending`` productions are
+queued, so a slow consumer slows its producers and memory stays bounded),
+and resends whatever an ack does not confirm after ``retry_s``. A broken
+stream is reopened with exponential backoff and every unacknowledged batch
+is resent; the receiver's dedup makes resends harmless because production
+ids never change.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import grpc
+
+from computations._outbox import Production
+from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+
+log = logging.getLogger(__name__)
+
+_PERMANENT = frozenset(
+    {delivery_pb2.UNKNOWN_STREAM, delivery_pb2.WRONG_INTERVAL, delivery_pb2.MALFORMED_RECORD}
+)
+MAX_MESSAGE_BYTES = 64 << 20
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The sending interval and its epoch (``computation`` empty for the source)."""
+
+    computation: str
+    interval: int
+    epoch: int
+
+
+class SenderCallbacks(Protocol):
+    """How a sender reports back to the intervals that own the productions."""
+
+    def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
+        """Productions were committed or found duplicate downstream."""
+
+    def fenced(self, origin: Origin, message: str) -> None:
+        """The receiver knows a newer epoch of ``origin``: it is a zombie."""
+
+    def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
+        """The receiver will never take ``production`` (routing or payload bug)."""
+
+
+_Group = tuple[Origin, str, int]  # origin, consumer, target interval
+
+
+def insecure_channel(address: str) -> grpc.Channel:
+    """The default channel factory: plaintext, no token."""
+    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+class DownstreamSender:
+    """Delivers to one address; thread-safe :meth:`submit`."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        sender_id: str,
+        callbacks: SenderCallbacks,
+        max_batch: int = 1000,
+        max_inflight: int = 8,
+        max_pending: int = 50_000,
+        retry_s: float = 0.2,
+        ack_timeout_s: float = 30.0,
+        channel_factory: Callable[[str], grpc.Channel] = insecure_channel,
+    ) -> None:
+        self.address = address
+        self._channel_factory = channel_factory
+        self._sender_id = sender_id
+        self._callbacks = callbacks
+        self._max_batch = max_batch
+        self._max_inflight = max_inflight
+        self._max_pending = max_pending
+        self._retry_s = retry_s
+        self._ack_timeout_s = ack_timeout_s
+        self._cond = threading.Condition()
+        self._pending: dict[_Group, deque[Production]] = {}
+        self._queued = 0
+        self._inflight: dict[int, tuple[_Group, list[Production], float]] = {}
+        self._retries: list[tuple[float, int, _Group, list[Production]]] = []
+        self._seq = itertools.count(1)
+        self._generation = 0
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"sender-{address}", daemon=True)
+        self.retried = 0
+        self.sent_batches = 0
+
+    # -- producer side ------------------------------------------------------
+
+    def submit(self, origin: Origin, productions: Sequence[Production]) -> None:
+        """Queue productions; blocks while ``max_pending`` are already queued."""
+        with self._cond:
+            while self._queued >= self._max_pending and not self._stopping:
+                self._cond.wait(0.5)
+            for production in productions:
+                group = (origin, production.consumer, production.interval)
+                self._pending.setdefault(group, deque()).append(production)
+            self._queued += len(productions)
+            self._cond.notify_all()
+
+    @property
+    def queued(self) -> int:
+        """Productions not yet acknowledged (queued, in flight or awaiting a retry)."""
+        return self._queued
+
+    def start(self) -> None:
+        """Start delivering."""
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop delivering; unacknowledged productions stay in their outboxes."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    # -- the stream -----------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while not self._stopping:
+            channel = self._channel_factory(self.address)
+            with self._cond:
+                self._generation += 1
+                generation = self._generation
+            try:
+                stub = delivery_pb2_grpc.DeliveryStub(channel)
+                for ack in stub.Deliver(self._requests(generation)):
+                    self._on_ack(ack)
+                    backoff = 0.05
+            except grpc.RpcError as error:
+                if not self._stopping:
+                    log.debug("delivery to %s broke: %s", self.address, error)
+            finally:
+                self._requeue_inflight()
+                channel.close()
+            if not self._stopping:
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def _requests(self, generation: int) -> Iterator[delivery_pb2.DeliveryBatch]:
+        while True:
+            with self._cond:
+                taken = self._next_batch(generation)
+                if taken is None:
+                    return
+                seq, (origin, consumer, interval), items = taken
+            batch = delivery_pb2.DeliveryBatch(
+                batch_seq=seq,
+                target=record_pb2.KeyInterval(computation=consumer, index=interval),
+                records=[p.record for p in items],
+            )
+            batch.sender.sender_id = self._sender_id
+            batch.sender.epoch = origin.epoch
+            if origin.computation:
+                batch.sender.interval.computation = origin.computation
+                batch.sender.interval.index = origin.interval
+            self.sent_batches += 1
+            yield batch
+
+    def _next_batch(self, generation: int) -> tuple[int, _Group, list[Production]] | None:
+        """Under the lock: wait for room and work; None when this stream must end."""
+        while True:
+            if self._stopping or generation != self._generation:
+                return None
+            now = time.monotonic()
+            self._expire_unanswered(now)
+            while self._retries and self._retries[0][0] <= now:
+                _, _, group, items = heapq.heappop(self._retries)
+                self._pending.setdefault(group, deque()).extendleft(reversed(items))
+            if len(self._inflight) < self._max_inflight:
+                for group, queue in self._pending.items():
+                    if queue:
+                        count = min(len(queue), self._max_batch)
+                        items = [queue.popleft() for _ in range(count)]
+                        seq = next(self._seq)
+                        self._inflight[seq] = (group, items, now)
+                        return seq, group, items
+            wait = 0.1
+            if self._retries:
+                wait = max(0.001, min(wait, self._retries[0][0] - now))
+            self._cond.wait(wait)
+
+    def _expire_unanswered(self, now: float) -> None:
+        """Batches unanswered for ``ack_timeout_s`` are resent (a late ack is then ignored)."""
+        expired = [
+            s for s, (_, _, sent) in self._inflight.items() if now - sent > self._ack_timeout_s
+        ]
+        for seq in expired:
+            group, items, _ = self._inflight.pop(seq)
+            self.retried += len(items)
+            self._pending.setdefault(group, deque()).extendleft(reversed(items))
+
+    def _on_ack(self, ack: delivery_pb2.DeliveryAck) -> None:
+        with self._cond:
+            entry = self._inflight.pop(ack.batch_seq, None)
+            if entry is None:
+                return
+            group, items, _ = entry
+            by_id = {p.record.record_id: p for p in items}
+            done = [
+                by_id.pop(rid) for rid in (*ack.committed_ids, *ack.duplicate_ids) if rid in by_id
+            ]
+            refused: list[tuple[Production, int, str]] = []
+            fenced_message = ""
+            for rejection in ack.rejected:
+                production = by_id.get(rejection.record_id)
+                if production is None:
+                    continue
+                if rejection.reason == delivery_pb2.STALE_SENDER_EPOCH:
+                    by_id.pop(rejection.record_id)
+                    fenced_message = rejection.message
+                elif rejection.reason in _PERMANENT:
+                    by_id.pop(rejection.record_id)
+                    refused.append((production, rejection.reason, rejection.message))
+            if by_id:
+                self.retried += len(by_id)
+                due = time.monotonic() + self._retry_s
+                heapq.heappush(self._retries, (due, next(self._seq), group, list(by_id.values())))
+            self._queued -= len(items) - len(by_id)
+            self._cond.notify_all()
+        origin = group[0]
+        if done:
+            self._callbacks.acked(origin, [p.outbox_key for p in done])
+        for production, reason, message in refused:
+            self._callbacks.refused(origin, production, reason, message)
+        if fenced_message:
+            self._callbacks.fenced(origin, fenced_message)
+
+    def _requeue_inflight(self) -> None:
+        with self._cond:
+            for group, items, _ in self._inflight.values():
+                self._pending.setdefault(group, deque()).extendleft(reversed(items))
+            self._inflight.clear()
+            self._generation += 1
+            self._cond.notify_all()

@@ -1,0 +1,138 @@
+"""A node's link to the watermark authority: report oldest work, watch watermarks.
+
+Reports are sent every ``interval_s`` and, synchronously, whenever an
+interval's oldest work moved *earlier* (a worker does that before acking,
+so the authority never sees a sender drop a hold that the receiver has not
+reported yet). The watch feeds each worker the input watermark of its
+computation: the minimum of the published low watermarks of what feeds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import grpc
+
+from computations._topology import Topology
+from computations._watermarks import input_watermark
+from millrace.security import Security
+from millrace.wire.v1 import record_pb2, watermark_pb2, watermark_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+_Report = tuple[str, int, int, int | None]  # computation, interval, epoch, oldest work
+
+
+class WatermarkLink:
+    """Reporting and watching for one node (no-op without an authority address)."""
+
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        node_id: str,
+        topology: Topology,
+        computation: str,
+        on_watermark: Callable[[int], None],
+        interval_s: float = 0.05,
+        security: Security = Security(),
+    ) -> None:
+        self._address = address
+        self._node_id = node_id
+        self._topology = topology
+        self._computation = computation
+        self._on_watermark = on_watermark
+        self._interval_s = interval_s
+        self._latest: dict[tuple[str, int], _Report] = {}
+        self._dirty = False
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._channel = security.open_channel(address) if address else None
+        self._threads = [
+            threading.Thread(target=self._report_loop, name="wm-report", daemon=True),
+            threading.Thread(target=self._watch_loop, name="wm-watch", daemon=True),
+        ]
+
+    def start(self) -> None:
+        """Start reporting and watching."""
+        if self._channel is not None:
+            for thread in self._threads:
+                thread.start()
+
+    def stop(self) -> None:
+        """Stop both loops."""
+        self._stopping.set()
+        if self._channel is not None:
+            self._channel.close()
+
+    def report(
+        self, computation: str, interval: int, epoch: int, oldest: int | None, urgent: bool
+    ) -> None:
+        """Record an interval's oldest work; ``urgent`` sends it before returning."""
+        with self._lock:
+            self._latest[(computation, interval)] = (computation, interval, epoch, oldest)
+            self._dirty = True
+        if urgent:
+            self._send(timeout=2.0)
+
+    def _send(self, timeout: float) -> None:
+        if self._channel is None:
+            return
+        with self._send_lock:
+            with self._lock:
+                if not self._dirty:
+                    return
+                reports = list(self._latest.values())
+                self._dirty = False
+            protos = _to_protos(self._topology, reports, self._node_id)
+            request = watermark_pb2.ReportWatermarksRequest(reports=list(protos))
+            try:
+                watermark_pb2_grpc.WatermarkAuthorityStub(self._channel).ReportWatermarks(
+                    request, timeout=timeout
+                )
+            except grpc.RpcError as error:
+                with self._lock:
+                    self._dirty = True
+                log.debug("watermark report to %s failed: %s", self._address, error)
+
+    def _report_loop(self) -> None:
+        while not self._stopping.wait(self._interval_s):
+            self._send(timeout=2.0)
+
+    def _watch_loop(self) -> None:
+        assert self._channel is not None
+        stub = watermark_pb2_grpc.WatermarkAuthorityStub(self._channel)
+        published: dict[str, int] = {}
+        while not self._stopping.is_set():
+            try:
+                for updates in stub.WatchWatermarks(watermark_pb2.WatchWatermarksRequest()):
+                    for update in updates.updates:
+                        published[update.computation] = update.low_watermark_ms
+                    mark = input_watermark(self._topology, self._computation, published)
+                    if mark is not None:
+                        self._on_watermark(mark)
+            except grpc.RpcError as error:
+                if not self._stopping.is_set():
+                    log.debug("watermark watch on %s broke: %s", self._address, error)
+            time.sleep(0.1)
+
+
+def _to_protos(
+    topology: Topology, reports: Iterable[_Report], node_id: str
+) -> Iterable[watermark_pb2.WatermarkReport]:
+    now = time.time_ns() // 1_000_000
+    for computation, interval, epoch, oldest in reports:
+        count = topology.computations[computation].intervals
+        report = watermark_pb2.WatermarkReport(
+            interval=record_pb2.KeyInterval(computation=computation, index=interval, count=count),
+            epoch=epoch,
+            reported_at_ms=now,
+            node_id=node_id,
+        )
+        if oldest is not None:
+            report.oldest_work_ms = oldest
+        yield report

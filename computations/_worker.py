@@ -1,0 +1,361 @@
+"""``IntervalWorker``: the one thread that drives one key interval's processor.
+
+Its loop, for everything queued since the last turn (group commit):
+
+1. apply acknowledgements from downstream (outbox deletes);
+2. ``process_records`` over every queued delivery at once: dedup, user
+   code, ONE atomic commit;
+3. report the interval's oldest work to the watermark authority *before*
+   acking if it moved earlier (so no sender can drop its hold on a
+   timestamp the authority does not yet see here);
+4. ack each delivery (committed / duplicates / rejections);
+5. hand the productions to the senders;
+6. fire timers that became due.
+
+Deliveries wait for a slot (``max_queued`` batches): when the worker falls
+behind, the gRPC handler blocks and the sender's window fills up.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from computations._outbox import Production
+from computations._processor import BatchOutcome, IntervalProcessor
+from computations._sender import Origin
+from millrace.wire.v1 import delivery_pb2
+from statestore import EpochFencedError
+
+log = logging.getLogger(__name__)
+
+Ack = delivery_pb2.DeliveryAck
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryWork:
+    """A batch from a sender and where to send its ack."""
+
+    batch: delivery_pb2.DeliveryBatch
+    reply: Callable[[Ack], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Acked:
+    outbox_keys: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    production: Production
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Fence:
+    epoch: int
+    reason: str
+
+
+_STOP = object()
+
+
+class _WeakWait:
+    """Productions sent before their commit, and which of them are acked so far."""
+
+    def __init__(self, keys: set[bytes]) -> None:
+        self.waiting = keys
+        self.acked: set[bytes] = set()
+        self._cond = threading.Condition()
+
+    def ack(self, keys: list[bytes]) -> None:
+        with self._cond:
+            for key in keys:
+                if key in self.waiting:
+                    self.waiting.discard(key)
+                    self.acked.add(key)
+            if not self.waiting:
+                self._cond.notify_all()
+
+    def wait(self, timeout_s: float) -> set[bytes]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self.waiting, timeout_s)
+            return set(self.acked)
+
+
+class WorkerHooks:
+    """What the worker calls out to; the node supplies real ones."""
+
+    def route(self, origin: Origin, productions: list[Production]) -> None:
+        """Hand productions to the senders."""
+
+    def report(self, worker: IntervalWorker, urgent: bool) -> None:
+        """Tell the watermark authority this interval's oldest work."""
+
+    def committed(self, worker: IntervalWorker, outcome: BatchOutcome, seconds: float) -> None:
+        """A commit happened (metrics)."""
+
+
+class IntervalWorker:
+    """Owns an :class:`IntervalProcessor`; every call into it happens on this thread."""
+
+    def __init__(
+        self,
+        processor: IntervalProcessor,
+        hooks: WorkerHooks,
+        *,
+        max_queued: int = 16,
+        max_batch_records: int = 4000,
+        tick_s: float = 0.05,
+    ) -> None:
+        self.processor = processor
+        self.hooks = hooks
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._slots = threading.BoundedSemaphore(max_queued)
+        self._max_batch_records = max_batch_records
+        self._tick_s = tick_s
+        self.fenced_reason = ""
+        self._reported_oldest: int | None = None
+        self._report_due = 0.0
+        self.origin = Origin(processor.name, processor.interval, processor.epoch)
+        self._weak: _WeakWait | None = None
+        spec = processor.spec
+        self._send_first = self._send_weak if spec.productions == "weak" else None
+        self._weak_threshold_s = spec.weak_threshold_ms / 1000
+        self._thread = threading.Thread(
+            target=self._run, name=f"worker-{processor.name}-{processor.interval}", daemon=True
+        )
+
+    # -- called from other threads -------------------------------------------
+
+    def start(self) -> None:
+        """Resend the outbox, then start the loop."""
+        pending = self.processor.pending_productions()
+        if pending:
+            self.hooks.route(self.origin, pending)
+        self._thread.start()
+
+    def deliver(self, work: DeliveryWork) -> None:
+        """Queue a delivery (blocks while ``max_queued`` deliveries are waiting)."""
+        self._slots.acquire()
+        self._inbox.put(work)
+
+    def acknowledged(self, outbox_keys: list[bytes]) -> None:
+        """Downstream acked these productions."""
+        weak = self._weak
+        if weak is not None:
+            weak.ack(outbox_keys)
+        self._inbox.put(_Acked(outbox_keys))
+
+    def refused(self, production: Production, reason: str) -> None:
+        """Downstream will never take this production: dead-letter it here."""
+        self._inbox.put(_Refused(production, reason))
+
+    def fence(self, epoch: int, reason: str) -> None:
+        """A newer owner exists: stop committing, for good."""
+        self._inbox.put(_Fence(epoch, reason))
+
+    def set_watermark(self, low_watermark_ms: int) -> None:
+        """New input low watermark (from the authority's watch)."""
+        self._inbox.put(("watermark", low_watermark_ms))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Finish the current turn and stop."""
+        self._inbox.put(_STOP)
+        self._thread.join(timeout)
+
+    @property
+    def fenced(self) -> bool:
+        """True once this interval has lost ownership."""
+        return bool(self.fenced_reason)
+
+    # -- the loop (worker thread) --------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            items = self._drain()
+            if _STOP in items:
+                self._turn([i for i in items if i is not _STOP])
+                return
+            try:
+                self._turn(items)
+            except EpochFencedError as exc:
+                self._become_fenced(str(exc))
+            except Exception:
+                log.exception(
+                    "interval %s/%s failed a turn", self.origin.computation, self.origin.interval
+                )
+                time.sleep(self._tick_s)
+
+    def _drain(self) -> list[object]:
+        try:
+            items = [self._inbox.get(timeout=self._tick_s)]
+        except queue.Empty:
+            return []
+        records = 0
+        while records < self._max_batch_records:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            items.append(item)
+            if isinstance(item, DeliveryWork):
+                records += len(item.batch.records)
+        return items
+
+    def _turn(self, items: list[object]) -> None:
+        deliveries = [i for i in items if isinstance(i, DeliveryWork)]
+        try:
+            acked = self._control(items)
+            if self.fenced:
+                for work in deliveries:
+                    work.reply(
+                        self._refusal(work.batch, delivery_pb2.NOT_OWNER, self.fenced_reason)
+                    )
+            elif deliveries:
+                self._process(deliveries, acked)
+            elif acked:
+                self.processor.acknowledge(acked)
+            if not self.fenced:
+                self._fire_timers()
+                self._maybe_report(urgent=False)
+        finally:
+            for _ in deliveries:
+                self._slots.release()
+
+    def _control(self, items: list[object]) -> list[bytes]:
+        """Apply watermarks, fences and refusals; return the acknowledged outbox keys."""
+        acked: list[bytes] = []
+        for item in items:
+            if isinstance(item, _Acked):
+                acked.extend(item.outbox_keys)
+            elif isinstance(item, tuple) and item[0] == "watermark":
+                self.processor.advance_watermark(int(item[1]))
+            elif isinstance(item, _Fence) and not self.fenced:
+                self.processor.store.claim_epoch(max(item.epoch, self.processor.epoch + 1))
+                self._become_fenced(item.reason)
+            elif isinstance(item, _Refused) and not self.fenced:
+                self.processor.refused(item.production, item.reason)
+        return acked
+
+    def _process(self, deliveries: list[DeliveryWork], acked: list[bytes]) -> None:
+        accepted: list[DeliveryWork] = []
+        for work in deliveries:
+            sender = work.batch.sender
+            target = work.batch.target
+            if work.batch.target_epoch > self.processor.epoch:
+                reason = f"a newer owner (epoch {work.batch.target_epoch}) took this interval"
+                self._control([_Fence(work.batch.target_epoch, reason)])
+                work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, reason))
+            elif (
+                target.computation != self.processor.name or target.index != self.processor.interval
+            ):
+                message = f"this node does not host {target.computation}/{target.index}"
+                work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, message))
+            elif sender.interval.computation and not self.processor.accept_sender(
+                sender.interval.computation, sender.interval.index, sender.epoch
+            ):
+                message = (
+                    f"{sender.interval.computation}/{sender.interval.index} epoch {sender.epoch} "
+                    "is stale: a newer owner has delivered here"
+                )
+                work.reply(self._refusal(work.batch, delivery_pb2.STALE_SENDER_EPOCH, message))
+            else:
+                accepted.append(work)
+        if self.fenced:  # a delivery above revealed a newer owner
+            for work in accepted:
+                work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, self.fenced_reason))
+            return
+        if not accepted:
+            if acked:
+                self.processor.acknowledge(acked)
+            return
+        records = [r for work in accepted for r in work.batch.records]
+        started = time.perf_counter()
+        try:
+            outcome = self.processor.process_records(records, acked, send_first=self._send_first)
+        except BaseException as exc:
+            # Nothing was committed: answer every delivery so no sender waits forever.
+            fenced = isinstance(exc, EpochFencedError)
+            for work in accepted:
+                if fenced:
+                    work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, str(exc)))
+                else:  # an ack listing nothing: the sender retries every record
+                    work.reply(
+                        Ack(batch_seq=work.batch.batch_seq, receiver_epoch=self.processor.epoch)
+                    )
+            raise
+        self.hooks.committed(self, outcome, time.perf_counter() - started)
+        for rid in outcome.dead_lettered:
+            log.warning(
+                "dead letter in %s/%s: record %s (Admin.ListDeadLetters has the error)",
+                self.origin.computation, self.origin.interval, rid.hex(),
+                extra={"event": "dead_letter", "record_id": rid.hex()},
+            )  # fmt: skip
+        self._maybe_report(urgent=True)
+        committed, duplicates = set(outcome.committed), set(outcome.duplicates)
+        rejected = {rid: (reason, message) for rid, reason, message in outcome.rejected}
+        for work in accepted:
+            ack = Ack(batch_seq=work.batch.batch_seq, receiver_epoch=self.processor.epoch)
+            for record in work.batch.records:
+                rid = record.record_id
+                if rid in committed:
+                    ack.committed_ids.append(rid)
+                elif rid in duplicates:
+                    ack.duplicate_ids.append(rid)
+                elif rid in rejected:
+                    code, detail = rejected[rid]
+                    ack.rejected.add(record_id=rid, reason=code, message=detail)
+            work.reply(ack)
+        if outcome.productions and self._send_first is None:
+            self.hooks.route(self.origin, outcome.productions)
+
+    def _send_weak(self, productions: list[Production]) -> set[bytes]:
+        """Weak productions: send now, wait up to the threshold, return what was acked."""
+        weak = _WeakWait({p.outbox_key for p in productions})
+        self._weak = weak
+        try:
+            self.hooks.route(self.origin, productions)
+            return weak.wait(self._weak_threshold_s)
+        finally:
+            self._weak = None
+
+    def _fire_timers(self) -> None:
+        while True:
+            outcome = self.processor.fire_timers()
+            if not outcome.timers_fired:
+                return
+            self.hooks.committed(self, outcome, 0.0)
+            self._maybe_report(urgent=True)
+            if outcome.productions:
+                self.hooks.route(self.origin, outcome.productions)
+
+    def _maybe_report(self, *, urgent: bool) -> None:
+        oldest = self.processor.oldest_work()
+        now = time.monotonic()
+        moved_earlier = oldest is not None and (
+            self._reported_oldest is None or oldest < self._reported_oldest
+        )
+        if (urgent and moved_earlier) or now >= self._report_due or oldest != self._reported_oldest:
+            self.hooks.report(self, urgent and moved_earlier)
+            self._reported_oldest = oldest
+            self._report_due = now + 0.1
+
+    def _become_fenced(self, reason: str) -> None:
+        if not self.fenced_reason:
+            log.warning(
+                "interval %s/%s fenced: %s", self.origin.computation, self.origin.interval, reason
+            )
+            self.fenced_reason = reason or "fenced"
+
+    def _refusal(self, batch: delivery_pb2.DeliveryBatch, reason: int, message: str) -> Ack:
+        ack = Ack(
+            batch_seq=batch.batch_seq, receiver_epoch=0 if self.fenced else self.processor.epoch
+        )
+        for record in batch.records:
+            ack.rejected.add(record_id=record.record_id, reason=reason, message=message)
+        return ack

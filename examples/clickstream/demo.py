@@ -1,0 +1,236 @@
+"""The Millrace demo: a click-stream through injector, nodes and sinks, checked.
+
+    python -m examples.clickstream.demo [--work DIR] [--seed N]
+
+1. generates clicks (sessions, skewed pages, out-of-order timestamps, late
+   stragglers) and the answers of an independent computation;
+2. writes a topology and deployment, starts two exactly-once file sinks
+   (``millrace sink``) and the injector plus three node processes
+   (``millrace up``);
+3. pushes the clicks with ``millrace inject``, then pushes the SAME file again
+   (a client retrying: every batch is recognised and nothing is duplicated),
+   then the stragglers, then one end-of-input marker click that moves event
+   time past the last window;
+4. waits until the sinks hold every window's count and every user's top
+   pages, compares them with the independent computation, prints the
+   results and where metrics are served, and stops everything.
+
+Exit code 0 only when the results equal the independent computation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from examples.clickstream.generate import (
+    MINUTE_MS,
+    expected_page_counts,
+    expected_top_pages,
+    generate,
+    write_jsonl,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPOLOGY = Path(__file__).with_name("topology.toml").read_text()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def deployment_text(ports: dict[str, int]) -> str:
+    return f"""
+topology = "topology.toml"
+
+[injector]
+address = "127.0.0.1:{ports["injector"]}"
+out_of_orderness_ms = 3000
+idle_timeout_ms = 2000
+metrics_port = {ports["injector_metrics"]}
+
+[nodes.page-counts-0]
+computation = "page_counts"
+intervals = [0]
+address = "127.0.0.1:{ports["page0"]}"
+metrics_port = {ports["page0_metrics"]}
+
+[nodes.page-counts-1]
+computation = "page_counts"
+intervals = [1]
+address = "127.0.0.1:{ports["page1"]}"
+metrics_port = {ports["page1_metrics"]}
+
+[nodes.user-pages]
+computation = "user_pages"
+intervals = [0]
+address = "127.0.0.1:{ports["users"]}"
+metrics_port = {ports["users_metrics"]}
+
+[sinks.page_window_counts]
+address = "127.0.0.1:{ports["sink_pages"]}"
+path = "out/page_window_counts.jsonl"
+
+[sinks.user_top_pages]
+address = "127.0.0.1:{ports["sink_users"]}"
+path = "out/user_top_pages.jsonl"
+"""
+
+
+def millrace(*args: str) -> list[str]:
+    return [sys.executable, "-m", "millrace", *args]
+
+
+def wait_ready(process: subprocess.Popen[str], marker: str, what: str, timeout: float = 60) -> None:
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{what} exited before it was ready")
+        if marker in line:
+            return
+    raise RuntimeError(f"{what} was not ready within {timeout:.0f} s")
+
+
+def latest_by_key(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    latest: dict[str, Any] = {}
+    for line in path.read_bytes().split(b"\n")[:-1]:
+        body = json.loads(line)
+        latest[body["key"]] = json.loads(body["value"])
+    return latest
+
+
+def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
+    parser = argparse.ArgumentParser(description="Run the Millrace click-stream demo.")
+    parser.add_argument("--work", type=Path, default=ROOT / "data" / "demo")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=100.0)
+    args = parser.parse_args()
+    started = time.monotonic()
+    work: Path = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+
+    clicks = generate(args.seed)
+    regular, stragglers = clicks[:-25], clicks[-25:]
+    end_marker = {
+        "key": "demo",
+        "value": {"user": "demo", "page": "/end-of-input"},
+        "ts": max(c["ts"] for c in clicks) + 2 * MINUTE_MS,
+    }
+    write_jsonl(work / "clicks.jsonl", regular)
+    write_jsonl(work / "stragglers.jsonl", stragglers)
+    write_jsonl(work / "end.jsonl", [end_marker])
+    expected_counts = expected_page_counts(clicks)
+    expected_top = expected_top_pages([*clicks, end_marker])
+
+    ports = {name: free_port() for name in (
+        "injector", "injector_metrics", "page0", "page0_metrics", "page1", "page1_metrics",
+        "users", "users_metrics", "sink_pages", "sink_users")}  # fmt: skip
+    (work / "topology.toml").write_text(TOPOLOGY)
+    deployment = work / "deployment.toml"
+    deployment.write_text(deployment_text(ports))
+    print(f"generated {len(clicks):,} clicks ({len(stragglers)} late stragglers) in {work}")
+
+    processes: list[subprocess.Popen[str]] = []
+    logs = work / "logs"
+    logs.mkdir()
+    try:
+        for stream in ("page_window_counts", "user_top_pages"):
+            sink = subprocess.Popen(
+                millrace("sink", "--deployment", str(deployment), "--stream", stream),
+                stdout=subprocess.PIPE, stderr=open(logs / f"sink-{stream}.log", "w"),  # noqa: SIM115
+                text=True, cwd=ROOT,
+            )  # fmt: skip
+            processes.append(sink)
+            wait_ready(sink, "serving", f"sink {stream}")
+        up = subprocess.Popen(
+            millrace("up", "--deployment", str(deployment), "--data-dir", str(work / "data")),
+            stdout=subprocess.PIPE, stderr=open(logs / "up.log", "w"), text=True, cwd=ROOT,  # noqa: SIM115
+        )  # fmt: skip
+        processes.append(up)
+        wait_ready(up, "millrace up: running", "millrace up")
+        print("injector, 3 nodes and 2 sinks are running as separate processes")
+
+        steps = (
+            ("clicks", "clicks.jsonl"),
+            ("the same clicks again (a retry)", "clicks.jsonl"),
+            ("late stragglers", "stragglers.jsonl"),
+            ("an end-of-input marker", "end.jsonl"),
+        )
+        for label, name in steps:
+            command = ("inject", "--deployment", str(deployment), "--stream", "clicks")
+            result = subprocess.run(
+                millrace(*command, str(work / name)),
+                capture_output=True, text=True, cwd=ROOT, check=False,
+            )  # fmt: skip
+            if result.returncode != 0:
+                print(result.stdout + result.stderr, file=sys.stderr)
+                return 1
+            accepted = [line for line in result.stdout.splitlines() if "accepted" in line]
+            print(f"inject {label}: {accepted[0].strip() if accepted else result.stdout.strip()}")
+
+        pages_path = work / "out" / "page_window_counts.jsonl"
+        users_path = work / "out" / "user_top_pages.jsonl"
+        deadline = time.monotonic() + args.timeout
+        while time.monotonic() < deadline:
+            counts = {
+                k: v["count"]
+                for k, v in latest_by_key(pages_path).items()
+                if not k.startswith("/end")
+            }
+            tops = {k: v["top_pages"] for k, v in latest_by_key(users_path).items()}
+            if counts == expected_counts and tops == expected_top:
+                break
+            time.sleep(0.5)
+        else:
+            missing = len(set(expected_counts) - set(counts))
+            wrong = sum(1 for k, v in counts.items() if expected_counts.get(k) != v)
+            print(f"FAILED: {missing} windows missing, {wrong} wrong; see {logs}", file=sys.stderr)
+            return 1
+
+        totals: Counter[str] = Counter()
+        for key, count in counts.items():
+            totals[key.split("@")[0]] += count
+        print("\nclicks per page (sum of the 1-minute windows, top 5):")
+        for page, count in totals.most_common(5):
+            print(f"  {page:<12} {count:>6,}")
+        print("\ntop pages of three users (the sink's materialized view):")
+        for user in sorted(tops)[:3]:
+            print(f"  {user:<8} {tops[user]}")
+        print(f"\n{len(counts):,} page windows, {len(tops):,} users")
+        injector_url = f"http://127.0.0.1:{ports['injector_metrics']}/metrics"
+        node_url = f"http://127.0.0.1:{ports['page0_metrics']}/metrics"
+        print(f"metrics: {injector_url} (injector), {node_url} (a node)")
+        seconds = time.monotonic() - started
+        print(
+            "OK: window counts and top pages equal an independent computation "
+            f"over the generated input ({seconds:.0f} s)"
+        )
+        return 0
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

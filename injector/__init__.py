@@ -1,0 +1,1 @@
+"""Ingestion, the durable log and the low-watermark authority (issue #4)."""

@@ -1,0 +1,158 @@
+"""``GroupCommitter``: many clients' appends to one stream log, one fsync per group.
+
+Clients call :meth:`GroupCommitter.submit` from gRPC threads and block on the
+returned future. One writer thread takes everything queued, appends it with
+a single ``StreamLog.append`` (one write, one fsync) and completes the
+futures: a client is acknowledged only once its records are durable.
+
+Idempotency: a request with a non-empty key that was committed before (the
+key is in the log's COMMIT marker, rebuilt from the log on open) is answered
+with the original result and appends nothing; a retry that races its own
+first attempt waits for that attempt's result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from injector.log import AppendRequest, AppendResult, StreamLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """What a client learns: where its records are, and whether this was a replay."""
+
+    first_offset: int
+    count: int
+    replayed: bool
+
+
+class GroupCommitter:
+    """The single writer of one :class:`StreamLog`."""
+
+    def __init__(
+        self,
+        stream_log: StreamLog,
+        *,
+        max_group_records: int = 50_000,
+        remembered_keys: int = 1_000_000,
+        on_commit: Callable[[list[AppendResult], list[AppendRequest]], None] | None = None,
+        on_append_seconds: Callable[[float], None] | None = None,
+    ) -> None:
+        self.log = stream_log
+        self._max_group_records = max_group_records
+        self._remembered = remembered_keys
+        self._on_commit = on_commit
+        self._on_append_seconds = on_append_seconds
+        self._cond = threading.Condition()
+        self._queue: list[tuple[AppendRequest, Future[Acked]]] = []
+        self._inflight: dict[bytes, Future[Acked]] = {}
+        self._done: OrderedDict[bytes, Acked] = OrderedDict()
+        self._stopping = False
+        for commit in stream_log.commits():
+            if commit.idempotency_key:
+                self._remember(
+                    commit.idempotency_key, Acked(commit.first_offset, commit.count, True)
+                )
+        self._thread = threading.Thread(
+            target=self._run, name=f"group-commit-{stream_log.stream}", daemon=True
+        )
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish what is queued, then stop."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join()
+
+    def submit(self, request: AppendRequest) -> Future[Acked]:
+        """Queue an append; the future completes once it is durable (or was already)."""
+        future: Future[Acked] = Future()
+        key = request.idempotency_key
+        with self._cond:
+            if self._stopping:
+                future.set_exception(RuntimeError("the injector is shutting down"))
+                return future
+            if key:
+                done = self._done.get(key)
+                if done is not None:
+                    future.set_result(Acked(done.first_offset, done.count, True))
+                    return future
+                running = self._inflight.get(key)
+                if running is not None:
+                    return _as_replay(running)
+                self._inflight[key] = future
+            self._queue.append((request, future))
+            self._cond.notify()
+        return future
+
+    def _remember(self, key: bytes, acked: Acked) -> None:
+        self._done[key] = acked
+        if len(self._done) > self._remembered:
+            self._done.popitem(last=False)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue and self._stopping:
+                    return
+                group: list[tuple[AppendRequest, Future[Acked]]] = []
+                total = 0
+                while self._queue and (not group or total < self._max_group_records):
+                    item = self._queue.pop(0)
+                    group.append(item)
+                    total += len(item[0].records)
+            self._commit(group)
+
+    def _commit(self, group: list[tuple[AppendRequest, Future[Acked]]]) -> None:
+        try:
+            started = time.perf_counter()
+            results = self.log.append([request for request, _ in group])
+            if self._on_append_seconds is not None:
+                self._on_append_seconds(time.perf_counter() - started)
+        except BaseException as exc:
+            log.exception("append to %s failed", self.log.stream)
+            with self._cond:
+                for request, future in group:
+                    self._inflight.pop(request.idempotency_key, None)
+                    future.set_exception(exc)
+            return
+        with self._cond:
+            for (request, future), result in zip(group, results, strict=True):
+                acked = Acked(result.first_offset, result.count, False)
+                if request.idempotency_key:
+                    self._inflight.pop(request.idempotency_key, None)
+                    self._remember(request.idempotency_key, acked)
+                future.set_result(acked)
+        if self._on_commit is not None:
+            self._on_commit(results, [request for request, _ in group])
+
+
+def _as_replay(original: Future[Acked]) -> Future[Acked]:
+    """A future that completes like ``original`` but says ``replayed``."""
+    replay: Future[Acked] = Future()
+
+    def relay(done: Future[Acked]) -> None:
+        error = done.exception()
+        if error is not None:
+            replay.set_exception(error)
+        else:
+            result = done.result()
+            replay.set_result(Acked(result.first_offset, result.count, True))
+
+    original.add_done_callback(relay)
+    return replay

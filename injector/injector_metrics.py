@@ -1,0 +1,85 @@
+"""Prometheus metrics of the injector (``docs/metrics.md``), in a registry of its own."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from computations import MIN_TIME
+
+if TYPE_CHECKING:
+    from injector.server import Injector
+
+
+class InjectorMetrics:
+    """Counters updated on the ingest path; gauges read at scrape time."""
+
+    def __init__(self, injector: Injector) -> None:
+        self.registry = CollectorRegistry()
+        self.ingested = Counter(
+            "millrace_ingested_records", "Records appended to the durable log and acknowledged",
+            ["stream"], registry=self.registry,
+        )  # fmt: skip
+        self.late_records = Counter(
+            "millrace_late_records", "Ingested records already behind the source watermark",
+            ["stream"], registry=self.registry,
+        )  # fmt: skip
+        self.append_seconds = Histogram(
+            "millrace_log_append_seconds", "One group commit: write + fsync of the durable log",
+            ["stream"], registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+        )  # fmt: skip
+        self.registry.register(_InjectorGauges(injector))
+
+
+class _InjectorGauges(Collector):
+    def __init__(self, injector: Injector) -> None:
+        self._injector = injector
+
+    def collect(self) -> Iterable[Metric]:
+        log_bytes = GaugeMetricFamily(
+            "millrace_log_bytes", "Bytes in log segments", labels=["stream"]
+        )
+        segments = GaugeMetricFamily("millrace_log_segments", "Log segments", labels=["stream"])
+        lag = GaugeMetricFamily(
+            "millrace_forwarding_lag_records",
+            "Durable records not yet acknowledged by every first computation",
+            labels=["stream"],
+        )
+        lag_s = GaugeMetricFamily(
+            "millrace_forwarding_lag_seconds",
+            "Age (event time vs. wall clock) of the oldest unacknowledged record",
+            labels=["stream"],
+        )
+        idle = CounterMetricFamily(
+            "millrace_idle_source_advances",
+            "Watermark advances of an idle source",
+            labels=["stream"],
+        )
+        watermark = GaugeMetricFamily(
+            "millrace_low_watermark_ms", "Published low watermark", labels=["computation"]
+        )
+        watermark_lag = GaugeMetricFamily(
+            "millrace_watermark_lag_seconds", "Wall clock minus the published low watermark",
+            labels=["computation"],
+        )  # fmt: skip
+        now_ms = time.time_ns() // 1_000_000
+        for name, stream in list(self._injector.streams.items()):
+            infos = stream.log.segments()
+            log_bytes.add_metric([name], sum(i.size_bytes for i in infos))
+            segments.add_metric([name], len(infos))
+            lag.add_metric([name], stream.forwarder.lag_records())
+            oldest = stream.oldest_unfinished_ms()
+            lag_s.add_metric([name], 0.0 if oldest is None else max(0.0, (now_ms - oldest) / 1000))
+            idle.add_metric([name], stream.watermark.idle_advances)
+        for name, mark in self._injector.authority.watermarks().items():
+            if mark > MIN_TIME:
+                watermark.add_metric([name], mark)
+                watermark_lag.add_metric([name], max(0.0, (now_ms - mark) / 1000))
+        yield from (log_bytes, segments, lag, lag_s, idle, watermark, watermark_lag)

@@ -1,0 +1,62 @@
+"""The injector's durable log: the system of record that forwarding, backfills and replays read.
+
+One :class:`StreamLog` per source stream, in its own directory
+``<log_dir>/<stream>/``::
+
+    log = StreamLog.open(Path("logs") / "clicks", "clicks", config=LogConfig(fsync=True))
+    [result] = log.append([AppendRequest(records=[(b"alice", b"{}", 1_000)],
+                                          idempotency_key=b"req-1")])
+    log.read(result.first_offset, 100)      # durable LogRecords
+    log.close()
+
+Append-only segment files of checksummed entries; each client request's
+records are followed by one COMMIT entry written by the same write and
+fsync, so recovery keeps or drops a request whole. Sealed segments carry a
+sidecar index. :func:`scan_segment` reads one segment file on its own (one
+Spark task per sealed segment). The byte layout is in ``docs/log-format.md``.
+"""
+
+from injector.log._format import offset_of, record_id, stream_tag
+from injector.log._scan import scan_segment
+from injector.log._stream_log import StreamLog, wall_clock_ms
+from injector.log._types import (
+    AppendRequest,
+    AppendResult,
+    Commit,
+    CorruptEntry,
+    LogConfig,
+    LogRecord,
+    RecoveryReport,
+    SegmentInfo,
+)
+from injector.log.errors import (
+    LogClosedError,
+    LogCorruptedError,
+    LogError,
+    LogLockedError,
+    LogWriteError,
+    OffsetDeletedError,
+)
+
+__all__ = [
+    "AppendRequest",
+    "AppendResult",
+    "Commit",
+    "CorruptEntry",
+    "LogClosedError",
+    "LogConfig",
+    "LogCorruptedError",
+    "LogError",
+    "LogLockedError",
+    "LogRecord",
+    "LogWriteError",
+    "OffsetDeletedError",
+    "RecoveryReport",
+    "SegmentInfo",
+    "StreamLog",
+    "offset_of",
+    "record_id",
+    "scan_segment",
+    "stream_tag",
+    "wall_clock_ms",
+]

@@ -1,0 +1,316 @@
+"""Byte layout of segment files: names, header, entries, record ids (``docs/log-format.md``).
+
+Everything here is pure: encoders build bytes, decoders take bytes or a
+binary file and raise :class:`EntryError` at the first entry that fails
+validation. The segment, recovery and scan modules build on these.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import BinaryIO
+
+import xxhash
+
+from injector.log._types import Commit
+
+MAGIC = b"MRLOG\x01\n\x00"
+HEADER = struct.Struct(">8sQ")
+"""File header: magic, base offset."""
+HEADER_SIZE = HEADER.size
+ENTRY_PREFIX = struct.Struct(">II")
+"""Entry prefix: body length, zlib.crc32 of the body."""
+PREFIX_SIZE = ENTRY_PREFIX.size
+RECORD_HEAD = struct.Struct(">BQqqI")
+"""RECORD body head: type, offset, event time, ingest time, key length; key and value follow."""
+RECORD_HEAD_SIZE = RECORD_HEAD.size
+COMMIT_HEAD = struct.Struct(">BQIH")
+"""COMMIT body head: type, first offset, count, idempotency key length; the key follows."""
+U32 = struct.Struct(">I")
+U64 = struct.Struct(">Q")
+I64 = struct.Struct(">q")
+COMMIT_MIN_SIZE = COMMIT_HEAD.size + U32.size + I64.size
+
+RECORD = 1
+COMMIT = 2
+MAX_IDEMPOTENCY_KEY = 0xFFFF
+
+_SEGMENT_NAME = re.compile(r"segment-(\d{20})\.(log|idx)")
+
+
+class EntryError(Exception):
+    """An entry at ``position`` failed validation (``reason`` says how)."""
+
+    def __init__(self, position: int, reason: str, *, complete: bool = True) -> None:
+        super().__init__(f"byte {position}: {reason}")
+        self.position = position
+        self.reason = reason
+        self.complete = complete
+        """False when the problem is not an entry at all (records lacking a COMMIT at the end)."""
+        self.uncommitted = 0
+        """Complete entries after the last valid COMMIT and before ``position``."""
+
+
+# ---------------------------------------------------------------------------
+# Names and ids
+# ---------------------------------------------------------------------------
+
+
+def segment_name(base_offset: int) -> str:
+    """``segment-<base_offset:020d>.log``."""
+    return f"segment-{base_offset:020d}.log"
+
+
+def index_name(base_offset: int) -> str:
+    """``segment-<base_offset:020d>.idx``: the sidecar index of a sealed segment."""
+    return f"segment-{base_offset:020d}.idx"
+
+
+def parse_name(name: str) -> tuple[int, str] | None:
+    """``(base_offset, "log" | "idx")`` for a segment or index file name, else None."""
+    match = _SEGMENT_NAME.fullmatch(name)
+    return (int(match.group(1)), match.group(2)) if match else None
+
+
+def stream_tag(stream: str) -> bytes:
+    """The first 8 bytes of every record id of ``stream``: xxh3-64 of its UTF-8 name.
+
+    Tells which stream a record id belongs to without decoding anything else.
+    """
+    return xxhash.xxh3_64_digest(stream.encode())
+
+
+def record_id(stream: str, offset: int) -> bytes:
+    """The 16-byte id of record ``offset`` of ``stream``: xxh3-64(stream) + u64 offset."""
+    return stream_tag(stream) + U64.pack(offset)
+
+
+def offset_of(rid: bytes) -> int:
+    """The offset a record id names (its last 8 bytes, big-endian)."""
+    if len(rid) != 16:
+        raise ValueError(f"a record id has 16 bytes, got {len(rid)}")
+    return int.from_bytes(rid[8:], "big")
+
+
+# ---------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------
+
+
+def encode_header(base_offset: int) -> bytes:
+    """The 16-byte file header of a segment starting at ``base_offset``."""
+    return HEADER.pack(MAGIC, base_offset)
+
+
+def decode_header(data: bytes) -> int:
+    """The base offset of a segment header; raises :class:`EntryError` if it is not one."""
+    if len(data) < HEADER_SIZE:
+        raise EntryError(0, f"torn segment header ({len(data)} of {HEADER_SIZE} bytes)")
+    magic, base = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise EntryError(0, f"bad segment magic {magic!r}")
+    return int(base)
+
+
+def header_is_torn(data: bytes) -> bool:
+    """True if ``data`` can only be a header whose write never completed.
+
+    A prefix of the magic, or zeros (a file extended but not written before a
+    power loss); anything else is a foreign or damaged file.
+    """
+    if len(data) >= HEADER_SIZE:
+        return data[:HEADER_SIZE] == bytes(HEADER_SIZE)
+    return MAGIC.startswith(data[: len(MAGIC)]) or data == bytes(len(data))
+
+
+def encode_request(
+    parts: list[bytes],
+    records: Sequence[tuple[bytes, bytes, int]],
+    idempotency_key: bytes,
+    source: bytes,
+    *,
+    offset: int,
+    ingest_ms: int,
+    position: int,
+    next_index: int,
+    index_every: int,
+    index: list[tuple[int, int]],
+) -> tuple[int, int, int, int]:
+    """Append the entries of one request -- its RECORDs, then its COMMIT -- to ``parts``.
+
+    Records get offsets from ``offset``; all carry ``ingest_ms``, which is
+    also the commit time. ``position`` is the file position of the first
+    entry; every record whose offset is ``next_index`` (then every
+    ``index_every`` offsets) gets an ``(offset, position)`` entry in
+    ``index``. Returns ``(position after the COMMIT, next index offset,
+    min event time, max event time)``; the times are 0 without records.
+    Raises ``struct.error``, ``TypeError`` or ``ValueError`` for a malformed
+    request, leaving ``parts`` and ``index`` half-extended (callers discard
+    them).
+    """
+    pack_head = RECORD_HEAD.pack
+    pack_prefix = ENTRY_PREFIX.pack
+    crc32 = zlib.crc32
+    add = parts.append
+    first = offset
+    low = high = records[0][2] if records else 0
+    for key, value, event_ms in records:
+        body = pack_head(RECORD, offset, event_ms, ingest_ms, len(key)) + key + value
+        add(pack_prefix(len(body), crc32(body)))
+        add(body)
+        if offset == next_index:
+            index.append((offset, position))
+            next_index += index_every
+        position += PREFIX_SIZE + len(body)
+        offset += 1
+        if event_ms < low:
+            low = event_ms
+        elif event_ms > high:
+            high = event_ms
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise ValueError(f"idempotency_key has {len(idempotency_key)} bytes; at most 65535 fit")
+    body = (
+        COMMIT_HEAD.pack(COMMIT, first, offset - first, len(idempotency_key))
+        + idempotency_key
+        + U32.pack(len(source))
+        + source
+        + I64.pack(ingest_ms)
+    )
+    add(pack_prefix(len(body), crc32(body)))
+    add(body)
+    return position + PREFIX_SIZE + len(body), next_index, low, high
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------
+
+
+def decode_commit(body: bytes, position: int) -> Commit:
+    """The commit in a COMMIT body; raises :class:`EntryError` if its lengths do not add up."""
+    if len(body) < COMMIT_MIN_SIZE:
+        raise EntryError(position, f"COMMIT entry too short ({len(body)} bytes)")
+    _, first, count, ikey_len = COMMIT_HEAD.unpack_from(body)
+    at = COMMIT_HEAD.size + ikey_len
+    if at + U32.size > len(body):
+        raise EntryError(position, "COMMIT idempotency key overruns the entry")
+    (source_len,) = U32.unpack_from(body, at)
+    source_at = at + U32.size
+    if source_at + source_len + I64.size != len(body):
+        raise EntryError(position, "COMMIT lengths do not add up to the entry length")
+    (committed_at,) = I64.unpack_from(body, source_at + source_len)
+    return Commit(
+        first_offset=first,
+        count=count,
+        idempotency_key=body[COMMIT_HEAD.size : at],
+        source=body[source_at : source_at + source_len],
+        committed_at_ms=committed_at,
+    )
+
+
+def iter_entries(
+    f: BinaryIO, start: int, end: int, *, chunk_bytes: int = 1 << 20
+) -> Iterator[tuple[int, bytes]]:
+    """``(position, body)`` of every entry of ``f`` in ``[start, end)``, crc-checked.
+
+    Reads ``chunk_bytes`` at a time. Raises :class:`EntryError` at the first
+    entry that is torn (ends past ``end``), has length 0 or a bad crc.
+    """
+    crc32 = zlib.crc32
+    unpack_prefix = ENTRY_PREFIX.unpack_from
+    f.seek(start)
+    buf = b""
+    at = 0  # index of the next entry in buf
+    buf_start = start  # file position of buf[0]
+    unread = end - start
+    while True:
+        avail = len(buf) - at
+        if avail >= PREFIX_SIZE:
+            length, crc = unpack_prefix(buf, at)
+            stop = at + PREFIX_SIZE + length
+            if length and stop <= len(buf):
+                body = buf[at + PREFIX_SIZE : stop]
+                if crc32(body) != crc:
+                    raise EntryError(buf_start + at, "crc mismatch")
+                yield buf_start + at, body
+                at = stop
+                continue
+            if not length:
+                raise EntryError(buf_start + at, "bad entry length 0")
+            need = PREFIX_SIZE + length - avail
+        else:
+            need = PREFIX_SIZE - avail
+        if unread <= 0:
+            if not avail:
+                return
+            what = "entry header" if avail < PREFIX_SIZE else "entry"
+            raise EntryError(
+                buf_start + at, f"torn {what}: {avail} bytes left, {avail + need} needed"
+            )
+        data = f.read(min(unread, max(chunk_bytes, need)))
+        unread = unread - len(data) if data else 0
+        buf = buf[at:] + data
+        buf_start += at
+        at = 0
+
+
+Pending = tuple[int, bytes, int, int, int, int]
+"""A record entry awaiting its COMMIT: position, body, offset, event ms, ingest ms, key length."""
+
+
+def iter_requests(
+    f: BinaryIO, base_offset: int, start: int, end: int, *, keep_records: bool = True
+) -> Iterator[tuple[list[Pending], Commit, int]]:
+    """Whole requests in ``[start, end)``: ``(records, commit, position after the commit)``.
+
+    Validates what makes a segment well formed beyond each entry's crc:
+    record offsets are dense from ``base_offset``, every COMMIT covers exactly
+    the records since the previous one, and no records trail the last
+    COMMIT. ``keep_records=False`` yields empty record lists (cheaper, for
+    callers that only want commits). Raises :class:`EntryError` with
+    ``uncommitted`` set to the complete entries after the last valid COMMIT.
+    """
+    pending: list[Pending] = []
+    first = expected = base_offset
+    first_position = start
+    unpack_head = RECORD_HEAD.unpack_from
+    entries = iter_entries(f, start, end)
+    try:
+        for position, body in entries:
+            kind = body[0]
+            if kind == RECORD:
+                if len(body) < RECORD_HEAD_SIZE:
+                    raise EntryError(position, f"RECORD entry too short ({len(body)} bytes)")
+                _, offset, event_ms, ingest_ms, key_len = unpack_head(body)
+                if RECORD_HEAD_SIZE + key_len > len(body):
+                    raise EntryError(position, "RECORD key overruns the entry")
+                if offset != expected:
+                    raise EntryError(position, f"record offset {offset}, expected {expected}")
+                if expected == first:
+                    first_position = position
+                expected += 1
+                if keep_records:
+                    pending.append((position, body, offset, event_ms, ingest_ms, key_len))
+            elif kind == COMMIT:
+                commit = decode_commit(body, position)
+                if commit.first_offset != first or commit.count != expected - first:
+                    raise EntryError(
+                        position,
+                        f"COMMIT covers {commit.count} records from {commit.first_offset} but "
+                        f"{expected - first} records from {first} precede it",
+                    )
+                yield pending, commit, position + PREFIX_SIZE + len(body)
+                pending = []
+                first = expected
+            else:
+                raise EntryError(position, f"unknown entry type {kind}")
+        if expected != first:
+            raise EntryError(
+                first_position, f"{expected - first} records without a COMMIT", complete=False
+            )
+    except EntryError as error:
+        error.uncommitted = expected - first
+        raise

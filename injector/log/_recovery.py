@@ -1,0 +1,269 @@
+"""Opening a stream's directory: load sealed segments, recover the active one.
+
+1. List the directory: ``segment-*.log`` files by base offset; remove leftover
+   ``*.idx.tmp`` files and indexes whose segment retention already deleted.
+2. Every segment but the last is sealed: load its index (a missing or bad
+   index is rebuilt by scanning; a sealed segment that does not scan clean
+   is :class:`LogCorruptedError`, because acknowledged records live there).
+3. The last segment is sealed if it has a valid index (a crash hit between
+   sealing it and creating the next one). Otherwise it is the active segment:
+   scan it, and cut everything after the last valid COMMIT (a torn or bad
+   entry, records without their COMMIT), reported as a :class:`RecoveryReport`.
+4. Check the segments chain: each starts where the previous one ends.
+
+Read-only opens change nothing on disk: they only stop at the valid end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
+from typing import BinaryIO
+
+from injector.log._format import (
+    HEADER_SIZE,
+    EntryError,
+    decode_header,
+    header_is_torn,
+    index_name,
+    iter_requests,
+    parse_name,
+    segment_name,
+)
+from injector.log._index import IndexInvalidError, SegmentSummary, read_index, write_index
+from injector.log._segment import Segment
+from injector.log._types import LogConfig, RecoveryReport
+from injector.log.errors import LogCorruptedError
+
+logger = logging.getLogger(__name__)
+
+_TMP_NAME = re.compile(r"segment-\d{20}\.idx\.tmp")
+
+
+def load_segments(
+    directory: Path, *, config: LogConfig, clock: Callable[[], int], read_only: bool
+) -> tuple[list[Segment], RecoveryReport | None]:
+    """The segments of ``directory``, the last one active (steps in the module docstring).
+
+    A writable open always ends with an active segment (a new one when the
+    directory is empty or its last segment is sealed). The report is None
+    when there was no segment to recover.
+    """
+    bases = _list_segments(directory, read_only=read_only)
+    segments = [_load_sealed(directory, base, config, read_only) for base in bases[:-1]]
+    report = None
+    if bases:
+        last, report = _load_last(directory, bases[-1], config, clock, read_only)
+        segments.append(last)
+    for before, after in pairwise(segments):
+        if before.end_offset != after.base_offset:
+            raise LogCorruptedError(
+                str(after.path),
+                None,
+                f"it starts at offset {after.base_offset} but the segment before it ends at "
+                f"{before.end_offset}",
+            )
+    if not read_only:
+        if segments and not segments[-1].sealed:
+            segments[-1].open_for_append()
+        else:
+            base = segments[-1].end_offset if segments else 0
+            segments.append(
+                Segment.create(
+                    directory,
+                    base,
+                    created_ms=clock(),
+                    index_every=config.index_every,
+                    fsync=config.fsync,
+                )
+            )
+    return segments, report
+
+
+def rebuild(segment: Segment, f: BinaryIO, file_size: int) -> EntryError | None:
+    """Fill a fresh ``segment``'s statistics and index by scanning its file's entries.
+
+    Stops at the first entry that fails validation and returns its error;
+    ``segment.size`` is then the end of the last valid COMMIT.
+    """
+    every = segment.index_every
+    next_index = segment.base_offset
+    try:
+        for records, commit, end in iter_requests(f, segment.base_offset, HEADER_SIZE, file_size):
+            if records:
+                events = [record[3] for record in records]
+                low, high = min(events), max(events)
+                if segment.records:
+                    segment.min_event_ms = min(segment.min_event_ms, low)
+                    segment.max_event_ms = max(segment.max_event_ms, high)
+                else:
+                    segment.min_event_ms, segment.max_event_ms = low, high
+                for position, _body, offset, *_ in records:
+                    if offset == next_index:
+                        segment.index.append((offset, position))
+                        next_index += every
+            at = commit.committed_at_ms
+            if segment.commits:
+                segment.min_ingest_ms = min(segment.min_ingest_ms, at)
+                segment.max_ingest_ms = max(segment.max_ingest_ms, at)
+            else:
+                segment.min_ingest_ms = segment.max_ingest_ms = segment.created_ms = at
+            segment.commits += 1
+            segment.records += commit.count
+            segment.size = end
+            segment.end_offset = commit.first_offset + commit.count
+    except EntryError as error:
+        return error
+    return None
+
+
+def _list_segments(directory: Path, *, read_only: bool) -> list[int]:
+    """Base offsets of the segment files, ascending; tidies leftovers unless ``read_only``."""
+    logs: set[int] = set()
+    indexes: set[int] = set()
+    for name in os.listdir(directory):
+        if _TMP_NAME.fullmatch(name):
+            if not read_only:
+                (directory / name).unlink(missing_ok=True)
+            continue
+        parsed = parse_name(name)
+        if parsed is not None:
+            (logs if parsed[1] == "log" else indexes).add(parsed[0])
+    if not read_only:
+        for orphan in indexes - logs:  # retention deletes the .log first
+            (directory / index_name(orphan)).unlink(missing_ok=True)
+    return sorted(logs)
+
+
+def _mtime_ms(path: Path) -> int:
+    return path.stat().st_mtime_ns // 1_000_000
+
+
+def _check_header(path: Path, f: BinaryIO, base: int) -> None:
+    try:
+        found = decode_header(f.read(HEADER_SIZE))
+    except EntryError as error:
+        raise LogCorruptedError(str(path), 0, error.reason) from error
+    if found != base:
+        raise LogCorruptedError(str(path), 0, f"header says base offset {found}, name {base}")
+
+
+def _valid_index(directory: Path, base: int, size: int) -> SegmentSummary:
+    summary = read_index(directory / index_name(base))
+    if summary.base_offset != base or summary.size_bytes != size:
+        raise IndexInvalidError(
+            f"describes base {summary.base_offset} and {summary.size_bytes} bytes, "
+            f"the segment has base {base} and {size} bytes"
+        )
+    return summary
+
+
+def _load_sealed(directory: Path, base: int, config: LogConfig, read_only: bool) -> Segment:
+    path = directory / segment_name(base)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        _check_header(path, f, base)
+        try:
+            return Segment.from_summary(directory, _valid_index(directory, base, size))
+        except IndexInvalidError as problem:
+            logger.warning("rebuilding the index of sealed segment %s (%s)", path, problem)
+        segment = Segment(
+            directory, base, created_ms=_mtime_ms(path), index_every=config.index_every
+        )
+        error = rebuild(segment, f, size)
+    if error is not None:
+        raise LogCorruptedError(str(path), error.position, error.reason)
+    segment.sealed = True
+    if not read_only:
+        write_index(segment.index_path, segment.summary(), fsync=config.fsync)
+    return segment
+
+
+def _load_last(
+    directory: Path, base: int, config: LogConfig, clock: Callable[[], int], read_only: bool
+) -> tuple[Segment, RecoveryReport]:
+    path = directory / segment_name(base)
+    size = path.stat().st_size
+    try:
+        segment = Segment.from_summary(directory, _valid_index(directory, base, size))
+    except IndexInvalidError:
+        pass  # the usual case: the active segment has no index
+    else:
+        with open(path, "rb") as f:
+            _check_header(path, f, base)
+        return segment, RecoveryReport(
+            segment=str(path), truncated_bytes=0, dropped_entries=0, reason=""
+        )
+    if not read_only:
+        segment_index = directory / index_name(base)
+        segment_index.unlink(missing_ok=True)  # a bad index of the active segment: stale
+    segment = Segment(directory, base, created_ms=_mtime_ms(path), index_every=config.index_every)
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE)
+        try:
+            found = decode_header(head)
+        except EntryError as bad_header:
+            if not header_is_torn(head):
+                raise LogCorruptedError(str(path), 0, bad_header.reason) from bad_header
+            return _reset_torn_header(segment, size, clock(), config, read_only)
+        if found != base:
+            raise LogCorruptedError(str(path), 0, f"header says base offset {found}, name {base}")
+        error = rebuild(segment, f, size)
+    if error is None:
+        return segment, RecoveryReport(
+            segment=str(path), truncated_bytes=0, dropped_entries=0, reason=""
+        )
+    report = RecoveryReport(
+        segment=str(path),
+        truncated_bytes=size - segment.size,
+        dropped_entries=error.uncommitted + (1 if error.complete else 0),
+        reason=f"{error.reason} at byte {error.position}",
+    )
+    logger.warning(
+        "recovered %s: cut %d bytes (%d entries) after the last valid commit: %s",
+        path,
+        report.truncated_bytes,
+        report.dropped_entries,
+        report.reason,
+    )
+    if not read_only:
+        _truncate(path, segment.size, fsync=config.fsync)
+    return segment, report
+
+
+def _reset_torn_header(
+    segment: Segment, size: int, now_ms: int, config: LogConfig, read_only: bool
+) -> tuple[Segment, RecoveryReport]:
+    """A crash while creating the segment left less than its header: start it again."""
+    segment.created_ms = now_ms
+    if not read_only:
+        segment.path.unlink()
+        segment = Segment.create(
+            segment.path.parent,
+            segment.base_offset,
+            created_ms=now_ms,
+            index_every=config.index_every,
+            fsync=config.fsync,
+        )
+        segment.close()  # reopened for append with the others
+    logger.warning("recovered %s: rewrote its torn header (%d bytes)", segment.path, size)
+    return segment, RecoveryReport(
+        segment=str(segment.path),
+        truncated_bytes=size,
+        dropped_entries=0,
+        reason="torn segment header",
+    )
+
+
+def _truncate(path: Path, size: int, *, fsync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,401 @@
+"""``StreamLog``: the durable, append-only log of one source stream."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from time import time_ns
+from types import TracebackType
+
+from injector.log._fileio import fsync_dir
+from injector.log._format import HEADER_SIZE, EntryError, iter_requests, stream_tag
+from injector.log._recovery import load_segments
+from injector.log._segment import PendingChunk, Segment
+from injector.log._types import (
+    AppendRequest,
+    AppendResult,
+    Commit,
+    LogConfig,
+    LogRecord,
+    RecoveryReport,
+    SegmentInfo,
+)
+from injector.log.errors import (
+    LogClosedError,
+    LogCorruptedError,
+    LogLockedError,
+    LogWriteError,
+    OffsetDeletedError,
+)
+
+LOCK_FILE = "LOCK"
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the Unix epoch from the system clock.
+
+    The log's own (not ``statestore``'s): Spark executors import this package
+    and should not need RocksDB for it.
+    """
+    return time_ns() // 1_000_000
+
+
+class StreamLog:
+    """The log of one stream in its own directory: segments of entries, offsets 0, 1, ...
+
+    One writer thread calls :meth:`append` (and :meth:`delete_before`);
+    any thread may call :meth:`read`, :meth:`commits`, :meth:`offset_for_time`
+    and :meth:`segments` meanwhile and sees durable records only. Another
+    process may read the segment files (:func:`injector.log.scan_segment`) but
+    only one process may open a stream for writing (a lock file enforces it).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        stream: str,
+        segments: list[Segment],
+        *,
+        config: LogConfig,
+        clock: Callable[[], int],
+        recovery: RecoveryReport | None,
+        lock_fd: int | None,
+    ) -> None:
+        """Use :meth:`open`."""
+        self._directory = directory
+        self._stream = stream
+        self._config = config
+        self._clock = clock
+        self._prefix = stream_tag(stream)
+        self._segments: tuple[Segment, ...] = tuple(segments)
+        """Replaced, never mutated: readers take a snapshot."""
+        self._next_offset = segments[-1].end_offset if segments else 0
+        self._lock = threading.Lock()
+        self._lock_fd = lock_fd
+        self._closed = False
+        self._failed: str | None = None
+        self.recovery = recovery
+        """What opening found at the end of the active segment; None for a new log."""
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | Path,
+        stream: str,
+        *,
+        config: LogConfig | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        read_only: bool = False,
+    ) -> StreamLog:
+        """Open (creating it if needed) and recover the log of ``stream`` in ``directory``.
+
+        ``directory`` is the stream's own directory, by convention
+        ``<log_dir>/<stream>`` (what ``millrace log --dir LOG_DIR`` expects);
+        ``stream`` names the stream in record ids. Recovery cuts the active
+        segment back to its last valid COMMIT and reports it in
+        :attr:`recovery` (details in ``injector/log/_recovery.py``).
+        ``read_only`` opens an existing log without locking or changing it
+        (for inspection next to a running writer); it cannot append.
+        Raises :class:`LogLockedError` if another handle writes the stream and
+        :class:`LogCorruptedError` if durable data does not check out.
+        """
+        if not stream:
+            raise ValueError("a stream log needs a stream name")
+        config = config or LogConfig()
+        path = Path(directory)
+        lock_fd = None
+        if read_only:
+            if not path.is_dir():
+                raise FileNotFoundError(f"no log directory {str(path)!r} (stream {stream!r})")
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            lock_fd = _lock(path)
+        try:
+            segments, report = load_segments(path, config=config, clock=clock, read_only=read_only)
+        except BaseException:
+            if lock_fd is not None:
+                os.close(lock_fd)
+            raise
+        return cls(
+            path,
+            stream,
+            segments,
+            config=config,
+            clock=clock,
+            recovery=report,
+            lock_fd=lock_fd,
+        )
+
+    # -- properties ------------------------------------------------------------
+
+    @property
+    def stream(self) -> str:
+        """The stream this log holds."""
+        return self._stream
+
+    @property
+    def directory(self) -> Path:
+        """The stream's directory (as given to :meth:`open`): segments, index files, ``LOCK``."""
+        return self._directory
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next record gets; every offset below it is durable."""
+        return self._next_offset
+
+    @property
+    def first_offset(self) -> int:
+        """The oldest offset still held (retention deletes older ones)."""
+        segments = self._segments
+        return segments[0].base_offset if segments else 0
+
+    # -- writing ---------------------------------------------------------------
+
+    def append(self, requests: Sequence[AppendRequest]) -> list[AppendResult]:
+        """Make ``requests`` durable, each as a whole, and return where each one landed.
+
+        1. Plan: encode every request's records and COMMIT entry into chunks,
+           one per segment, rolling to a new segment between requests when the
+           active one is full or old. A malformed request raises here
+           (``ValueError``/``TypeError``) and nothing is written.
+        2. Write: per chunk, one ``write`` and one ``fsync`` (group commit:
+           normally a call touches one segment, so one of each per call).
+        3. Publish: the segment's index and size, then :attr:`next_offset`.
+
+        A failed write raises :class:`LogWriteError`; its requests may or may
+        not be durable (retry them with their idempotency keys after reopening).
+        """
+        if not requests:
+            return []
+        with self._lock:
+            self._check_writable()
+            now_ms = self._clock()
+            chunks, results = self._plan(requests, now_ms)
+            for chunk in chunks:
+                self._write(chunk)
+        return results
+
+    def _plan(
+        self, requests: Sequence[AppendRequest], now_ms: int
+    ) -> tuple[list[PendingChunk], list[AppendResult]]:
+        chunk = PendingChunk.extending(self._segments[-1], now_ms)
+        chunks = [chunk]
+        results = []
+        offset = self._next_offset
+        config = self._config
+        for number, request in enumerate(requests):
+            if chunk.due_for_roll(config):
+                chunk = PendingChunk.starting(offset, config.index_every, now_ms)
+                chunks.append(chunk)
+            try:
+                chunk.add(request, offset)
+            except struct.error as exc:
+                raise ValueError(f"append request {number} is malformed: {exc}") from exc
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"append request {number} is malformed: {exc}") from exc
+            results.append(AppendResult(offset, chunk.end_offset - offset))
+            offset = chunk.end_offset
+        return chunks, results
+
+    def _write(self, chunk: PendingChunk) -> None:
+        segment = self._segments[-1]
+        try:
+            if chunk.segment is None:
+                segment = self._roll(chunk.base_offset, chunk.now_ms)
+            if chunk.parts:
+                segment.write(b"".join(chunk.parts), fsync=self._config.fsync)
+        except OSError as exc:
+            self._failed = f"{segment.path}: {exc}"
+            raise LogWriteError(str(segment.path), str(exc)) from exc
+        if chunk.parts:
+            segment.apply(chunk)
+            self._next_offset = chunk.end_offset
+
+    def _roll(self, base_offset: int, now_ms: int) -> Segment:
+        """Seal the active segment (index file) and create the next one, both durable."""
+        self._segments[-1].seal(fsync=self._config.fsync)
+        segment = Segment.create(
+            self._directory,
+            base_offset,
+            created_ms=now_ms,
+            index_every=self._config.index_every,
+            fsync=self._config.fsync,  # also fsyncs the directory: the index rename too
+        )
+        self._segments = (*self._segments, segment)
+        return segment
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise LogClosedError(str(self._directory))
+        if self._lock_fd is None:
+            raise LogClosedError(str(self._directory), "open read-only")
+        if self._failed is not None:
+            raise LogClosedError(
+                str(self._directory), f"failed ({self._failed}); reopen it to recover"
+            )
+
+    def delete_before(self, offset: int, *, older_than_ms: int | None = None) -> list[str]:
+        """Retention: delete the oldest sealed segments that lie wholly below ``offset``.
+
+        With ``older_than_ms``, a segment also needs its newest ingest time
+        (its last append) to be before that time, in milliseconds since the
+        epoch. Only a prefix of the log goes (the first segment that must stay
+        stops the deletion, so offsets stay dense) and never the active
+        segment. Returns the deleted segment paths.
+        """
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(str(self._directory))
+            if self._lock_fd is None:
+                raise LogClosedError(str(self._directory), "open read-only")
+            segments = self._segments
+            doomed = 0
+            for segment in segments[:-1]:
+                if not segment.sealed or segment.end_offset > offset:
+                    break
+                if (
+                    older_than_ms is not None
+                    and segment.commits
+                    and (segment.max_ingest_ms >= older_than_ms)
+                ):
+                    break
+                doomed += 1
+            if not doomed:
+                return []
+            self._segments = segments[doomed:]
+            for segment in segments[:doomed]:
+                segment.path.unlink(missing_ok=True)  # the .log first: see _recovery
+                segment.index_path.unlink(missing_ok=True)
+            if self._config.fsync:
+                fsync_dir(self._directory)
+        return [str(segment.path) for segment in segments[:doomed]]
+
+    # -- reading ---------------------------------------------------------------
+
+    def read(self, from_offset: int, max_records: int) -> list[LogRecord]:
+        """Up to ``max_records`` durable records from ``from_offset`` on, in offset order.
+
+        Returns fewer (or none) at the end of the log. Raises
+        :class:`OffsetDeletedError` below :attr:`first_offset` and
+        :class:`LogCorruptedError` if an entry on the way fails its checks.
+        Safe from any thread while another appends.
+        """
+        if from_offset < 0:
+            raise ValueError(f"offsets are not negative, got {from_offset}")
+        stop = self._next_offset  # before the segments: every offset below it is in them
+        segments = self._segments
+        if max_records <= 0 or from_offset >= stop:
+            return []
+        first = segments[0].base_offset
+        if from_offset < first:
+            raise OffsetDeletedError(from_offset, first)
+        at = bisect_right(segments, from_offset, key=_base_offset) - 1
+        out: list[LogRecord] = []
+        offset = from_offset
+        while True:
+            segment = segments[at]
+            try:
+                records = segment.read(offset, stop, max_records - len(out), self._prefix)
+            except FileNotFoundError:
+                raise OffsetDeletedError(offset, self.first_offset) from None
+            out.extend(records)
+            offset += len(records)
+            if len(out) >= max_records or offset >= stop:
+                return out
+            at += 1
+            if at == len(segments) or segments[at].base_offset != offset:
+                raise LogCorruptedError(
+                    str(segment.path), None, f"it ends before offset {offset}, which it should hold"
+                )
+
+    def offset_for_time(self, event_time_ms: int) -> int:
+        """Where to start scanning for records with event time >= ``event_time_ms``.
+
+        The base offset of the first segment whose newest event time is at
+        least ``event_time_ms`` (event times are not ordered: records before
+        it may still be later, and records after it earlier), or
+        :attr:`next_offset` when no segment has one.
+        """
+        stop = self._next_offset
+        for segment in self._segments:
+            if segment.records and segment.max_event_ms >= event_time_ms:
+                return min(segment.base_offset, stop)
+        return stop
+
+    def commits(self, since_ms: int | None = None) -> Iterator[Commit]:
+        """The durable COMMIT markers in log order, for rebuilding idempotency maps and
+        source positions.
+
+        With ``since_ms``, only commits made at or after that time (ms since
+        the epoch); whole segments whose last append is older are skipped
+        without being read. Segments deleted by retention meanwhile are skipped.
+        """
+        for segment in self._segments:
+            end = segment.size  # durable, and always the end of a COMMIT
+            if not segment.commits:
+                continue
+            if since_ms is not None and segment.max_ingest_ms < since_ms:
+                continue
+            try:
+                with open(segment.path, "rb") as f:
+                    for _records, commit, _end in iter_requests(
+                        f, segment.base_offset, HEADER_SIZE, end, keep_records=False
+                    ):
+                        if since_ms is None or commit.committed_at_ms >= since_ms:
+                            yield commit
+            except FileNotFoundError:
+                continue
+            except EntryError as error:
+                raise LogCorruptedError(str(segment.path), error.position, error.reason) from error
+
+    def segments(self) -> list[SegmentInfo]:
+        """Every segment, oldest first; the last one is the active segment of a writable log."""
+        with self._lock:
+            return [segment.info() for segment in self._segments]
+
+    # -- closing ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the active segment and release the stream's lock. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __enter__(self) -> StreamLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"StreamLog({str(self._directory)!r}, next_offset={self._next_offset})"
+
+
+def _base_offset(segment: Segment) -> int:
+    return segment.base_offset
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogLockedError(str(path)) from None
+    return fd

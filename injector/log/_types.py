@@ -1,0 +1,136 @@
+"""The durable log's value types: configuration, records, requests, results and reports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogConfig:
+    """Settings of one stream's log.
+
+    Attributes:
+        segment_bytes: roll the active segment once it holds at least this many
+            bytes. Rolls happen between requests, never inside one, so a
+            segment exceeds this by at most one request.
+        segment_ms: roll a non-empty active segment whose first append is at
+            least this old (checked when the next request is appended).
+        index_every: one sparse-index entry per this many records of a segment.
+        fsync: fsync on every ``append`` call (one per call, group commit). Off
+            trades the last calls before a machine crash (not a process crash)
+            for speed.
+    """
+
+    segment_bytes: int = 64 << 20
+    segment_ms: int = 10 * MINUTE_MS
+    index_every: int = 1000
+    fsync: bool = True
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes <= 0:
+            raise ValueError(f"segment_bytes must be positive, got {self.segment_bytes}")
+        if self.segment_ms <= 0:
+            raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
+        if not 1 <= self.index_every < 1 << 32:
+            raise ValueError(f"index_every must be in [1, 2**32), got {self.index_every}")
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One durable record of a stream.
+
+    ``record_id`` is :func:`injector.log.record_id` of the stream and offset:
+    unique per record, stable across reads, replays and backfills.
+    ``ingest_time_ms`` is when the log appended it (the clock of the writer).
+    """
+
+    offset: int
+    record_id: bytes
+    key: bytes
+    value: bytes
+    event_time_ms: int
+    ingest_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One client request: records that become durable all together or not at all.
+
+    ``records`` holds ``(key, value, event_time_ms)`` triples. The
+    ``idempotency_key`` (at most 65,535 bytes) and ``source`` (opaque, for
+    example a file source's read position) are stored in the request's
+    COMMIT entry and come back from :meth:`StreamLog.commits`. A request may
+    carry no records: it then only records its commit.
+    """
+
+    records: Sequence[tuple[bytes, bytes, int]]
+    idempotency_key: bytes = b""
+    source: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where one request's records landed: offsets ``first_offset .. first_offset + count - 1``."""
+
+    first_offset: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """The COMMIT entry of one request, as stored after its records."""
+
+    first_offset: int
+    count: int
+    idempotency_key: bytes
+    source: bytes
+    committed_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What opening the log found at the end of its active segment.
+
+    ``reason`` is empty when the segment ended with a valid commit. Otherwise
+    ``truncated_bytes`` bytes after the last valid commit were cut off;
+    ``dropped_entries`` counts the complete entries among them plus one for
+    the torn or invalid entry (bytes after an invalid entry cannot be framed
+    and are counted in ``truncated_bytes`` only).
+    """
+
+    segment: str
+    truncated_bytes: int
+    dropped_entries: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment file as :meth:`StreamLog.segments` describes it.
+
+    Offsets ``base_offset .. end_offset - 1`` live in it; ``size_bytes`` is
+    its durable size. Event times are None for a segment without records.
+    ``created_ms`` is the time of its first append (for an empty segment: when
+    its file was created).
+    """
+
+    path: str
+    base_offset: int
+    end_offset: int
+    size_bytes: int
+    sealed: bool
+    records: int
+    min_event_ms: int | None
+    max_event_ms: int | None
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptEntry:
+    """A segment entry that failed validation, at byte ``position`` of its file."""
+
+    position: int
+    reason: str

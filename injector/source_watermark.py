@@ -1,0 +1,57 @@
+"""The watermark of one source stream, as the injector sees it.
+
+``max event time seen - out_of_orderness_ms``, never ahead of the oldest
+record that is appended but not yet acknowledged by the first computations
+(those are unfinished work), and never decreasing. When nothing has been
+appended for ``idle_timeout_ms`` the source is idle: event time is assumed to
+advance with processing time from the newest record seen, so windows close
+without new data.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from computations import MIN_TIME
+
+
+class SourceWatermark:
+    """Thread-safe: appends observe, the watermark loop reads."""
+
+    def __init__(self, *, out_of_orderness_ms: int, idle_timeout_ms: int) -> None:
+        self._bound = out_of_orderness_ms
+        self._idle = idle_timeout_ms
+        self._lock = threading.Lock()
+        self._max_seen: int | None = None
+        self._last_append_ms: int | None = None
+        self._published = MIN_TIME
+        self.idle_advances = 0
+
+    def observe(self, max_event_ms: int, now_ms: int) -> None:
+        """Records up to ``max_event_ms`` were appended at ``now_ms``."""
+        with self._lock:
+            if self._max_seen is None or max_event_ms > self._max_seen:
+                self._max_seen = max_event_ms
+            self._last_append_ms = now_ms
+
+    def is_late(self, event_ms: int) -> bool:
+        """True when a record is behind the watermark already published."""
+        return event_ms < self._published
+
+    def current(self, oldest_unfinished_ms: int | None, now_ms: int) -> int:
+        """The watermark now; ``oldest_unfinished_ms``: the oldest appended record not yet
+        acknowledged downstream (None if none)."""
+        with self._lock:
+            if self._max_seen is None or self._last_append_ms is None:
+                return self._published
+            mark = self._max_seen - self._bound
+            quiet = now_ms - self._last_append_ms - self._idle
+            if quiet >= 0:
+                idle_mark = self._max_seen + 1 + quiet
+                if idle_mark > mark:
+                    mark = idle_mark
+                    self.idle_advances += 1
+            if oldest_unfinished_ms is not None and oldest_unfinished_ms < mark:
+                mark = oldest_unfinished_ms
+            self._published = max(self._published, mark)
+            return self._published

@@ -1,0 +1,371 @@
+"""The low-watermark authority: interval reports in, one monotonic watermark per name out.
+
+Interval owners report the event time of their oldest unfinished work (see
+``WatermarkReport`` in ``proto/millrace/wire/v1/watermark.proto``); the
+injector sets the watermark of each source stream. The authority folds both
+into ``LW(C) = min(oldest work of C, LW of everything that feeds C)`` with
+:func:`computations.compute_watermarks` and publishes the result:
+
+* per computation under its name, and per source stream as ``"source:<stream>"``;
+* never decreasing: a restarted node may report work older than what was
+  already published (those records are late), but a published watermark stays;
+* held at ``MIN_TIME`` for a computation while any of its intervals has never
+  reported, because work nobody has reported may be arbitrarily old.
+
+Reports carry the reporter's epoch for the interval. A report with a lower
+epoch than the one the authority already holds comes from a fenced-off owner
+and is ignored, so a zombie cannot hold the watermark back or push it ahead.
+
+Pure logic, no gRPC: ``injector.authority_service`` serves it. Thread-safe:
+one lock guards all state, and a condition on that lock wakes watchers
+(:meth:`WatermarkAuthority.wait_for_change`) whenever the published map changes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from computations._topology import Topology
+from computations._watermarks import (
+    MIN_TIME,
+    SOURCE_PREFIX,
+    compute_watermarks,
+    feeders,
+    source_name,
+)
+from statestore import Clock, wall_clock_ms
+
+"""Published names of source-stream watermarks: ``"source:<stream>"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalReport:
+    """One interval owner's report, independent of the wire format.
+
+    ``oldest_work_ms`` is the event time of the interval's oldest unfinished
+    work, or None when it has none. ``count`` is the number of intervals the
+    reporter believes the computation has; None skips that check.
+    """
+
+    computation: str
+    index: int
+    epoch: int
+    oldest_work_ms: int | None
+    count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedWatermark:
+    """A published watermark and the authority's clock when it took that value."""
+
+    low_ms: int
+    computed_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    epoch: int
+    oldest_work_ms: int | None
+
+
+class WatermarkAuthority:
+    """Aggregates interval reports and source watermarks into published low watermarks."""
+
+    def __init__(self, topology: Topology, *, clock: Clock = wall_clock_ms) -> None:
+        for name in topology.computations:
+            if name.startswith(SOURCE_PREFIX):
+                raise ValueError(
+                    f"computation {name!r} clashes with the published names of source "
+                    f"watermarks ({SOURCE_PREFIX}<stream>); rename the computation"
+                )
+        self._topology = topology
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._intervals = {name: spec.intervals for name, spec in topology.computations.items()}
+        self._sources = frozenset(topology.sources())
+        self._latest: dict[tuple[str, int], _Latest] = {}
+        self._source_watermarks: dict[str, int] = {}
+        self._version = 0
+        self._durable: dict[str, PublishedWatermark] | None = None
+        now = clock()
+        self._published: dict[str, PublishedWatermark] = {
+            name: PublishedWatermark(MIN_TIME, now)
+            for name in [*topology.computations, *map(source_name, topology.sources())]
+        }
+
+    @property
+    def topology(self) -> Topology:
+        """The topology whose watermarks this authority publishes."""
+        return self._topology
+
+    # -- inputs --------------------------------------------------------------
+
+    def report(self, reports: Iterable[IntervalReport]) -> tuple[int, list[tuple[str, int]]]:
+        """Fold interval reports in, in order. Returns ``(accepted, ignored)``.
+
+        A report replaces the interval's previous one when its epoch is equal
+        or higher. It is ignored, and its ``(computation, index)`` listed in
+        ``ignored``, when its epoch is lower (a fenced-off owner), or when the
+        computation is unknown, the index out of range, or ``count`` differs
+        from the topology's interval count: in every case the reporter does
+        not own a live interval and should stop reporting it.
+        """
+        accepted = 0
+        ignored: list[tuple[str, int]] = []
+        with self._lock:
+            for item in reports:
+                if self._accept(item):
+                    accepted += 1
+                else:
+                    ignored.append((item.computation, item.index))
+            if accepted:
+                self._republish()
+        return accepted, ignored
+
+    def _accept(self, item: IntervalReport) -> bool:
+        intervals = self._intervals.get(item.computation)
+        if intervals is None or not 0 <= item.index < intervals:
+            return False
+        if item.count is not None and item.count != intervals:
+            return False
+        key = (item.computation, item.index)
+        previous = self._latest.get(key)
+        if previous is not None and item.epoch < previous.epoch:
+            return False
+        self._latest[key] = _Latest(item.epoch, item.oldest_work_ms)
+        return True
+
+    def set_source_watermark(self, stream: str, ms: int) -> int:
+        """Move the watermark of source ``stream`` forward to ``ms``; returns the current value.
+
+        A value behind the current one is ignored: source watermarks only move forward.
+        """
+        if stream not in self._sources:
+            raise ValueError(
+                f"{stream!r} is not a source stream of the topology; "
+                f"sources are {sorted(self._sources)}"
+            )
+        with self._lock:
+            current = self._source_watermarks.get(stream, MIN_TIME)
+            if ms > current:
+                self._source_watermarks[stream] = current = ms
+                self._republish()
+            return current
+
+    # -- outputs -------------------------------------------------------------
+
+    def watermarks(self) -> dict[str, int]:
+        """The published low watermark of every computation and every ``"source:<stream>"``."""
+        with self._lock:
+            return {name: mark.low_ms for name, mark in self._visible().items()}
+
+    def snapshot(self) -> tuple[int, dict[str, PublishedWatermark]]:
+        """The current version and published map, with the time each value was computed."""
+        with self._lock:
+            return self._version, dict(self._visible())
+
+    def require_durability(self) -> None:
+        """From now on publish only values :meth:`mark_durable` confirmed were journaled,
+        so nothing a watcher saw can move back after a crash (what a restore gives back
+        is durable by definition)."""
+        with self._lock:
+            self._durable = dict(self._published)
+
+    def mark_durable(self, journaled: Mapping[str, int]) -> None:
+        """The values in ``journaled`` (from :meth:`journal`) are on disk: publish them."""
+        with self._lock:
+            if self._durable is None:
+                return
+            changed = False
+            for name, low_ms in journaled.items():
+                current = self._durable.get(name)
+                if current is not None and low_ms > current.low_ms:
+                    self._durable[name] = PublishedWatermark(low_ms, self._clock())
+                    changed = True
+            if changed:
+                self._version += 1
+                self._changed.notify_all()
+
+    def _visible(self) -> dict[str, PublishedWatermark]:
+        return self._published if self._durable is None else self._durable
+
+    def input_watermark(self, computation: str) -> int:
+        """The watermark ``computation``'s event-time timers fire on.
+
+        The minimum of the published low watermarks of what feeds it: each
+        source stream it reads (``"source:<stream>"``) and each computation
+        producing a stream it reads. It excludes the computation's own work,
+        so its pending timers can fire; they hold back only ``LW(computation)``,
+        which is what its consumers see.
+        """
+        if computation not in self._intervals:
+            raise KeyError(f"unknown computation {computation!r}")
+        with self._lock:
+            return min(
+                self._published[name].low_ms for name in feeders(self._topology, computation)
+            )
+
+    def oldest_work(self) -> dict[str, int | None]:
+        """Per computation, the oldest work its intervals report (MIN_TIME while one never has)."""
+        with self._lock:
+            return self._oldest_work()
+
+    def source_watermarks(self) -> dict[str, int]:
+        """The watermark of every source stream, as set by :meth:`set_source_watermark`."""
+        with self._lock:
+            return {s: self._source_watermarks.get(s, MIN_TIME) for s in self._sources}
+
+    @property
+    def version(self) -> int:
+        """A counter bumped every time a published value changes."""
+        with self._lock:
+            return self._version
+
+    def wait_for_change(self, version: int, timeout: float) -> tuple[int, dict[str, int]]:
+        """Block until the published version differs from ``version`` or ``timeout`` seconds pass.
+
+        Returns the version and the published map at return (the same version
+        on a timeout).
+        """
+        current, published = self.wait_for_updates(version, timeout)
+        return current, {name: mark.low_ms for name, mark in published.items()}
+
+    def wait_for_updates(
+        self, version: int, timeout: float
+    ) -> tuple[int, dict[str, PublishedWatermark]]:
+        """Like :meth:`wait_for_change`, with the time each value was computed."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != version, timeout)
+            return self._version, dict(self._visible())
+
+    # -- internals (lock held) ----------------------------------------------
+
+    def _oldest_work(self) -> dict[str, int | None]:
+        result: dict[str, int | None] = {}
+        for name, intervals in self._intervals.items():
+            works: list[int] = []
+            for index in range(intervals):
+                latest = self._latest.get((name, index))
+                if latest is None:
+                    works = [MIN_TIME]
+                    break
+                if latest.oldest_work_ms is not None:
+                    works.append(latest.oldest_work_ms)
+            result[name] = min(works, default=None)
+        return result
+
+    # -- journal ------------------------------------------------------------------
+
+    def journal(self) -> dict[str, object]:
+        """Everything needed to resume without publishing anything older: published
+        values, the latest report (with its epoch) per interval, source watermarks."""
+        with self._lock:
+            return {
+                "published": {name: p.low_ms for name, p in self._published.items()},
+                "reports": [
+                    [name, index, latest.epoch, latest.oldest_work_ms]
+                    for (name, index), latest in self._latest.items()
+                ],
+                "sources": dict(self._source_watermarks),
+            }
+
+    def restore(self, state: Mapping[str, object]) -> None:
+        """Resume from :meth:`journal` output (unknown names are ignored)."""
+        now = self._clock()
+        with self._lock:
+            published = state.get("published", {})
+            assert isinstance(published, dict)
+            for name, low_ms in published.items():
+                if name in self._published and int(low_ms) > self._published[name].low_ms:
+                    self._published[name] = PublishedWatermark(int(low_ms), now)
+            reports = state.get("reports", [])
+            assert isinstance(reports, list)
+            for name, index, epoch, oldest in reports:
+                if name in self._intervals and 0 <= int(index) < self._intervals[name]:
+                    work = None if oldest is None else int(oldest)
+                    self._latest[(name, int(index))] = _Latest(int(epoch), work)
+            sources = state.get("sources", {})
+            assert isinstance(sources, dict)
+            for stream, ms in sources.items():
+                if stream in self._sources:
+                    self._source_watermarks[stream] = int(ms)
+            self._version += 1
+            self._changed.notify_all()
+
+    def _republish(self) -> None:
+        marks = compute_watermarks(self._topology, self._source_watermarks, self._oldest_work())
+        candidates = {name: mark.low_ms for name, mark in marks.items()}
+        for stream in self._sources:
+            candidates[source_name(stream)] = self._source_watermarks.get(stream, MIN_TIME)
+        now: int | None = None
+        for name, low_ms in candidates.items():
+            if low_ms > self._published[name].low_ms:
+                now = self._clock() if now is None else now
+                self._published[name] = PublishedWatermark(low_ms, now)
+        if now is not None:
+            self._version += 1
+            self._changed.notify_all()
+
+
+def _upstream_closure(topology: Topology, computation: str) -> set[str]:
+    """``computation`` and the published names of everything upstream of it, transitively."""
+    seen: set[str] = set()
+    pending = [computation]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in topology.computations:
+            pending.extend(feeders(topology, name))
+    return seen
+
+
+# -- invariants: named predicates for tests and consistency checks ------------
+
+
+def watermark_is_monotonic(before: Mapping[str, int], after: Mapping[str, int]) -> bool:
+    """Every watermark in ``before`` is still published in ``after``, at the same or later time."""
+    return all(name in after and after[name] >= ms for name, ms in before.items())
+
+
+def never_ahead_of_work(
+    topology: Topology,
+    watermarks: Mapping[str, int],
+    oldest_work: Mapping[str, int | None],
+    source_watermarks: Mapping[str, int],
+    names: Iterable[str] | None = None,
+) -> bool:
+    """Each watermark in ``names`` (default: all) is at or before the work that bounds it.
+
+    That is the oldest work of the computation and of every computation
+    upstream of it, and the watermark of every source stream upstream of it.
+    Check it at the moment a value is published: a value kept from earlier
+    may lawfully be ahead of older work reported since (that work is late).
+    """
+    for name in watermarks if names is None else names:
+        mark = watermarks[name]
+        if name.startswith(SOURCE_PREFIX):
+            bounds = {name}
+        else:
+            bounds = _upstream_closure(topology, name)
+        for bound in bounds:
+            if bound.startswith(SOURCE_PREFIX):
+                limit: int | None = source_watermarks.get(bound[len(SOURCE_PREFIX) :], MIN_TIME)
+            else:
+                limit = oldest_work.get(bound)
+            if limit is not None and mark > limit:
+                return False
+    return True
+
+
+def downstream_never_ahead(topology: Topology, watermarks: Mapping[str, int]) -> bool:
+    """No computation's watermark is ahead of the watermark of anything feeding it."""
+    return all(
+        watermarks[name] <= watermarks[feeder]
+        for name in topology.computations
+        for feeder in feeders(topology, name)
+    )

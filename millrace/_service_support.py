@@ -1,0 +1,57 @@
+"""Small pieces every Millrace service shares: health/reflection, aborts, durable JSON, signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+
+def serve_health_and_reflection(server: grpc.Server, services: Iterable[str]) -> None:
+    """Standard gRPC health (every service SERVING) and server reflection on ``server``."""
+    names = tuple(services)
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    for service in ("", *names):
+        servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+
+
+def abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+    """End the call with ``code`` and ``message`` (``context.abort`` raises)."""
+    context.abort(code, message)
+    raise AssertionError("unreachable: grpc's abort raises")
+
+
+def write_json_atomically(path: Path, body: object) -> None:
+    """Replace ``path`` with ``body`` as JSON: temp file, fsync, rename (never half-written)."""
+    temp = path.with_suffix(".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(temp, "w") as handle:
+        json.dump(body, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+def wait_for_stop_signal() -> None:
+    """Block until SIGTERM or SIGINT."""
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stopping.wait()

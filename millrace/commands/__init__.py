@@ -1,0 +1,1 @@
+"""The ``millrace`` sub-commands, one module each."""

@@ -1,0 +1,387 @@
+"""``millrace inject``: push JSON-lines records from a file (or stdin) into a source stream.
+
+``millrace inject --deployment d.toml --stream events events.jsonl`` reads
+lines ``{"key": ..., "value": ..., "ts": <event time ms>}`` (the file
+source's rules, :func:`injector.file_source.parse_line`), and sends them
+in batches through :class:`~injector.client.IngestClient`, which retries
+each batch with the same idempotency key until the injector acknowledges
+it (after the fsync).
+
+Idempotency keys are derived from the input alone:
+``<source name>:<sha256 of the batch's records>:<first line number>``, the
+source name being the file's base name (``stdin`` for ``-``) unless
+``--source-name`` says otherwise. Re-running the same command on the same
+input after an interruption therefore resends the same batches under the
+same keys: the injector acknowledges those it already has as replays and
+appends nothing, so nothing is duplicated. Batch boundaries depend on
+``--batch``: keep it the same when re-running. (The injector remembers the
+keys of the last million requests whose log segments are retained.)
+
+Malformed lines are skipped and reported with their line numbers. Exit
+code: 0 if any record was accepted (or the input was empty), 1 if the input
+held only malformed lines, 2 for usage errors or an unreachable injector,
+130 when interrupted (re-run the same command to finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import struct
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, TextIO
+
+import grpc
+
+from injector.client import IngestClient
+from injector.file_source import parse_line
+from injector.ingest_service import MAX_RECORD_BYTES
+from millrace._grpc_errors import (
+    EXIT_INTERRUPTED,
+    CommandError,
+    Service,
+    add_timeout_argument,
+    check_serving,
+    explain,
+    injector_service,
+    positive_float,
+    positive_int,
+    run_command,
+    security_of,
+)
+from millrace.security import Security
+from millrace.wire.v1 import ingest_pb2
+
+DEFAULT_BATCH = 1000
+MAX_BATCH_BYTES = 16 << 20
+"""A batch also ends at this many key + value bytes (the injector accepts 64 MiB messages)."""
+SHOWN_MALFORMED = 20
+"""The summary lists this many malformed lines; the count covers all of them."""
+PROGRESS_EVERY_S = 0.25
+INGEST_SERVICE = "millrace.wire.v1.Ingest"
+
+EXIT_OK = 0
+EXIT_ONLY_MALFORMED = 1
+
+Record = tuple[bytes, bytes, int]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``inject`` sub-command."""
+    parser = subparsers.add_parser(
+        "inject",
+        help="push JSON-lines records from a file or stdin into a source stream, exactly once",
+        description=(
+            'Read lines {"key": ..., "value": ..., "ts": MS} from FILE (or stdin) and ingest '
+            "them into STREAM through the injector, in batches whose idempotency keys derive "
+            "from the input: re-running the same command after an interruption duplicates "
+            "nothing. Malformed lines are skipped and reported. Exit 0 if anything was "
+            "accepted, 1 if every line was malformed, 2 on usage or connection errors."
+        ),
+    )
+    parser.add_argument("--deployment", help="deployment TOML file (finds the injector)")
+    parser.add_argument(
+        "--injector", metavar="HOST:PORT", help="the injector's address (overrides --deployment)"
+    )
+    parser.add_argument("--stream", required=True, help="the source stream to append to")
+    parser.add_argument(
+        "input", nargs="?", default="-", metavar="FILE|-", help="JSON-lines file (default: stdin)"
+    )
+    parser.add_argument(
+        "--batch",
+        type=positive_int,
+        default=DEFAULT_BATCH,
+        metavar="N",
+        help=(
+            f"records per request (default: {DEFAULT_BATCH}); keep it when re-running, "
+            "batch boundaries are part of the idempotency keys"
+        ),
+    )
+    parser.add_argument(
+        "--source-name",
+        metavar="NAME",
+        help=(
+            "first part of the idempotency keys (default: the file's base name, 'stdin' for -); "
+            "use a new name to ingest the same lines again on purpose"
+        ),
+    )
+    add_timeout_argument(parser)
+    parser.add_argument(
+        "--give-up-after",
+        type=positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="stop retrying one batch after this long (default: 60)",
+    )
+    parser.set_defaults(handler=run)
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A skipped input line and why."""
+
+    line: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Batch:
+    """Consecutive records of the input, sent as one request."""
+
+    first_line: int
+    records: list[Record] = field(default_factory=list)
+    size_bytes: int = 0
+
+    def idempotency_key(self, source_name: str) -> str:
+        """``<source>:<sha256 of the records>:<first line>``: the same for the same input."""
+        digest = hashlib.sha256()
+        for key, value, ts in self.records:
+            digest.update(struct.pack(">QQq", len(key), len(value), ts))
+            digest.update(key)
+            digest.update(value)
+        return f"{source_name}:{digest.hexdigest()}:{self.first_line}"
+
+
+def read_batches(
+    lines: Iterable[bytes], batch_records: int, malformed: list[Malformed]
+) -> Iterator[Batch]:
+    """Parse numbered lines into batches; malformed ones are appended to ``malformed``.
+
+    Boundaries depend only on the input and ``batch_records``: at most
+    ``batch_records`` records and about :data:`MAX_BATCH_BYTES` per batch.
+    Blank lines are skipped silently, as the file source does.
+    """
+    batch: Batch | None = None
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            key, value, ts = parse_line(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            malformed.append(Malformed(number, f"not UTF-8: {exc.reason} at byte {exc.start}"))
+            continue
+        except ValueError as exc:
+            malformed.append(Malformed(number, str(exc)))
+            continue
+        size = len(key) + len(value)
+        if size > MAX_RECORD_BYTES:
+            reason = f"record is {size} bytes; the injector takes at most {MAX_RECORD_BYTES}"
+            malformed.append(Malformed(number, reason))
+            continue
+        if batch is None:
+            batch = Batch(first_line=number)
+        batch.records.append((key, value, ts))
+        batch.size_bytes += size
+        if len(batch.records) >= batch_records or batch.size_bytes >= MAX_BATCH_BYTES:
+            yield batch
+            batch = None
+    if batch is not None:
+        yield batch
+
+
+@dataclass(slots=True)
+class Totals:
+    """What an inject run did so far."""
+
+    accepted: int = 0
+    new: int = 0
+    batches: int = 0
+    replayed_batches: int = 0
+    malformed: list[Malformed] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, count: int, replayed: bool) -> None:
+        self.accepted += count
+        self.batches += 1
+        if replayed:
+            self.replayed_batches += 1
+        else:
+            self.new += count
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+
+class Progress:
+    """One self-overwriting line on a terminal: records sent and the rate."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        isatty = getattr(stream, "isatty", None)
+        self.enabled = bool(isatty and isatty())
+        self._last = 0.0
+        self._width = 0
+
+    def update(self, totals: Totals, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self._last < PROGRESS_EVERY_S):
+            return
+        self._last = now
+        elapsed = max(totals.seconds(), 1e-9)
+        text = (
+            f"sent {totals.accepted:,} records in {totals.batches:,} batches "
+            f"({totals.accepted / elapsed:,.0f} records/s)"
+        )
+        self._write(text)
+
+    def clear(self) -> None:
+        if self.enabled and self._width:
+            self._write("")
+
+    def _write(self, text: str) -> None:
+        self._stream.write("\r" + text.ljust(self._width) + ("\r" if not text else ""))
+        self._stream.flush()
+        self._width = len(text)
+
+
+def run(
+    args: argparse.Namespace,
+    *,
+    stdin: BinaryIO | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Ingest the input; print a summary; return the exit code."""
+    return run_command(
+        "inject",
+        lambda: _inject(
+            args,
+            sys.stdin.buffer if stdin is None else stdin,
+            sys.stdout if out is None else out,
+            sys.stderr if err is None else err,
+        ),
+    )
+
+
+def _inject(args: argparse.Namespace, stdin: BinaryIO, out: TextIO, err: TextIO) -> int:
+    service, deployment = injector_service(args.deployment, args.injector)
+    if deployment is not None and args.stream not in deployment.topology.sources():
+        sources = ", ".join(deployment.topology.sources()) or "none"
+        raise CommandError(
+            f"{args.stream!r} is not a source stream of {args.deployment} (sources: {sources})"
+        )
+    from_stdin = args.input == "-"
+    source_name = args.source_name or ("stdin" if from_stdin else os.path.basename(args.input))
+    label = "stdin" if from_stdin else args.input
+    if from_stdin:
+        handle = stdin
+    else:
+        try:
+            handle = open(args.input, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise CommandError(f"cannot read {args.input!r}: {exc.strerror or exc}") from None
+    try:
+        with security_of(deployment).open_channel(service.address) as channel:
+            check_serving(channel, service, INGEST_SERVICE, args.timeout)
+        if from_stdin and getattr(stdin, "isatty", lambda: False)():
+            print("reading JSON lines from stdin (end with Ctrl-D)", file=err)
+        totals = _send_all(
+            args,
+            handle,
+            service=service,
+            security=security_of(deployment),
+            source_name=source_name,
+            label=label,
+            out=out,
+            err=err,
+        )
+    finally:
+        if handle is not stdin:
+            handle.close()
+    if totals is None:
+        return EXIT_INTERRUPTED
+    if totals.accepted == 0 and totals.malformed:
+        return EXIT_ONLY_MALFORMED
+    return EXIT_OK
+
+
+def _send_all(
+    args: argparse.Namespace,
+    handle: BinaryIO,
+    *,
+    service: Service,
+    security: Security,
+    source_name: str,
+    label: str,
+    out: TextIO,
+    err: TextIO,
+) -> Totals | None:
+    """Send every batch; print the summary; the totals, or None if interrupted."""
+    totals = Totals()
+    progress = Progress(err)
+    client = IngestClient(service.address, security=security, timeout_s=args.timeout)
+    try:
+        for batch in read_batches(handle, args.batch, totals.malformed):
+            response = _send(client, service, args, batch, source_name)
+            totals.add(len(response.record_ids), response.replayed)
+            progress.update(totals)
+    except KeyboardInterrupt:
+        progress.clear()
+        _summary(out, label, args.stream, service, totals, interrupted=True)
+        return None
+    except CommandError:
+        progress.clear()
+        _summary(out, label, args.stream, service, totals, interrupted=True)
+        raise
+    finally:
+        client.close()
+    progress.clear()
+    _summary(out, label, args.stream, service, totals)
+    return totals
+
+
+def _send(
+    client: IngestClient,
+    service: Service,
+    args: argparse.Namespace,
+    batch: Batch,
+    source_name: str,
+) -> ingest_pb2.IngestResponse:
+    try:
+        return client.ingest(
+            args.stream,
+            batch.records,
+            idempotency_key=batch.idempotency_key(source_name),
+            give_up_after_s=args.give_up_after,
+        )
+    except grpc.RpcError as error:
+        message = explain(error, service, "Ingest.Ingest", args.timeout)
+        raise CommandError(
+            f"{message}\n  the batch starting at line {batch.first_line} was not acknowledged; "
+            f"re-run the same command to resume: batches already ingested are replayed, "
+            f"not duplicated"
+        ) from None
+
+
+def _summary(
+    out: TextIO,
+    label: str,
+    stream: str,
+    service: Service,
+    totals: Totals,
+    *,
+    interrupted: bool = False,
+) -> None:
+    seconds = totals.seconds()
+    rate = totals.accepted / seconds if seconds > 0 else 0.0
+    state = " (stopped early: re-run the same command to finish)" if interrupted else ""
+    lines = [
+        f"inject {label} -> stream {stream} at {service.address}{state}",
+        f"  records accepted: {totals.accepted} "
+        f"({totals.new} new, {totals.accepted - totals.new} already in the log)",
+        f"  batches:          {totals.batches} ({totals.replayed_batches} replayed)",
+        f"  malformed lines:  {len(totals.malformed)}" + (" (skipped)" if totals.malformed else ""),
+    ]
+    for item in totals.malformed[:SHOWN_MALFORMED]:
+        lines.append(f"    line {item.line}: {item.reason}")
+    if len(totals.malformed) > SHOWN_MALFORMED:
+        lines.append(f"    ... and {len(totals.malformed) - SHOWN_MALFORMED} more")
+    lines.append(f"  seconds:          {seconds:.2f} ({rate:,.0f} records/s)")
+    if not totals.accepted and not totals.malformed and not interrupted:
+        lines.append("  (the input held no records)")
+    out.write("\n".join(lines) + "\n")
+    out.flush()

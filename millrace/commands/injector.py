@@ -1,0 +1,61 @@
+"""``millrace injector``: run the injector until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from computations._deployment import Deployment
+from millrace._logging import configure_logging
+from millrace._service_support import wait_for_stop_signal
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``injector`` sub-command."""
+    parser = subparsers.add_parser(
+        "injector",
+        help="run the injector (ingest API, durable log, forwarding, watermark authority)",
+        description="Run the [injector] of a deployment file until SIGTERM/SIGINT.",
+    )
+    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    parser.add_argument(
+        "--log-dir",
+        default=os.environ.get("MILLRACE_LOG_DIR", "data/log"),
+        help="where the durable log lives (env MILLRACE_LOG_DIR; default: data/log)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the injector, print where it listens, serve until signalled, drain, exit 0."""
+    from injector.log import LogConfig
+    from injector.server import Injector, InjectorConfig
+
+    sys.setswitchinterval(0.0005)
+    configure_logging()
+    deployment = Deployment.load(args.deployment)
+    placement = deployment.injector
+    if placement is None:
+        print(f"millrace injector: {args.deployment} has no [injector] section", file=sys.stderr)
+        return 2
+    config = InjectorConfig(
+        out_of_orderness_ms=placement.out_of_orderness_ms,
+        idle_timeout_ms=placement.idle_timeout_ms,
+        log=LogConfig(segment_bytes=placement.segment_bytes, segment_ms=placement.segment_ms),
+        retention_ms=placement.retention_ms,
+    )
+    injector = Injector(
+        deployment,
+        args.log_dir,
+        address=placement.address,
+        config=config,
+        metrics_port=placement.metrics_port,
+    )
+    injector.start()
+    metrics = f", metrics on :{injector.metrics_port}" if injector.metrics_port else ""
+    streams = ", ".join(sorted(injector.streams))
+    print(f"injector serving [{streams}] on {placement.address}{metrics}", flush=True)
+    wait_for_stop_signal()
+    injector.stop()
+    return 0

@@ -1,0 +1,264 @@
+"""``millrace status``: every node's intervals and the injector's leases, in one view.
+
+Calls ``Admin.Status`` (and the gRPC health check) on every node of the
+deployment and ``Control.GetAssignment`` on the injector, all at once, each
+with a deadline. Prints the injector, a table of nodes (one row per
+interval: epoch, outbox backlog, pending timers, input watermark) and the
+leases, noting leases that disagree with the deployment or with what their
+node reports. An unreachable service is shown as such,
+followed by what to check; the exit code is then 1 (0 when all answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import grpc
+
+from computations._deployment import Deployment, NodePlacement
+from millrace._grpc_errors import (
+    Service,
+    add_timeout_argument,
+    explain,
+    injector_service,
+    load_deployment,
+    run_command,
+    status_of,
+)
+from millrace.commands.watermarks import iso_utc
+from millrace.security import Security
+from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc
+
+EXIT_OK = 0
+EXIT_UNREACHABLE = 1
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``status`` sub-command."""
+    parser = subparsers.add_parser(
+        "status",
+        help="show every node's intervals and the injector's leases",
+        description=(
+            "Ask every node of the deployment for its status (Admin.Status, health) and the "
+            "injector for the interval leases (Control.GetAssignment); print them as tables. "
+            "Exit 1 if any service is unreachable."
+        ),
+    )
+    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    parser.add_argument(
+        "--injector", metavar="HOST:PORT", help="the injector's address (overrides the deployment)"
+    )
+    add_timeout_argument(parser)
+    parser.set_defaults(handler=run)
+
+
+@dataclass(slots=True)
+class Answer:
+    """What one service said, or how it failed."""
+
+    service: Service
+    rpc: str
+    response: Any = None
+    health: str = "unknown"
+    error: grpc.RpcError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def state(self) -> str:
+        if self.error is not None:
+            code, _ = status_of(self.error)
+            return f"UNREACHABLE ({code})" if code in _UNREACHABLE else f"ERROR ({code})"
+        if self.health == "SERVING":
+            return "healthy"
+        if self.health == "unknown":
+            return "reachable"
+        return f"reachable, {self.health}"
+
+
+_UNREACHABLE = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "UNIMPLEMENTED"}
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Print the status tables; return 0, or 1 if a service did not answer."""
+    return run_command("status", lambda: _run(args, out or sys.stdout))
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    deployment = load_deployment(args.deployment)
+    injector: Service | None = None
+    if args.injector is not None or deployment.injector is not None:
+        injector, _ = injector_service(args.deployment, args.injector)
+    nodes = sorted(deployment.nodes.values(), key=lambda node: node.name)
+    with ThreadPoolExecutor(max_workers=min(32, len(nodes) + 1)) as pool:
+        node_futures = [
+            pool.submit(_ask_node, node, args.deployment, args.timeout, deployment.security)
+            for node in nodes
+        ]
+        injector_future = (
+            pool.submit(_ask_injector, injector, args.timeout, deployment.security)
+            if injector is not None
+            else None
+        )
+        answers = [future.result() for future in node_futures]
+        assignment = injector_future.result() if injector_future is not None else None
+
+    if assignment is None:
+        out.write("injector: none in the deployment (no [injector] section)\n\n")
+    else:
+        version = f"  (assignment version {assignment.response.version})" if assignment.ok else ""
+        out.write(f"injector  {assignment.service.address}  {assignment.state()}{version}\n\n")
+    _print_nodes(out, nodes, answers)
+    if assignment is not None and assignment.ok:
+        out.write("\n")
+        _print_leases(out, deployment, assignment.response.leases, answers)
+    out.flush()
+
+    failed = [a for a in ([assignment] if assignment else []) + answers if not a.ok]
+    for answer in failed:
+        assert answer.error is not None
+        message = explain(answer.error, answer.service, answer.rpc, args.timeout)
+        print(f"millrace status: {message}", file=sys.stderr)
+    return EXIT_UNREACHABLE if failed else EXIT_OK
+
+
+def _health(channel: grpc.Channel, timeout_s: float) -> str:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    try:
+        response = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
+        )
+    except grpc.RpcError:
+        return "unknown"
+    name: str = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+    return name
+
+
+def _ask_node(
+    node: NodePlacement, deployment_path: str, timeout_s: float, security: Security
+) -> Answer:
+    answer = Answer(Service.node(node.name, node.address, deployment_path), "Admin.Status")
+    with security.open_channel(node.address) as channel:
+        try:
+            answer.response = admin_pb2_grpc.AdminStub(channel).Status(
+                admin_pb2.StatusRequest(), timeout=timeout_s
+            )
+        except grpc.RpcError as error:
+            answer.error = error
+            return answer
+        answer.health = _health(channel, timeout_s)
+    return answer
+
+
+def _ask_injector(service: Service, timeout_s: float, security: Security) -> Answer:
+    answer = Answer(service, "Control.GetAssignment")
+    with security.open_channel(service.address) as channel:
+        try:
+            answer.response = control_pb2_grpc.ControlStub(channel).GetAssignment(
+                control_pb2.GetAssignmentRequest(), timeout=timeout_s
+            )
+        except grpc.RpcError as error:
+            answer.error = error
+            return answer
+        answer.health = _health(channel, timeout_s)
+    return answer
+
+
+def _table(out: TextIO, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write(line.rstrip() + "\n")
+
+
+def _print_nodes(out: TextIO, nodes: Sequence[NodePlacement], answers: Sequence[Answer]) -> None:
+    header = (
+        "node", "address", "state", "computation", "interval", "epoch",
+        "outbox", "timers", "input watermark",
+    )  # fmt: skip
+    rows: list[tuple[str, ...]] = []
+    for node, answer in zip(nodes, answers, strict=True):
+        state = answer.state()
+        if answer.ok and answer.response.node_id != node.name:
+            state += f" (answers as {answer.response.node_id!r})"
+        first = (node.name, node.address, state)
+        blank = ("", "", "")
+        if not answer.ok or not answer.response.intervals:
+            placed = ",".join(str(i) for i in node.intervals)
+            note = "-" if not answer.ok else "none owned"
+            rows.append((*first, node.computation, placed, note, "-", "-", "-"))
+            continue
+        for number, status in enumerate(answer.response.intervals):
+            watermark = (
+                iso_utc(status.input_low_watermark_ms)
+                if status.HasField("input_low_watermark_ms")
+                else "none yet"
+            )
+            rows.append(
+                (
+                    *(first if number == 0 else blank),
+                    status.interval.computation,
+                    f"{status.interval.index}/{status.interval.count}",
+                    str(status.epoch),
+                    str(status.outbox_size),
+                    str(status.pending_timers),
+                    watermark,
+                )
+            )
+    if rows:
+        _table(out, header, rows)
+    else:
+        out.write("no nodes in the deployment\n")
+
+
+def _print_leases(
+    out: TextIO, deployment: Deployment, leases: Sequence[Any], answers: Sequence[Answer]
+) -> None:
+    reported: dict[tuple[str, int], tuple[str, int]] = {}
+    for answer in answers:
+        if answer.ok:
+            for status in answer.response.intervals:
+                key = (status.interval.computation, status.interval.index)
+                reported[key] = (answer.response.node_id, status.epoch)
+    placed = {
+        (node.computation, index): node.name
+        for node in deployment.nodes.values()
+        for index in node.intervals
+    }
+    out.write("leases (from the injector)\n")
+    header = ("computation", "interval", "epoch", "node", "address", "note")
+    rows: list[tuple[str, ...]] = []
+    leased: set[tuple[str, int]] = set()
+    for lease in sorted(leases, key=lambda x: (x.interval.computation, x.interval.index)):
+        key = (lease.interval.computation, lease.interval.index)
+        leased.add(key)
+        notes = []
+        if key in placed and placed[key] != lease.node_id:
+            notes.append(f"the deployment places it on {placed[key]}")
+        if key in reported and reported[key] != (lease.node_id, lease.epoch):
+            node_id, epoch = reported[key]
+            notes.append(f"node {node_id} reports epoch {epoch}")
+        rows.append(
+            (
+                key[0],
+                f"{key[1]}/{lease.interval.count}",
+                str(lease.epoch),
+                lease.node_id,
+                lease.address,
+                "; ".join(notes),
+            )
+        )
+    for (computation, index), name in sorted(placed.items()):
+        if (computation, index) not in leased:
+            count = deployment.topology.computations[computation].intervals
+            rows.append(
+                (computation, f"{index}/{count}", "-", "-", "-", f"not leased (placed on {name})")
+            )
+    _table(out, header, rows)

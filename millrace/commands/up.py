@@ -1,0 +1,222 @@
+"""``millrace up``: run a whole deployment on this machine, supervised, until SIGTERM/SIGINT.
+
+The injector (when the deployment has an ``[injector]``) starts first, then
+every node, each as its own ``millrace injector`` / ``millrace node`` child
+process, each once the previous one printed its ready line. Children that die
+are restarted with backoff (:class:`millrace.supervisor.Supervisor`). On
+SIGTERM or Ctrl-C the nodes are stopped first (they drain and flush while the
+injector still acknowledges), then the injector.
+
+Layout under ``--data-dir``: ``log/`` (the injector's durable log), ``nodes/``
+(the nodes' interval stores) and ``logs/<service>.log`` (each child's output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from computations._deployment import Deployment
+from computations.errors import TopologyError
+from millrace._logging import configure_logging
+from millrace.supervisor import ChildStartError, StartInterruptedError, Supervisor
+
+INJECTOR = "injector"
+_METRICS_IN_READY_LINE = re.compile(r"metrics on :(\d+)")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``up`` sub-command."""
+    parser = subparsers.add_parser(
+        "up",
+        help="run the injector and every node of a deployment here, restarting any that die",
+        description=(
+            "Start the [injector] and then every [nodes.NAME] of a deployment file as "
+            "supervised child processes; restart them when they exit; on SIGTERM/SIGINT "
+            "stop the nodes, then the injector."
+        ),
+    )
+    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("MILLRACE_DATA_DIR", "data"),
+        help=(
+            "root of the injector log (log/), node stores (nodes/) and process logs (logs/) "
+            "(env MILLRACE_DATA_DIR; default: data)"
+        ),
+    )
+    parser.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long each service may take to print its ready line (default: 60)",
+    )
+    parser.set_defaults(handler=run)
+
+
+@dataclass(frozen=True)
+class _Service:
+    name: str
+    address: str
+    metrics_port: int | None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start everything, print a summary, supervise until signalled, stop in order, exit 0."""
+    configure_logging()
+    deployment_path = Path(args.deployment).resolve()
+    try:
+        deployment = Deployment.load(deployment_path)
+    except (TopologyError, OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        # TopologyError lists every problem; the others are unreadable or mistyped settings.
+        detail = f"missing setting {e}" if isinstance(e, KeyError) else str(e)
+        print(f"millrace up: {args.deployment}: {detail}", file=sys.stderr)
+        return 2
+    problem = _problem(deployment)
+    if problem:
+        print(f"millrace up: {args.deployment}: {problem}", file=sys.stderr)
+        return 2
+
+    data_dir = Path(args.data_dir).resolve()
+    log_dir = data_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    supervisor = Supervisor(ready_timeout_s=args.ready_timeout)
+    services = _add_children(supervisor, deployment, deployment_path, data_dir, log_dir)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        supervisor.request_stop()  # takes no lock: safe in a signal handler
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        supervisor.start()
+    except ChildStartError as error:
+        print(f"millrace up: {error}", file=sys.stderr)
+        return 1
+    except StartInterruptedError:
+        print("millrace up: stopped while starting", file=sys.stderr)
+        return 0
+
+    try:
+        _print_summary(
+            supervisor,
+            services=services,
+            deployment=deployment,
+            deployment_path=deployment_path,
+            data_dir=data_dir,
+            log_dir=log_dir,
+        )
+        while not supervisor.stop_requested:
+            time.sleep(0.2)
+        _say("millrace up: stopping (nodes first, then the injector)")
+    finally:  # whatever happened here, never leave the children running
+        supervisor.stop()
+    _say("millrace up: stopped")
+    return 0
+
+
+def _say(text: str) -> None:
+    """Print to stdout; a reader that went away must not keep ``up`` from stopping its children."""
+    with contextlib.suppress(OSError):
+        print(text, flush=True)
+
+
+def _problem(deployment: Deployment) -> str | None:
+    """What makes a valid deployment unrunnable by ``up`` (None if nothing)."""
+    if deployment.injector is None and not deployment.nodes:
+        return "nothing to run: no [injector] and no [nodes.NAME]"
+    if deployment.injector is not None and INJECTOR in deployment.nodes:
+        return f"node name {INJECTOR!r} clashes with the injector's log file; rename the node"
+    for name in deployment.nodes:
+        if not name or "/" in name or name.startswith("."):
+            return f"node name {name!r} cannot name a log file; rename the node"
+    return None
+
+
+def _add_children(
+    supervisor: Supervisor,
+    deployment: Deployment,
+    deployment_path: Path,
+    data_dir: Path,
+    log_dir: Path,
+) -> list[_Service]:
+    """Register the injector (tier 0, stopped last) and the nodes (tier 1) in start order."""
+    millrace = [sys.executable, "-m", "millrace"]
+    services: list[_Service] = []
+    if deployment.injector is not None:
+        supervisor.add(
+            INJECTOR,
+            [*millrace, "injector", "--deployment", str(deployment_path),
+             "--log-dir", str(data_dir / "log")],
+            log_dir / f"{INJECTOR}.log",
+            ready_prefix="injector serving",
+            tier=0,
+        )  # fmt: skip
+        services.append(
+            _Service(INJECTOR, deployment.injector.address, deployment.injector.metrics_port)
+        )
+    for name, node in deployment.nodes.items():
+        supervisor.add(
+            name,
+            [*millrace, "node", "--deployment", str(deployment_path), "--name", name,
+             "--data-dir", str(data_dir / "nodes")],
+            log_dir / f"{name}.log",
+            ready_prefix=f"node {name} serving",
+            tier=1,
+        )  # fmt: skip
+        services.append(_Service(name, node.address, node.metrics_port))
+    return services
+
+
+def _print_summary(
+    supervisor: Supervisor,
+    *,
+    services: list[_Service],
+    deployment: Deployment,
+    deployment_path: Path,
+    data_dir: Path,
+    log_dir: Path,
+) -> None:
+    rows = [("SERVICE", "ADDRESS", "PID", "METRICS")]
+    for service in services:
+        pid = supervisor.pid(service.name)
+        rows.append(
+            (
+                service.name,
+                service.address,
+                str(pid) if pid is not None else "-",
+                _metrics_url(service, supervisor.ready_line(service.name)),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [f"millrace up: {len(services)} services from {deployment_path}"]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  " + "  ".join([*cells, row[3]]))
+    for stream, address in sorted(deployment.sinks.items()):
+        lines.append(f"  sink {stream} -> {address} (not run by millrace up)")
+    lines.append(f"  data dir: {data_dir}")
+    lines.append(f"  log dir:  {log_dir}")
+    lines.append("millrace up: running (Ctrl-C to stop)")
+    _say("\n".join(lines))
+
+
+def _metrics_url(service: _Service, ready_line: str | None) -> str:
+    """The Prometheus URL of a service: the port its ready line names, else the configured one."""
+    port = service.metrics_port
+    match = _METRICS_IN_READY_LINE.search(ready_line or "")
+    if match:
+        port = int(match.group(1))
+    if port is None:
+        return "-"
+    return f"http://127.0.0.1:{port}/metrics"

@@ -1,0 +1,276 @@
+"""``millrace watermarks``: each computation's low watermark, as a time and as lag behind now.
+
+``millrace watermarks --deployment d.toml`` asks the watermark authority
+(the injector, or the deployment's ``authority``) for its current snapshot
+and prints, per computation and per source stream (``source:<stream>``),
+the low watermark as an ISO UTC time and in ms, and the lag (now minus the
+watermark) in seconds. ``--watch`` keeps printing changes until Ctrl-C; it
+survives an authority restart by reconnecting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import grpc
+
+from computations import MAX_TIME, MIN_TIME
+from computations._deployment import Deployment
+from millrace._grpc_errors import (
+    CommandError,
+    Service,
+    add_timeout_argument,
+    check_serving,
+    explain,
+    injector_service,
+    positive_float,
+    run_command,
+    security_of,
+    status_of,
+    talking_to,
+)
+from millrace.wire.v1 import watermark_pb2, watermark_pb2_grpc
+
+AUTHORITY_SERVICE = "millrace.wire.v1.WatermarkAuthority"
+WATCH_RPC = "WatermarkAuthority.WatchWatermarks"
+WATCH_RENEW_S = 300.0
+"""A watch stream's deadline; it is re-opened (silently) when the deadline passes."""
+RECONNECT_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+"""A watch notices a restarted authority within about 2 s."""
+SOURCE_PREFIX = "source:"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``watermarks`` sub-command."""
+    parser = subparsers.add_parser(
+        "watermarks",
+        help="show each computation's low watermark and lag (--watch to follow)",
+        description=(
+            "Print the low watermark of every computation and source stream (source:NAME) "
+            "as an ISO UTC time and in ms, with its lag behind the clock; --watch keeps "
+            "printing changes until Ctrl-C."
+        ),
+    )
+    parser.add_argument("--deployment", help="deployment TOML file (finds the authority)")
+    parser.add_argument(
+        "--injector",
+        metavar="HOST:PORT",
+        help="the watermark authority's (injector's) address (overrides --deployment)",
+    )
+    parser.add_argument("--watch", action="store_true", help="keep printing updates until Ctrl-C")
+    parser.add_argument(
+        "--interval",
+        type=positive_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --watch: print changes at most this often (default: 1)",
+    )
+    add_timeout_argument(parser)
+    parser.set_defaults(handler=run)
+
+
+def iso_utc(ms: int) -> str:
+    """``ms`` since the epoch as ``2024-06-01T12:00:00.000Z`` (the number if out of range)."""
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def describe(ms: int, now_ms: int) -> tuple[str, str, str]:
+    """A watermark as (time, ms, lag) cells."""
+    if ms <= MIN_TIME:
+        return "none yet", "-", "-"
+    if ms >= MAX_TIME:
+        return "end of time", "-", "-"
+    return iso_utc(ms), str(ms), f"{(now_ms - ms) / 1000:,.1f} s"
+
+
+def display_order(names: Iterable[str], deployment: Deployment | None) -> list[str]:
+    """Source streams first, then computations in topology order (else by name)."""
+    order = (
+        {name: i for i, name in enumerate(deployment.topology.computations)} if deployment else {}
+    )
+    return sorted(
+        names,
+        key=lambda n: (not n.startswith(SOURCE_PREFIX), order.get(n, len(order)), n),
+    )
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Print the snapshot (and, with ``--watch``, every change); return the exit code."""
+    return run_command("watermarks", lambda: _run(args, out or sys.stdout))
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    service, deployment = injector_service(args.deployment, args.injector, authority=True)
+    security = security_of(deployment)
+    with security.open_channel(service.address, options=RECONNECT_OPTIONS) as channel:
+        check_serving(channel, service, AUTHORITY_SERVICE, args.timeout)
+        stub = watermark_pb2_grpc.WatermarkAuthorityStub(channel)
+        with talking_to(service, WATCH_RPC, args.timeout):
+            marks = _snapshot(stub, args.timeout)
+        _print_table(out, marks, deployment)
+        if not args.watch:
+            return 0
+        try:
+            _watch(stub, service, args=args, marks=marks, deployment=deployment, out=out)
+        except KeyboardInterrupt:
+            return 0
+    return 0
+
+
+def _snapshot(stub: watermark_pb2_grpc.WatermarkAuthorityStub, timeout_s: float) -> dict[str, int]:
+    """The first message of a watch (the full snapshot), within the deadline."""
+    call = stub.WatchWatermarks(watermark_pb2.WatchWatermarksRequest(), timeout=timeout_s)
+    try:
+        first = next(call, None)
+    finally:
+        call.cancel()
+    if first is None:
+        raise CommandError("the watermark authority ended the watch without a snapshot")
+    return {update.computation: update.low_watermark_ms for update in first.updates}
+
+
+def _print_table(out: TextIO, marks: Mapping[str, int], deployment: Deployment | None) -> None:
+    if not marks:
+        out.write("no watermarks published (the topology has no computations?)\n")
+        return
+    now_ms = time.time_ns() // 1_000_000
+    header = ("computation", "low watermark (UTC)", "ms", "lag")
+    rows = [(name, *describe(marks[name], now_ms)) for name in display_order(marks, deployment)]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write(line.rstrip() + "\n")
+    out.flush()
+
+
+class _Follower:
+    """Keeps the latest published watermarks from a watch stream, in a thread.
+
+    Re-opens the stream when its deadline passes; after an authority restart
+    it waits for it (``wait_for_ready``) and says so on stderr.
+    """
+
+    def __init__(
+        self,
+        stub: watermark_pb2_grpc.WatermarkAuthorityStub,
+        service: Service,
+        timeout_s: float,
+        marks: Mapping[str, int],
+    ) -> None:
+        self._stub = stub
+        self._service = service
+        self._timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._latest = dict(marks)
+        self._call: Any = None
+        self._stopping = threading.Event()
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="watermark-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            if self._call is not None:
+                self._call.cancel()
+        self._thread.join(5)
+
+    def latest(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._latest)
+
+    def _run(self) -> None:
+        lost = False
+        while not self._stopping.is_set():
+            call = self._stub.WatchWatermarks(
+                watermark_pb2.WatchWatermarksRequest(),
+                timeout=WATCH_RENEW_S,
+                wait_for_ready=lost,
+            )
+            with self._lock:
+                self._call = call
+            if self._stopping.is_set():
+                call.cancel()
+                return
+            try:
+                for message in call:
+                    if lost:
+                        _note(f"reconnected to {self._service.address}")
+                        lost = False
+                    with self._lock:
+                        for update in message.updates:
+                            self._latest[update.computation] = update.low_watermark_ms
+            except grpc.RpcError as error:
+                if self._stopping.is_set():
+                    return
+                code = error.code() if callable(getattr(error, "code", None)) else None
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    continue  # the stream's own deadline: open a new one
+                if code != grpc.StatusCode.UNAVAILABLE:
+                    self.error = explain(error, self._service, WATCH_RPC, self._timeout_s)
+                    return
+                if not lost:
+                    name, details = status_of(error)
+                    _note(
+                        f"lost the watermark authority at {self._service.address} "
+                        f"({name}: {details}); waiting for it (Ctrl-C to stop)"
+                    )
+                    lost = True
+                self._stopping.wait(0.2)
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _watch(
+    stub: watermark_pb2_grpc.WatermarkAuthorityStub,
+    service: Service,
+    *,
+    args: argparse.Namespace,
+    marks: dict[str, int],
+    deployment: Deployment | None,
+    out: TextIO,
+) -> None:
+    """Every ``--interval`` seconds, print the watermarks that changed; until Ctrl-C."""
+    _note("watching for changes (Ctrl-C to stop)")
+    follower = _Follower(stub, service, args.timeout, marks)
+    follower.start()
+    printed = dict(marks)
+    width = max((len(name) for name in marks), default=0)
+    try:
+        while True:
+            time.sleep(args.interval)
+            if follower.error is not None:
+                raise CommandError(follower.error)
+            latest = follower.latest()
+            now_ms = time.time_ns() // 1_000_000
+            for name in display_order(latest, deployment):
+                before = printed.get(name)
+                if before == latest[name]:
+                    continue
+                printed[name] = latest[name]
+                width = max(width, len(name))
+                when, ms, lag = describe(latest[name], now_ms)
+                line = f"[{iso_utc(now_ms)}] {name.ljust(width)}  {when}  {ms}  lag {lag}"
+                if before is not None and latest[name] < before:
+                    line += f"  (DECREASED from {before}: watermarks must never go back)"
+                out.write(line + "\n")
+            out.flush()
+    finally:
+        follower.stop()

@@ -1,0 +1,52 @@
+from millrace.wire.v1 import record_pb2 as _record_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class IntervalLease(_message.Message):
+    __slots__ = ("interval", "epoch", "node_id", "address")
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    interval: _record_pb2.KeyInterval
+    epoch: int
+    node_id: str
+    address: str
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class RegisterNodeRequest(_message.Message):
+    __slots__ = ("node_id", "computation", "address", "interval_indexes")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPUTATION_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    computation: str
+    address: str
+    interval_indexes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node_id: _Optional[str] = ..., computation: _Optional[str] = ..., address: _Optional[str] = ..., interval_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RegisterNodeResponse(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[IntervalLease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ...) -> None: ...
+
+class GetAssignmentRequest(_message.Message):
+    __slots__ = ("computations",)
+    COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    computations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, computations: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("leases", "version")
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[IntervalLease]
+    version: int
+    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,10 @@
+"""Exactly-once sinks: where a topology's final outputs leave Millrace.
+
+A sink receives a sink stream over the same ``Delivery`` protocol nodes use,
+and must deduplicate by record id itself: senders resend whatever they have
+not seen acknowledged.
+"""
+
+from sinks.file_sink import FileSink, read_sink_file
+
+__all__ = ["FileSink", "read_sink_file"]

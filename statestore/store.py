@@ -1,0 +1,272 @@
+"""``StateStore``: the exactly-once storage of one key interval.
+
+Open it over RocksDB (:meth:`StateStore.open_rocksdb`) or memory
+(:meth:`StateStore.open_memory`); both run the same code above the engine.
+Opening checks the format, loads the owner epoch and counters, and rebuilds
+the dedup Bloom filters from the stored ids. A store is driven by one thread
+at a time (the interval's worker); it does no locking of its own.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from statestore import _keys
+from statestore._bloom import Positions
+from statestore._engine import Batch, Column, Engine
+from statestore._memory import MemoryEngine
+from statestore.config import StoreConfig
+from statestore.dedup import DedupIndex, StagedIds
+from statestore.errors import (
+    EpochFencedError,
+    IncompatibleStoreError,
+    StoreClosedError,
+)
+from statestore.transaction import Transaction
+from statestore.types import DedupStats, TimeDomain, Timer
+
+Clock = Callable[[], int]
+"""Returns the current time in integer milliseconds since the epoch."""
+
+FORMAT_VERSION = b"1"
+_EPOCH = _keys.reserved_meta_key("epoch")
+_FORMAT = _keys.reserved_meta_key("format")
+_I64 = struct.Struct(">q")
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the Unix epoch from the system clock."""
+    return time.time_ns() // 1_000_000
+
+
+class StateStore:
+    """State, dedup ids, timers, outbox and metadata of one key interval."""
+
+    def __init__(
+        self, engine: Engine, *, config: StoreConfig | None = None, clock: Clock = wall_clock_ms
+    ) -> None:
+        self._engine = engine
+        self.config = config or StoreConfig()
+        self._clock = clock
+        self._closed = False
+        self._check_format()
+        raw_epoch = engine.get(Column.META, _EPOCH)
+        self._owner_epoch: int = 0 if raw_epoch is None else _I64.unpack(raw_epoch)[0]
+        self._dedup = DedupIndex(engine, self.config)
+        self.recovered_ids = self._dedup.rebuild(clock())
+        start, end = _keys.TIMER_INDEX, _keys.prefix_end(_keys.TIMER_INDEX)
+        self._pending_timers = sum(1 for _ in engine.scan(Column.TIMERS, start, end))
+        self._next_timer: dict[TimeDomain, int | None] = {}  # cache; cleared by timer commits
+        self._cache: OrderedDict[bytes, bytes | None] = OrderedDict()
+        self._cache_limit = self.config.state_cache_entries
+
+    @classmethod
+    def open_rocksdb(
+        cls, path: str | Path, *, config: StoreConfig | None = None, clock: Clock = wall_clock_ms
+    ) -> StateStore:
+        """Open (creating if needed) the store in directory ``path``."""
+        # Imported here so that computations (and Spark executors) can use the
+        # memory backend without rocksdict installed.
+        from statestore._rocksdb import RocksDBEngine
+
+        engine = RocksDBEngine(path)
+        try:
+            return cls(engine, config=config, clock=clock)
+        except BaseException:
+            engine.close()
+            raise
+
+    @classmethod
+    def open_memory(
+        cls,
+        engine: MemoryEngine | None = None,
+        *,
+        config: StoreConfig | None = None,
+        clock: Clock = wall_clock_ms,
+    ) -> StateStore:
+        """A store in memory; pass the engine of a previous store to "reopen" it."""
+        return cls(engine or MemoryEngine(), config=config, clock=clock)
+
+    @property
+    def description(self) -> str:
+        """Where the store lives, for messages."""
+        return self._engine.description
+
+    def _check_format(self) -> None:
+        found = self._engine.get(Column.META, _FORMAT)
+        if found is None:
+            batch = self._engine.new_batch()
+            batch.put(Column.META, _FORMAT, FORMAT_VERSION)
+            self._engine.write(batch, sync=True)
+        elif found != FORMAT_VERSION:
+            raise IncompatibleStoreError(
+                self.description, found.decode(errors="replace"), FORMAT_VERSION.decode()
+            )
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"state store {self.description} is closed")
+
+    # -- ownership --------------------------------------------------------
+
+    @property
+    def owner_epoch(self) -> int:
+        """The newest epoch that claimed or committed to this store."""
+        return self._owner_epoch
+
+    def claim_epoch(self, epoch: int) -> None:
+        """Make ``epoch`` the owner (durably); older epochs are fenced from now on."""
+        self._require_open()
+        self._check_epoch(epoch)
+        if epoch > self._owner_epoch:
+            batch = self._engine.new_batch()
+            self._stage_epoch(batch, epoch)
+            self._engine.write(batch, sync=True)
+            self._owner_epoch = epoch
+
+    def _check_epoch(self, epoch: int) -> None:
+        if epoch < self._owner_epoch:
+            raise EpochFencedError(epoch, self._owner_epoch)
+
+    def _stage_epoch(self, batch: Batch, epoch: int) -> None:
+        batch.put(Column.META, _EPOCH, _I64.pack(epoch))
+
+    # -- transactions -----------------------------------------------------
+
+    def begin(self, epoch: int | None = None) -> Transaction:
+        """A new transaction committing under ``epoch`` (default: the current owner)."""
+        self._require_open()
+        return Transaction(self, self._owner_epoch if epoch is None else epoch)
+
+    def _lookup_ids(self, record_ids: Sequence[bytes], positions: Positions) -> list[bool]:
+        self._require_open()
+        return self._dedup.lookup(record_ids, positions, self._clock())
+
+    def _write(self, batch: Batch, *, sync: bool) -> None:
+        self._require_open()
+        self._engine.write(batch, sync=sync)
+
+    def _committed(
+        self,
+        epoch: int,
+        staged: StagedIds | None,
+        timer_delta: int,
+        timers_changed: bool,
+        state: dict[bytes, bytes | None],
+    ) -> None:
+        if self._cache_limit:
+            cache = self._cache
+            for key, value in state.items():
+                if key in cache:
+                    cache[key] = value
+                    cache.move_to_end(key)
+                else:
+                    cache[key] = value
+            while len(cache) > self._cache_limit:
+                cache.popitem(last=False)
+        if staged is not None:
+            self._dedup.apply(staged)
+        self._owner_epoch = max(self._owner_epoch, epoch)
+        self._pending_timers += timer_delta
+        if timers_changed:
+            self._next_timer.clear()
+
+    # -- reads ------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """The committed value of a state key (through the write-through cache)."""
+        self._require_open()
+        cache = self._cache
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        value = self._engine.get(Column.STATE, key)
+        if self._cache_limit:
+            cache[key] = value
+            if len(cache) > self._cache_limit:
+                cache.popitem(last=False)
+        return value
+
+    def scan_state(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Committed state entries whose key starts with ``prefix``, in key order."""
+        self._require_open()
+        return self._engine.scan(Column.STATE, prefix, _keys.prefix_end(prefix))
+
+    def get_meta(self, name: str) -> bytes | None:
+        """A committed metadata entry."""
+        self._require_open()
+        return self._engine.get(Column.META, _keys.user_meta_key(name))
+
+    def get_timer(self, domain: TimeDomain, key: bytes, tag: str) -> int | None:
+        """The committed time of a timer, or None."""
+        self._require_open()
+        raw = self._engine.get(Column.TIMERS, _keys.timer_index_key(domain, key, tag))
+        return None if raw is None else _keys.decode_time(raw)
+
+    def due_timers(
+        self, domain: TimeDomain, up_to_ms: int | None, limit: int | None = None
+    ) -> list[Timer]:
+        """Committed timers of ``domain`` with time <= ``up_to_ms``, in time order."""
+        self._require_open()
+        start, end = _keys.timer_order_range(domain, up_to_ms)
+        timers: list[Timer] = []
+        for raw, _ in self._engine.scan(Column.TIMERS, start, end):
+            timers.append(_keys.decode_timer_order_key(raw))
+            if limit is not None and len(timers) >= limit:
+                break
+        return timers
+
+    def next_timer_ms(self, domain: TimeDomain) -> int | None:
+        """The earliest committed timer time of ``domain``, or None (cached between
+        commits that change timers)."""
+        if domain not in self._next_timer:
+            first = self.due_timers(domain, None, limit=1)
+            self._next_timer[domain] = first[0].time_ms if first else None
+        return self._next_timer[domain]
+
+    @property
+    def pending_timers(self) -> int:
+        """Committed timers of both domains."""
+        return self._pending_timers
+
+    def outbox(self) -> Iterator[tuple[bytes, bytes]]:
+        """Committed, unacknowledged productions ``(production_id, payload)`` in id order."""
+        self._require_open()
+        return self._engine.scan(Column.OUTBOX, b"", None)
+
+    def outbox_count(self) -> int:
+        """How many productions await acknowledgement (a scan: for tools and tests)."""
+        return sum(1 for _ in self.outbox())
+
+    def dedup_stats(self) -> DedupStats:
+        """Counters of the dedup index."""
+        return self._dedup.stats()
+
+    @property
+    def dedup(self) -> DedupIndex:
+        """The dedup index (filters and counters), for inspection."""
+        return self._dedup
+
+    # -- life cycle -------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the engine (the RocksDB lock). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._engine.close()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,261 @@
+"""A transaction over one store: buffered changes, committed as one atomic write.
+
+Call order: :meth:`StateStore.begin` -> reads, :meth:`Transaction.seen`,
+buffered writes -> :meth:`Transaction.commit` (or :meth:`Transaction.abort`).
+Reads see the transaction's own buffered writes. Nothing reaches the engine
+before ``commit``, and ``commit`` writes everything in one engine batch.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from statestore import _keys
+from statestore._bloom import Positions
+from statestore._engine import Batch, Column
+from statestore.dedup import StagedIds
+from statestore.errors import StateStoreError, StoreWriteError, TransactionStateError
+from statestore.types import TimeDomain, Timer
+
+if TYPE_CHECKING:
+    from statestore.store import StateStore
+
+_TimerId = tuple[TimeDomain, bytes, str]
+
+
+class TransactionStatus(enum.Enum):
+    """OPEN -> COMMITTED | FAILED. Only an open transaction accepts calls."""
+
+    OPEN = "open"
+    COMMITTED = "committed"
+    FAILED = "failed"
+
+
+class Transaction:
+    """Buffered state, dedup-id, timer, outbox and metadata changes of one owner epoch."""
+
+    def __init__(self, store: StateStore, epoch: int) -> None:
+        self._store = store
+        self._epoch = epoch
+        self._status = TransactionStatus.OPEN
+        self._state: dict[bytes, bytes | None] = {}
+        self._seen: dict[bytes, None] = {}
+        self._timers: dict[_TimerId, Timer | None] = {}
+        self._outbox: dict[bytes, bytes | None] = {}
+        self._meta: dict[str, bytes | None] = {}
+        # Bit positions hashed by seen(), reused when the same ids are marked.
+        self._hashed_rows: dict[bytes, int] = {}
+        self._hashed_blocks: list[Positions] = []
+
+    @property
+    def status(self) -> TransactionStatus:
+        """Where the transaction is in its life."""
+        return self._status
+
+    @property
+    def epoch(self) -> int:
+        """The owner epoch this transaction commits under."""
+        return self._epoch
+
+    def _require_open(self) -> None:
+        if self._status is not TransactionStatus.OPEN:
+            raise TransactionStateError(
+                f"transaction is {self._status.value}; begin a new transaction"
+            )
+
+    # -- state ------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of a state key as this transaction sees it."""
+        self._require_open()
+        if key in self._state:
+            return self._state[key]
+        return self._store.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Set a state key."""
+        self._require_open()
+        self._state[key] = value
+
+    def delete(self, key: bytes) -> None:
+        """Remove a state key."""
+        self._require_open()
+        self._state[key] = None
+
+    # -- dedup ------------------------------------------------------------
+
+    def seen(self, record_ids: Sequence[bytes]) -> list[bool]:
+        """Per id: was it committed before, or marked in this transaction?"""
+        self._require_open()
+        result = [record_id in self._seen for record_id in record_ids]
+        unknown = [record_id for record_id, hit in zip(record_ids, result, strict=True) if not hit]
+        if unknown:
+            positions = self._store._dedup.positions(unknown)
+            base = sum(len(block) for block in self._hashed_blocks)
+            self._hashed_blocks.append(positions)
+            self._hashed_rows.update((rid, base + i) for i, rid in enumerate(unknown))
+            stored = iter(self._store._lookup_ids(unknown, positions))
+            result = [hit or next(stored) for hit in result]
+        return result
+
+    def mark_seen(self, record_ids: Iterable[bytes]) -> None:
+        """Record ids to remember as processed when this transaction commits."""
+        self._require_open()
+        self._seen.update(dict.fromkeys(record_ids))
+
+    # -- timers -----------------------------------------------------------
+
+    def set_timer(self, timer: Timer) -> None:
+        """Set (or move) the timer ``(timer.domain, timer.key, timer.tag)``."""
+        self._require_open()
+        self._timers[(timer.domain, timer.key, timer.tag)] = timer
+
+    def delete_timer(self, domain: TimeDomain, key: bytes, tag: str) -> None:
+        """Remove a timer; no error when it does not exist."""
+        self._require_open()
+        self._timers[(domain, key, tag)] = None
+
+    def get_timer(self, domain: TimeDomain, key: bytes, tag: str) -> int | None:
+        """The time a timer is set for, or None."""
+        self._require_open()
+        ident = (domain, key, tag)
+        if ident in self._timers:
+            timer = self._timers[ident]
+            return None if timer is None else timer.time_ms
+        return self._store.get_timer(domain, key, tag)
+
+    # -- outbox and metadata ----------------------------------------------
+
+    def add_outbox(self, production_id: bytes, payload: bytes) -> None:
+        """Checkpoint a production to send; it stays until :meth:`remove_outbox` commits."""
+        self._require_open()
+        self._outbox[production_id] = payload
+
+    def remove_outbox(self, production_id: bytes) -> None:
+        """Forget an acknowledged production."""
+        self._require_open()
+        self._outbox[production_id] = None
+
+    def set_meta(self, name: str, value: bytes) -> None:
+        """Set a metadata entry (offsets, watermarks: anything that must move with state)."""
+        self._require_open()
+        self._meta[name] = value
+
+    def get_meta(self, name: str) -> bytes | None:
+        """A metadata entry as this transaction sees it."""
+        self._require_open()
+        if name in self._meta:
+            return self._meta[name]
+        return self._store.get_meta(name)
+
+    def delete_meta(self, name: str) -> None:
+        """Remove a metadata entry."""
+        self._require_open()
+        self._meta[name] = None
+
+    # -- end of life ------------------------------------------------------
+
+    def abort(self) -> None:
+        """Drop every buffered change; the transaction becomes FAILED."""
+        self._require_open()
+        self._status = TransactionStatus.FAILED
+
+    def commit(self, *, sync: bool | None = None) -> None:
+        """Write every buffered change in ONE engine write batch, then mark COMMITTED.
+
+        State puts/deletes, the marked record ids (plus range deletes of expired
+        dedup segments), timer moves, outbox changes, metadata and a raised
+        owner epoch all go into a single RocksDB ``WriteBatch`` applied by one
+        ``db.write``: after a crash at any instant either all of it is in the
+        store or none of it is. With ``sync`` on, it is fsynced before this
+        returns (``sync`` overrides the store's setting for this commit: deleting
+        acknowledged outbox entries, say, needs no fsync). A commit whose epoch
+        is older than the store's owner epoch
+        raises :class:`~statestore.errors.EpochFencedError` and writes nothing.
+        Any failure leaves the transaction FAILED; it can never commit.
+        """
+        self._require_open()
+        store = self._store
+        try:
+            store._require_open()
+            store._check_epoch(self._epoch)
+            batch = store._engine.new_batch()
+            now_ms = store._clock()
+            state = self._state
+            batch.put_many(Column.STATE, [(k, v) for k, v in state.items() if v is not None])
+            for key in [k for k, v in state.items() if v is None]:
+                batch.delete(Column.STATE, key)
+            staged = self._stage_ids(batch, now_ms)
+            timer_delta = self._stage_timers(batch)
+            self._stage_outbox(batch)
+            for name, meta in self._meta.items():
+                if meta is None:
+                    batch.delete(Column.META, _keys.user_meta_key(name))
+                else:
+                    batch.put(Column.META, _keys.user_meta_key(name), meta)
+            if self._epoch > store.owner_epoch:
+                store._stage_epoch(batch, self._epoch)
+            store._write(batch, sync=store.config.sync if sync is None else sync)
+        except StateStoreError:
+            self._status = TransactionStatus.FAILED
+            raise
+        except Exception as exc:
+            self._status = TransactionStatus.FAILED
+            raise StoreWriteError(f"commit to {store.description} failed: {exc}") from exc
+        except BaseException:
+            self._status = TransactionStatus.FAILED
+            raise
+        store._committed(self._epoch, staged, timer_delta, bool(self._timers), self._state)
+        self._status = TransactionStatus.COMMITTED
+
+    def _stage_ids(self, batch: Batch, now_ms: int) -> StagedIds | None:
+        dedup = self._store._dedup
+        if not self._seen and not dedup.has_expired(now_ms):
+            return None
+        ids = list(self._seen)
+        return dedup.stage(batch, ids, self._positions(ids), now_ms)
+
+    def _positions(self, ids: list[bytes]) -> Positions:
+        rows = self._hashed_rows
+        if self._hashed_blocks and all(rid in rows for rid in ids):
+            hashed = np.concatenate(self._hashed_blocks)
+            return hashed[[rows[rid] for rid in ids]]
+        return self._store._dedup.positions(ids)
+
+    def _stage_timers(self, batch: Batch) -> int:
+        if not self._timers:
+            return 0
+        idents = list(self._timers)
+        index_keys = [_keys.timer_index_key(*ident) for ident in idents]
+        delta = 0
+        old_times = self._store._engine.multi_get(Column.TIMERS, index_keys)
+        for ident, index_key, old in zip(idents, index_keys, old_times, strict=True):
+            new = self._timers[ident]
+            if new is not None and old is not None and _keys.decode_time(old) == new.time_ms:
+                continue  # set again to the time it already has
+            if old is not None:
+                domain, key, tag = ident
+                previous = Timer(domain=domain, key=key, tag=tag, time_ms=_keys.decode_time(old))
+                batch.delete(Column.TIMERS, _keys.timer_order_key(previous))
+                delta -= 1
+            if new is None:
+                if old is not None:
+                    batch.delete(Column.TIMERS, index_key)
+            else:
+                batch.put(Column.TIMERS, _keys.timer_order_key(new), b"")
+                batch.put(Column.TIMERS, index_key, _keys.encode_time(new.time_ms))
+                delta += 1
+        return delta
+
+    def _stage_outbox(self, batch: Batch) -> None:
+        # No existence reads here: the caller (the node's processor) tracks its
+        # live outbox keys in memory, and a read per production costs ~20% of a commit.
+        for production_id, payload in self._outbox.items():
+            if payload is None:
+                batch.delete(Column.OUTBOX, production_id)
+            else:
+                batch.put(Column.OUTBOX, production_id, payload)

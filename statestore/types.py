@@ -1,0 +1,42 @@
+"""Value types the store reads and writes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class TimeDomain(enum.IntEnum):
+    """Which clock a timer follows."""
+
+    EVENT_TIME = 1
+    """Fires when the computation's input low watermark passes the timer."""
+    PROCESSING_TIME = 2
+    """Fires when the node's wall clock passes the timer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A timer of one key. ``(domain, key, tag)`` identifies it; setting it again moves it."""
+
+    domain: TimeDomain
+    key: bytes
+    tag: str
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DedupStats:
+    """Counters of the dedup index since the store opened.
+
+    ``lookups`` ids were checked; ``bloom_negatives`` were answered by the
+    Bloom filters alone; the rest went to RocksDB, where ``confirmations``
+    were real duplicates and ``false_positives`` were not.
+    """
+
+    lookups: int
+    bloom_negatives: int
+    confirmations: int
+    false_positives: int
+    segments: int
+    filters: int

@@ -1,0 +1,202 @@
+"""Real-process cluster helpers for tests and benchmarks.
+
+- :class:`CollectingSink`: a ``Delivery`` server that keeps sink records by
+  record id (exactly-once on its side: a resent production is a duplicate).
+- :class:`NodeProcess`: ``millrace node`` as a child process that can be
+  SIGKILLed and restarted.
+- :class:`SourceDriver`: feeds records to the first computation through the
+  real :class:`DownstreamSender`, keeps every record until it is acked and
+  holds the source watermark at the oldest unacked record.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from computations import Topology, interval_of
+from computations._outbox import Production
+from computations._sender import DownstreamSender, Origin
+from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port on loopback that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
+    """A sink endpoint: stores each record once, acks everything."""
+
+    def __init__(self) -> None:
+        self.records: dict[bytes, record_pb2.Record] = {}
+        self.deliveries = 0
+        self._lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        delivery_pb2_grpc.add_DeliveryServicer_to_server(self, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def Deliver(
+        self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
+    ) -> Iterator[delivery_pb2.DeliveryAck]:
+        for batch in request_iterator:
+            ack = delivery_pb2.DeliveryAck(batch_seq=batch.batch_seq)
+            with self._lock:
+                self.deliveries += len(batch.records)
+                for record in batch.records:
+                    if record.record_id in self.records:
+                        ack.duplicate_ids.append(record.record_id)
+                    else:
+                        self.records[record.record_id] = record
+                        ack.committed_ids.append(record.record_id)
+            yield ack
+
+    def values(self) -> list[bytes]:
+        with self._lock:
+            return [r.value for r in self.records.values()]
+
+    def stop(self) -> None:
+        self.server.stop(0.5).wait()
+
+
+class NodeProcess:
+    """One ``millrace node`` child process."""
+
+    def __init__(self, deployment: Path, name: str, data_dir: Path, log_dir: Path) -> None:
+        self.deployment = deployment
+        self.name = name
+        self.data_dir = data_dir
+        self.log_path = log_dir / f"{name}.log"
+        self.process: subprocess.Popen[str] | None = None
+        self.starts = 0
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start and wait for the node's ready line."""
+        self.starts += 1
+        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
+        command = [
+            sys.executable, "-m", "millrace", "node", "--deployment", str(self.deployment),
+            "--name", self.name, "--data-dir", str(self.data_dir),
+        ]  # fmt: skip
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path, "MILLRACE_LOG_LEVEL": "WARNING"}
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=ROOT
+        )
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = self.process.stdout.readline()
+        if not line.startswith(f"node {self.name} serving") or time.monotonic() > deadline:
+            self.process.kill()
+            raise RuntimeError(f"node {self.name} did not start: {line!r}; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL and reap."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def terminate(self) -> None:
+        """SIGTERM (graceful) and reap."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class SourceDriver:
+    """The source of a test topology: sends records, retries until acked, holds the watermark."""
+
+    def __init__(
+        self, topology: Topology, stream: str, addresses: dict[tuple[str, int], str]
+    ) -> None:
+        self._topology = topology
+        self._stream = stream
+        self._addresses = addresses
+        self._lock = threading.Lock()
+        self._unacked: dict[bytes, int] = {}  # outbox key -> event time
+        self.max_sent_ms: int | None = None
+        self._senders: dict[str, DownstreamSender] = {}
+        self._origin = Origin("", 0, 0)
+
+    def send(self, records: list[record_pb2.Record]) -> None:
+        """Queue records for every consumer of the stream (blocks under backpressure)."""
+        by_address: dict[str, list[Production]] = {}
+        with self._lock:
+            for record in records:
+                for consumer in self._topology.consumers(self._stream):
+                    key = self._topology.key_extractor(consumer.name, self._stream)(
+                        record.key, record.value
+                    )
+                    interval = interval_of(key, consumer.intervals)
+                    production = Production.to(consumer.name, interval, record)
+                    self._unacked[production.outbox_key] = record.event_time_ms
+                    address = self._addresses[(consumer.name, interval)]
+                    by_address.setdefault(address, []).append(production)
+                if self.max_sent_ms is None or record.event_time_ms > self.max_sent_ms:
+                    self.max_sent_ms = record.event_time_ms
+        for address, items in by_address.items():
+            self._sender(address).submit(self._origin, items)
+
+    def _sender(self, address: str) -> DownstreamSender:
+        if address not in self._senders:
+            self._senders[address] = DownstreamSender(address, sender_id="source", callbacks=self)
+            self._senders[address].start()
+        return self._senders[address]
+
+    def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
+        with self._lock:
+            for key in outbox_keys:
+                self._unacked.pop(key, None)
+
+    def fenced(self, origin: Origin, message: str) -> None:
+        raise AssertionError(f"the source was fenced: {message}")
+
+    def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
+        raise AssertionError(f"a source record was refused: {message}")
+
+    def oldest_unacked(self) -> int | None:
+        with self._lock:
+            return min(self._unacked.values()) if self._unacked else None
+
+    def unacked(self) -> int:
+        with self._lock:
+            return len(self._unacked)
+
+    def watermark(self, bound_ms: int) -> int | None:
+        """max sent - bound, held back by the oldest unacknowledged record."""
+        with self._lock:
+            if self.max_sent_ms is None:
+                return None
+            mark = self.max_sent_ms - bound_ms
+            if self._unacked:
+                mark = min(mark, *self._unacked.values())
+            return mark
+
+    def stop(self) -> None:
+        for sender in self._senders.values():
+            sender.stop()

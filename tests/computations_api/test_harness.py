@@ -1,0 +1,181 @@
+"""The in-process harness runs the real processor code: exactly-once through crashes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from computations import JSON, Computation, Context, FiredTimer, Record, TimeDomain, Topology
+from computations.testing import TestHarness
+from tests.workloads import (
+    WINDOW_MS,
+    expected_totals,
+    totals_from_outputs,
+    two_stage_topology,
+)
+
+
+def random_events(seed: int, count: int, keys: int = 20) -> list[tuple[bytes, int]]:
+    rng = random.Random(seed)
+    return [
+        (f"user{rng.randrange(keys)}".encode(), rng.randrange(0, 6 * WINDOW_MS))
+        for _ in range(count)
+    ]
+
+
+def test_two_stage_windows_close_on_the_watermark() -> None:
+    harness = TestHarness(two_stage_topology())
+    events = random_events(1, 500)
+    for key, ts in events:
+        harness.feed("events", key, b"", ts)
+    harness.run()
+    assert harness.outputs("window_totals") == [], "nothing closes before the watermark moves"
+    harness.advance_watermark(3 * WINDOW_MS)
+    closed = totals_from_outputs(r.value for r in harness.outputs("window_totals"))
+    assert sorted(closed) == [0, WINDOW_MS, 2 * WINDOW_MS]
+    harness.advance_watermark(10 * WINDOW_MS)
+    got = totals_from_outputs(r.value for r in harness.outputs("window_totals"))
+    assert got == expected_totals(events)
+
+
+def test_watermarks_are_held_by_pending_work() -> None:
+    harness = TestHarness(two_stage_topology())
+    harness.advance_watermark(20)
+    harness.feed("events", b"a", b"", 5)
+    marks = harness.watermarks()
+    assert marks["counts"].input_ms == 5, "an unacknowledged source record holds the source"
+    harness.run()
+    marks = harness.watermarks()
+    assert marks["counts"].input_ms == 20
+    assert marks["counts"].low_ms == 20
+    harness.advance_watermark(WINDOW_MS + 20)
+    assert harness.watermarks()["totals"].input_ms == WINDOW_MS + 20
+    harness.feed("events", b"a", b"", 2 * WINDOW_MS + 1)
+    harness.run()
+    harness.advance_watermark(5 * WINDOW_MS)
+    marks = harness.watermarks()
+    assert marks["counts"].low_ms == 5 * WINDOW_MS, "the fired window's output was acked"
+    assert marks["totals"].input_ms == 5 * WINDOW_MS
+
+
+def test_crashes_between_any_steps_and_duplicates_change_nothing() -> None:
+    events = random_events(2, 300)
+    expected = expected_totals(events)
+    for seed in range(5):
+        rng = random.Random(seed)
+        harness = TestHarness(two_stage_topology())
+        ids = [harness.feed("events", key, b"", ts) for key, ts in events]
+        for rid in rng.sample(ids, 40):  # duplicate deliveries of some records
+            key, ts = events[ids.index(rid)]
+            harness.feed("events", key, b"", ts, record_id=rid)
+        steps = 0
+        marks = sorted(rng.sample(range(1, 7), 3))
+        while True:
+            if rng.random() < 0.02:
+                harness.crash()
+            if not harness.step():
+                if marks:
+                    harness.advance_watermark(
+                        marks.pop(0) * WINDOW_MS
+                    ) if rng.random() < 0.5 else None
+                    harness.crash()
+                    continue
+                break
+            steps += 1
+        harness.advance_watermark(100 * WINDOW_MS)
+        got = totals_from_outputs(r.value for r in harness.outputs("window_totals"))
+        assert got == expected, f"seed {seed}"
+
+
+class Ordered(Computation):
+    """Records the order its timers fire in."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        for offset in (30, 10, 20):
+            ctx.set_timer(f"t{offset}", record.timestamp_ms + offset)
+        ctx.set_timer("p", 1_000, TimeDomain.PROCESSING_TIME)
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        fired = ctx.get_state("fired", JSON) or []
+        ctx.put_state("fired", [*fired, timer.tag], JSON)
+        ctx.produce("out", ctx.key, timer.tag.encode(), max(timer.time_ms, 0))
+
+
+def ordered_topology() -> Topology:
+    return Topology.from_dict(
+        {
+            "streams": {"in": {}, "out": {}},
+            "computations": {
+                "ordered": {
+                    "handler": "tests.computations_api.test_harness:Ordered",
+                    "inputs": {"in": "key"},
+                    "outputs": ["out"],
+                }
+            },
+        }
+    )
+
+
+def test_timers_fire_in_time_order_once() -> None:
+    harness = TestHarness(ordered_topology())
+    harness.feed("in", b"k", b"", 100)
+    harness.run()
+    harness.advance_watermark(125)
+    assert harness.state("ordered", b"k", "fired", JSON) == ["t10", "t20"]
+    harness.crash()
+    harness.advance_watermark(10_000)
+    assert harness.state("ordered", b"k", "fired", JSON) == ["t10", "t20", "t30"]
+    harness.advance_processing_time(999)
+    assert harness.state("ordered", b"k", "fired", JSON) == ["t10", "t20", "t30"]
+    harness.advance_processing_time(1)
+    assert harness.state("ordered", b"k", "fired", JSON) == ["t10", "t20", "t30", "p"]
+    assert [r.value for r in harness.outputs("out")] == [b"t10", b"t20", b"t30", b"p"]
+
+
+def test_poison_record_is_dead_lettered_and_others_proceed() -> None:
+    topology = Topology.from_dict(
+        {
+            "streams": {"in": {}, "ok": {}},
+            "computations": {
+                "poison": {
+                    "handler": "tests.workloads:Poison",
+                    "intervals": 1,
+                    "inputs": {"in": "key"},
+                    "outputs": ["ok"],
+                    "max_attempts": 3,
+                }
+            },
+        }
+    )
+    harness = TestHarness(topology)
+    harness.feed("in", b"a", b"fine", 1)
+    harness.feed("in", b"bad", b"poison", 2)
+    harness.feed("in", b"a", b"fine again", 3)
+    harness.feed("in", b"bad", b"fine too", 4)
+    harness.run()
+    letters = harness.dead_letters("poison")
+    assert len(letters) == 1
+    assert letters[0].record.value == b"poison"
+    assert letters[0].attempts == 3
+    assert "ValueError: cannot digest b'poison'" in letters[0].error
+    assert harness.state("poison", b"a", "n", JSON) == 2
+    assert harness.state("poison", b"bad", "n", JSON) == 1, "the failing call changed nothing"
+    assert [r.value for r in harness.outputs("ok")] == [b"fine", b"fine again", b"fine too"]
+
+
+@pytest.mark.parametrize("crash_every", [3, 7])
+def test_outputs_are_exactly_once_across_crashes(crash_every: int) -> None:
+    harness = TestHarness(ordered_topology())
+    for i in range(20):
+        harness.feed("in", f"k{i % 4}".encode(), b"", i * 100)
+    steps = 0
+    while harness.step():
+        steps += 1
+        if steps % crash_every == 0:
+            harness.crash()
+    harness.advance_watermark(100_000)
+    harness.advance_processing_time(5_000)
+    values = [json.dumps([r.key.decode(), r.value.decode()]) for r in harness.outputs("out")]
+    assert len(values) == 4 * 4, "every key: three event timers and one processing timer"

@@ -1,0 +1,66 @@
+"""Source watermark properties, randomized."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from computations import MIN_TIME
+from injector.source_watermark import SourceWatermark
+
+
+def watermark_is_monotonic(history: list[int]) -> bool:
+    return all(a <= b for a, b in itertools.pairwise(history))
+
+
+def never_ahead_of_unfinished_work(mark: int, previous: int, oldest_unfinished: int | None) -> bool:
+    # A new value never passes unfinished work; a kept value may (it was published before).
+    return mark == previous or oldest_unfinished is None or mark <= oldest_unfinished
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_histories(seed: int) -> None:
+    rng = random.Random(seed)
+    bound, idle = rng.choice([0, 100, 1000]), rng.choice([50, 500, 5000])
+    source = SourceWatermark(out_of_orderness_ms=bound, idle_timeout_ms=idle)
+    now, max_seen, last_append = 1_000_000, None, None
+    history = [source.current(None, now)]
+    assert history[0] == MIN_TIME
+    for _ in range(300):
+        now += rng.randrange(0, 200)
+        if rng.random() < 0.6:
+            newest = rng.randrange(0, 100_000)
+            source.observe(newest, now)
+            max_seen = newest if max_seen is None else max(max_seen, newest)
+            last_append = now
+        oldest = rng.choice([None, rng.randrange(0, 100_000)])
+        previous = history[-1]
+        mark = source.current(oldest, now)
+        history.append(mark)
+        assert never_ahead_of_unfinished_work(mark, previous, oldest)
+        if mark != previous and max_seen is not None and last_append is not None:
+            idle_for = now - last_append
+            if idle_for < idle:
+                assert mark <= max_seen - bound, "no idle advance before the timeout"
+    assert watermark_is_monotonic(history)
+
+
+def test_idle_source_advances_with_processing_time() -> None:
+    source = SourceWatermark(out_of_orderness_ms=1000, idle_timeout_ms=500)
+    source.observe(10_000, now_ms=0)
+    assert source.current(None, 0) == 9_000
+    assert source.current(None, 499) == 9_000, "not idle yet"
+    assert source.current(None, 500) == 10_001, "idle: everything seen is complete"
+    assert source.current(None, 2_500) == 12_001, "then event time follows the clock"
+    assert source.idle_advances >= 2
+    assert source.current(11_000, 3_000) == 12_001, "never decreases"
+
+
+def test_unfinished_work_holds_the_watermark() -> None:
+    source = SourceWatermark(out_of_orderness_ms=0, idle_timeout_ms=10**9)
+    source.observe(5_000, now_ms=0)
+    assert source.current(1_200, 0) == 1_200
+    assert source.current(None, 0) == 5_000
+    assert source.is_late(4_999) and not source.is_late(5_000)

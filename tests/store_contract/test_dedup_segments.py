@@ -1,0 +1,114 @@
+"""Time-segmented Bloom filters: expiry, garbage collection, rebuild on open."""
+
+from __future__ import annotations
+
+import random
+
+from statestore import StoreConfig
+from tests.store_contract.conftest import StoreFactory
+
+MINUTE = 60_000
+
+
+def ids(seed: int, count: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(16) for _ in range(count)]
+
+
+def commit_ids(factory: StoreFactory, record_ids: list[bytes]) -> None:
+    store = factory.current
+    assert store is not None
+    txn = store.begin()
+    txn.mark_seen(record_ids)
+    txn.commit()
+
+
+def filter_bits(factory: StoreFactory) -> dict[tuple[int, int], bytes]:
+    store = factory.current
+    assert store is not None
+    return {
+        (segment, chain): bloom.bloom.bitarray.tobytes()
+        for segment, chains in store.dedup.segment_filters().items()
+        for chain, bloom in enumerate(chains)
+    }
+
+
+def test_old_segments_expire_and_recent_ids_stay(factory: StoreFactory) -> None:
+    config = StoreConfig(dedup_segment_ms=10 * MINUTE, dedup_retention_ms=30 * MINUTE)
+    store = factory.open(config)
+    factory.clock.now_ms = 0
+    old = ids(1, 300)
+    commit_ids(factory, old)
+    factory.clock.now_ms = 25 * MINUTE
+    recent = ids(2, 300)
+    commit_ids(factory, recent)
+    assert set(store.dedup.stored_segments()) == {0, 2}
+
+    # Segment 0 spans [0, 10 min): it expires once 10 min is 30 min ago.
+    factory.clock.now_ms = 40 * MINUTE - 1
+    assert all(store.begin().seen(old)), "not yet past retention"
+    factory.clock.now_ms = 40 * MINUTE
+    assert not any(store.begin().seen(old)), "expired ids are forgotten at once"
+    assert all(store.begin().seen(recent))
+
+    # The next commit garbage-collects: filters dropped, ids range-deleted.
+    commit_ids(factory, ids(3, 10))
+    assert 0 not in store.dedup.segment_filters()
+    assert set(store.dedup.stored_segments()) == {2, 4}
+
+    store = factory.reopen()
+    assert not any(store.begin().seen(old))
+    assert all(store.begin().seen(recent))
+
+
+def test_rebuilt_filters_are_identical(factory: StoreFactory) -> None:
+    config = StoreConfig(dedup_segment_ms=MINUTE, dedup_retention_ms=10 * MINUTE)
+    factory.open(config)
+    stored: list[bytes] = []
+    for minute in range(4):
+        factory.clock.now_ms = minute * MINUTE + 5
+        batch = ids(minute, 500)
+        commit_ids(factory, batch)
+        stored.extend(batch)
+    before = filter_bits(factory)
+    probes = stored[::7] + ids(99, 5000)
+    store = factory.current
+    assert store is not None
+    answers = store.begin().seen(probes)
+
+    store = factory.reopen()
+    assert store.recovered_ids == len(stored)
+    assert filter_bits(factory) == before, "same ids, same filters, same bits"
+    assert store.begin().seen(probes) == answers
+
+
+def test_full_filters_chain_and_rebuild_per_chain(factory: StoreFactory) -> None:
+    config = StoreConfig(bloom_capacity=100, bloom_error_rate=0.01)
+    factory.open(config)
+    stored = ids(5, 350)
+    for start in range(0, 350, 60):
+        commit_ids(factory, stored[start : start + 60])
+    store = factory.current
+    assert store is not None
+    chains = next(iter(store.dedup.segment_filters().values()))
+    assert [bloom.bloom.count for bloom in chains] == [100, 100, 100, 50]
+    before = filter_bits(factory)
+    store = factory.reopen()
+    assert filter_bits(factory) == before
+    assert all(store.begin().seen(stored))
+    fresh = ids(6, 2000)
+    assert sum(store.begin().seen(fresh)) == 0, "a false positive never answers 'seen'"
+
+
+def test_expired_segments_found_on_open_are_collected(factory: StoreFactory) -> None:
+    config = StoreConfig(dedup_segment_ms=MINUTE, dedup_retention_ms=2 * MINUTE)
+    store = factory.open(config)
+    factory.clock.now_ms = 0
+    commit_ids(factory, ids(1, 10))
+    factory.clock.now_ms = 10 * MINUTE
+    store = factory.reopen()
+    assert store.dedup.segment_filters() == {}, "expired segments are not loaded"
+    assert store.recovered_ids == 0
+    assert set(store.dedup.stored_segments()) == {0}
+    commit_ids(factory, ids(2, 1))
+    assert set(store.dedup.stored_segments()) == {10}

@@ -1,0 +1,464 @@
+"""The operator commands against a real injector and node process.
+
+``inject`` (summary, exactly-once re-runs), ``watermarks`` (one-shot and
+``--watch``), ``status``, ``state get``, ``deadletters``, and the helpful
+errors when nothing listens. The commands run in-process through a parser
+built from their ``register`` functions; the servers are real processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from injector.log import StreamLog
+from millrace.commands import deadletters, inject, state, status, watermarks
+from tests.cluster import ROOT, CollectingSink, NodeProcess, free_port
+from tests.test_injector_sigkill import InjectorProcess
+
+pytestmark = pytest.mark.slow
+
+BASE_MS = 1_700_000_000_000
+RECORDS = 40
+BATCH = 16
+POISON_AT = 17  # key k1
+MALFORMED_LINES = {6: "not JSON", 22: "missing field(s): value"}
+
+TOPOLOGY = """
+[streams.events]
+[streams.ok]
+[computations.count]
+handler = "tests.workloads:Poison"
+intervals = 2
+inputs = { events = "key" }
+outputs = ["ok"]
+max_attempts = 2
+"""
+
+
+def write_deployment(directory: Path, injector: str, node: str, sink: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "topology.toml").write_text(TOPOLOGY)
+    deployment = directory / "deployment.toml"
+    deployment.write_text(
+        f"""
+topology = "topology.toml"
+[injector]
+address = "{injector}"
+out_of_orderness_ms = 1000
+idle_timeout_ms = 1000
+[nodes.p]
+computation = "count"
+intervals = [0, 1]
+address = "{node}"
+[sinks.ok]
+address = "{sink}"
+"""
+    )
+    return deployment
+
+
+def input_lines() -> list[str]:
+    lines = [
+        json.dumps(
+            {
+                "key": f"k{i % 4}",
+                "value": "poison" if i == POISON_AT else f"v{i}",
+                "ts": BASE_MS + i,
+            }
+        )
+        for i in range(RECORDS)
+    ]
+    lines.insert(5, "{not json")  # line 6
+    lines.insert(21, json.dumps({"key": "x", "ts": 1}))  # line 22: no value
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="millrace")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in (inject, watermarks, status, state, deadletters):
+        module.register(subparsers)
+    return parser
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(list(argv))
+    code: int = args.handler(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def summary_numbers(out: str) -> dict[str, int]:
+    patterns = {
+        "accepted": r"records accepted:\s+(\d+)",
+        "new": r"\((\d+) new",
+        "batches": r"batches:\s+(\d+)",
+        "replayed": r"\((\d+) replayed\)",
+        "malformed": r"malformed lines:\s+(\d+)",
+    }
+    found = {}
+    for name, pattern in patterns.items():
+        match = re.search(pattern, out)
+        assert match, f"no {name} in {out!r}"
+        found[name] = int(match.group(1))
+    return found
+
+
+def wait_for(predicate: object, timeout: float = 30.0, what: str = "condition") -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached in {timeout} s")
+        time.sleep(0.1)
+
+
+@dataclass
+class Cluster:
+    directory: Path
+    deployment: Path
+    data_file: Path
+    sink: CollectingSink
+    injector_address: str
+    node_address: str
+    first_code: int
+    first_out: str
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("client-commands")
+    sink = CollectingSink()
+    injector_address = f"127.0.0.1:{free_port()}"
+    node_address = f"127.0.0.1:{free_port()}"
+    deployment = write_deployment(directory, injector_address, node_address, sink.address)
+    data_file = directory / "events.jsonl"
+    data_file.write_text("\n".join(input_lines()) + "\n")
+    injector = InjectorProcess(deployment, directory / "log", directory / "injector.log")
+    node = NodeProcess(deployment, "p", directory / "data", directory)
+    injector.start()
+    try:
+        node.start()
+        args = build_parser().parse_args(
+            ["inject", "--deployment", str(deployment), "--stream", "events",
+             "--batch", str(BATCH), str(data_file)]
+        )  # fmt: skip
+        out, err = io.StringIO(), io.StringIO()
+        code = inject.run(args, out=out, err=err)
+        assert err.getvalue() == "", "no progress line when stderr is not a terminal"
+        yield Cluster(
+            directory, deployment, data_file, sink, injector_address, node_address,
+            code, out.getvalue(),
+        )  # fmt: skip
+    finally:
+        node.terminate()
+        injector.terminate()
+        sink.stop()
+
+
+def test_inject_reports_the_run_and_a_rerun_duplicates_nothing(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cluster.first_code == 0, cluster.first_out
+    assert summary_numbers(cluster.first_out) == {
+        "accepted": RECORDS, "new": RECORDS, "batches": 3, "replayed": 0, "malformed": 2,
+    }  # fmt: skip
+    for line, reason in MALFORMED_LINES.items():
+        assert re.search(rf"line {line}: {re.escape(reason)}", cluster.first_out), cluster.first_out
+    assert re.search(r"seconds:\s+\d+\.\d\d", cluster.first_out)
+    expected_values = {f"v{i}".encode() for i in range(RECORDS) if i != POISON_AT}
+    wait_for(lambda: len(cluster.sink.records) == len(expected_values), what="sink records")
+    assert set(cluster.sink.values()) == expected_values
+
+    code, out, err = cli(
+        capsys, "inject", "--deployment", str(cluster.deployment), "--stream", "events",
+        "--batch", str(BATCH), str(cluster.data_file),
+    )  # fmt: skip
+    assert code == 0, err
+    assert summary_numbers(out) == {
+        "accepted": RECORDS, "new": 0, "batches": 3, "replayed": 3, "malformed": 2,
+    }  # fmt: skip
+    time.sleep(1.0)  # anything re-forwarded would reach the sink by now
+    assert len(cluster.sink.records) == len(expected_values)
+    log = StreamLog.open(cluster.directory / "log" / "events", "events", read_only=True)
+    try:
+        assert len(log.read(0, 10_000)) == RECORDS, "the re-run appended nothing"
+    finally:
+        log.close()
+
+
+def test_inject_of_only_malformed_lines_exits_1(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(
+        ["inject", "--injector", cluster.injector_address, "--stream", "events", "-"]
+    )
+    stdin = io.BytesIO(b'{"key": "a", "value": "b", "ts": "soon"}\n\n[1, 2]\n\xff\xfe\n')
+    assert inject.run(args, stdin=stdin) == 1
+    out = capsys.readouterr().out
+    assert summary_numbers(out)["accepted"] == 0
+    assert "line 1: 'ts' must be integer milliseconds" in out
+    assert "line 3: expected a JSON object" in out
+    assert "line 4: not UTF-8" in out
+    assert "inject stdin -> stream events" in out
+
+
+def test_inject_rejects_a_stream_that_is_not_a_source(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = cli(
+        capsys, "inject", "--deployment", str(cluster.deployment), "--stream", "ok",
+        str(cluster.data_file),
+    )  # fmt: skip
+    assert code == 2
+    assert "'ok' is not a source stream" in err and "sources: events" in err
+    code, _, err = cli(
+        capsys, "inject", "--injector", cluster.injector_address, "--stream", "nope",
+        str(cluster.data_file),
+    )  # fmt: skip
+    assert code == 2
+    assert "refused Ingest.Ingest" in err and "NOT_FOUND" in err and "unknown stream" in err
+
+
+def test_progress_line_only_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    progress = inject.Progress(terminal)
+    totals = inject.Totals()
+    totals.add(1000, replayed=False)
+    progress.update(totals, force=True)
+    progress.clear()
+    text = terminal.getvalue()
+    assert text.startswith("\rsent 1,000 records in 1 batches (") and "records/s)" in text
+    assert text.endswith("\r")
+    plain = io.StringIO()
+    inject.Progress(plain).update(totals, force=True)
+    assert plain.getvalue() == ""
+
+
+def test_batches_and_idempotency_keys_derive_from_the_input() -> None:
+    lines = [line.encode() + b"\n" for line in input_lines()]
+    malformed: list[inject.Malformed] = []
+    batches = list(inject.read_batches(lines, BATCH, malformed))
+    assert [len(b.records) for b in batches] == [16, 16, 8]
+    assert [b.first_line for b in batches] == [1, 18, 35]
+    assert [m.line for m in malformed] == sorted(MALFORMED_LINES)
+    again = list(inject.read_batches(lines, BATCH, []))
+    keys = [b.idempotency_key("events.jsonl") for b in batches]
+    assert keys == [b.idempotency_key("events.jsonl") for b in again]
+    assert len(set(keys)) == 3 and all(k.startswith("events.jsonl:") for k in keys)
+    assert keys[1].endswith(":18")
+
+
+def test_watermarks_one_shot_lists_every_computation(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "watermarks", "--deployment", str(cluster.deployment))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["computation", "low", "watermark", "(UTC)", "ms", "lag"]
+    names = [line.split()[0] for line in lines[1:]]
+    assert names == ["source:events", "count"]
+    source = lines[1].split()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", source[1]), out
+    assert int(source[2]) >= BASE_MS and source[-1] == "s"
+
+
+def test_watermarks_watch_prints_until_ctrl_c(cluster: Cluster) -> None:
+    script = (
+        "import argparse, sys\n"
+        "from millrace.commands import watermarks\n"
+        "parser = argparse.ArgumentParser()\n"
+        "watermarks.register(parser.add_subparsers())\n"
+        "args = parser.parse_args(sys.argv[1:])\n"
+        "sys.exit(args.handler(args))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, "watermarks", "--deployment", str(cluster.deployment),
+         "--watch"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        seen = [process.stdout.readline() for _ in range(3)]
+        assert seen[0].startswith("computation") and seen[1].startswith("source:events")
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert "watching for changes" in err and "Traceback" not in err
+
+
+def test_status_shows_the_node_and_its_leases(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "status", "--deployment", str(cluster.deployment))
+    assert code == 0, err
+    assert err == ""
+    injector_line, _, *rest = out.splitlines()
+    assert injector_line.split()[:3] == ["injector", cluster.injector_address, "healthy"]
+    assert "assignment version" in injector_line
+    header = rest.index("leases (from the injector)")
+    nodes, leases = rest[: header - 1], rest[header + 1 :]
+    assert nodes[0].split()[:4] == ["node", "address", "state", "computation"]
+    assert nodes[1].split()[:5] == ["p", cluster.node_address, "healthy", "count", "0/2"]
+    assert nodes[2].split()[:2] == ["count", "1/2"]
+    assert leases[0].split() == ["computation", "interval", "epoch", "node", "address", "note"]
+    for row, interval in zip(leases[1:], ("0/2", "1/2"), strict=True):
+        cells = row.split()
+        assert cells[:2] == ["count", interval] and cells[3:] == ["p", cluster.node_address]
+        assert int(cells[2]) >= 1
+
+
+def test_state_get_reads_the_poison_counter(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = sum(1 for i in range(RECORDS) if i % 4 == 1 and i != POISON_AT)
+    deployment = str(cluster.deployment)
+
+    def counter() -> str:
+        _, out, _ = cli(capsys, "state", "get", "--deployment", deployment,
+                        "--computation", "count", "--key", "k1")  # fmt: skip
+        return out
+
+    wait_for(lambda: f"n = {expected}" in counter(), what="k1's counter")
+    code, out, _ = cli(
+        capsys, "state", "get", "--deployment", deployment, "--computation", "count",
+        "--key", "k1", "--tag", "n",
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[0].startswith('count key "k1" (interval ')
+    assert out.splitlines()[1:] == [f"n = {expected}"]
+    code, out, _ = cli(capsys, "state", "get", "--deployment", deployment,
+                       "--computation", "count", "--key", "k1", "--tag", "nope")  # fmt: skip
+    assert code == 1 and "no tag 'nope' (tags: n)" in out
+    code, out, _ = cli(capsys, "state", "get", "--deployment", deployment,
+                       "--computation", "count", "--key", "nobody")  # fmt: skip
+    assert code == 1 and out.rstrip().endswith("no state")
+    code, _, err = cli(capsys, "state", "get", "--deployment", deployment,
+                       "--computation", "nope", "--key", "k1")  # fmt: skip
+    assert code == 2 and "no computation 'nope'" in err and "computations: count" in err
+
+
+def test_format_value() -> None:
+    assert state.format_value(b"3") == "3"
+    assert state.format_value(b'{"a": [1]}') == '{\n  "a": [\n    1\n  ]\n}'
+    assert state.format_value(b"plain text") == "plain text"
+    assert state.format_value(b"\xff\x00") == "base64:/wA="
+
+
+def test_deadletters_lists_the_poison_record(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ("deadletters", "--deployment", str(cluster.deployment), "--computation", "count")
+    outputs: list[str] = []
+
+    def listed() -> bool:
+        code, out, err = cli(capsys, *args)
+        assert code == 0, err
+        outputs.append(out)
+        return "no dead letters" not in out
+
+    wait_for(listed, what="a dead letter")
+    lines = outputs[-1].splitlines()
+    assert lines[0].split() == [
+        "computation", "record", "id", "key", "value", "attempts", "failed", "at", "error",
+    ]  # fmt: skip
+    cells = lines[1].split()
+    assert cells[0] == "count"
+    assert re.fullmatch(r"[0-9a-f]{32}", cells[1])
+    assert cells[2:5] == ['"k1"', '"poison"', "2"]
+    assert "ValueError: cannot digest b'poison'" in lines[1]
+    assert lines[2:] == ["1 dead letter"]
+    code, out, _ = cli(capsys, "deadletters", "--deployment", str(cluster.deployment))
+    assert code == 0 and out.splitlines()[1:] == lines[1:]
+
+
+def test_unreachable_services_get_one_helpful_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    injector, node = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    deployment = str(write_deployment(tmp_path, injector, node, f"127.0.0.1:{free_port()}"))
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"key": "a", "value": "b", "ts": 1}\n')
+
+    for argv, address in [
+        (("inject", "--deployment", deployment, "--stream", "events", str(data)), injector),
+        (("inject", "--injector", injector, "--stream", "events", str(data)), injector),
+        (("watermarks", "--deployment", deployment), injector),
+        (("state", "get", "--deployment", deployment, "--computation", "count", "--key", "a"),
+         node),
+        (("deadletters", "--deployment", deployment), node),
+    ]:  # fmt: skip
+        code, out, err = cli(capsys, *argv)
+        assert code == 2, (argv, out, err)
+        assert f"at {address}" in err and "UNAVAILABLE" in err, err
+        assert "is `millrace up`" in err and "is the address right?" in err, err
+        assert "Traceback" not in err
+
+    code, out, err = cli(capsys, "status", "--deployment", deployment)
+    assert code == 1
+    assert re.search(rf"injector\s+{injector}\s+UNREACHABLE \(UNAVAILABLE\)", out), out
+    assert re.search(rf"p\s+{node}\s+UNREACHABLE \(UNAVAILABLE\)\s+count\s+0,1", out), out
+    assert f"cannot reach the injector at {injector}" in err
+    assert f"cannot reach node p at {node}" in err
+    assert "--name p`) running?" in err and "[nodes.p] address in" in err
+
+    code, _, err = cli(capsys, "status", "--deployment", str(tmp_path / "missing.toml"))
+    assert code == 2 and "no such file (check --deployment)" in err
+    code, _, err = cli(capsys, "inject", "--injector", injector, "--stream", "events", "nofile")
+    assert code == 2 and "cannot read 'nofile': No such file or directory" in err
+    code, _, err = cli(capsys, "inject", "--stream", "events", str(data))
+    assert code == 2 and "pass --deployment FILE (or --injector HOST:PORT)" in err
+
+
+def test_a_silent_listener_fails_at_the_deadline(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as listener:  # accepts TCP, never speaks HTTP/2
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        code, _, err = cli(capsys, "watermarks", "--injector", address, "--timeout", "0.5")
+        assert time.monotonic() - started < 5
+    assert code == 2
+    assert f"the watermark authority at {address} did not answer within 0.5 s" in err, err
+    assert "DEADLINE_EXCEEDED" in err and "Traceback" not in err
+
+
+def test_no_traceback_from_a_real_process(tmp_path: Path) -> None:
+    script = (
+        "import argparse, sys\n"
+        "from millrace.commands import inject\n"
+        "parser = argparse.ArgumentParser()\n"
+        "inject.register(parser.add_subparsers())\n"
+        "args = parser.parse_args(sys.argv[1:])\n"
+        "sys.exit(args.handler(args))\n"
+    )
+    address = f"127.0.0.1:{free_port()}"
+    result = subprocess.run(
+        [sys.executable, "-c", script, "inject", "--injector", address, "--stream", "s", "-"],
+        input="", capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"millrace inject: cannot reach the injector at {address}")
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,63 @@
+"""The README's examples run as written; the CLI answers --help and --version."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import millrace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = readme_python_blocks()
+    assert blocks, "the README shows the store API"
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    text = (ROOT / "README.md").read_text()
+    fenced = re.findall(r"```\n(.*?)```", text, re.S)
+    assert [block.strip() for block in fenced[:2]] == ["make run", "make test"]
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "millrace", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_cli_version() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"millrace {millrace.__version__}"
+
+
+def test_cli_help() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    assert "usage: millrace" in result.stdout
+    assert run_cli().returncode == 0
+
+
+def test_cli_rejects_unknown_command() -> None:
+    result = run_cli("no-such-command")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr

@@ -1,0 +1,118 @@
+"""Computations the tests run (in the harness and in real node processes), and their oracle.
+
+Stage 1 ``WindowCounts``: per key, counts records in tumbling event-time
+windows; when the watermark passes a window it emits
+``{"key", "window", "count"}`` to ``window_counts``.
+Stage 2 ``WindowTotals``: keyed by window, sums the counts and counts the
+keys; when the watermark passes the window it emits
+``{"window", "total", "keys"}`` to ``window_totals``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from computations import JSON, Computation, Context, FiredTimer, Record, Topology
+
+WINDOW_MS = 10_000
+
+
+class WindowCounts(Computation):
+    """Stage 1: per-key tumbling-window counts, emitted when the window closes."""
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        self.window_ms = int(params.get("window_ms", WINDOW_MS))
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        start = record.timestamp_ms - record.timestamp_ms % self.window_ms
+        tag = str(start)
+        ctx.put_state(tag, (ctx.get_state(tag, JSON) or 0) + 1, JSON)
+        ctx.set_timer(tag, start + self.window_ms - 1)
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        count = ctx.get_state(timer.tag, JSON)
+        body = {"key": ctx.key.decode(), "window": int(timer.tag), "count": count}
+        ctx.produce("window_counts", ctx.key, json.dumps(body).encode(), timer.time_ms)
+        ctx.delete_state(timer.tag)
+
+
+class WindowTotals(Computation):
+    """Stage 2: per-window sum of stage-1 counts, keyed by window."""
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        self.window_ms = int(params.get("window_ms", WINDOW_MS))
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        body = json.loads(record.value)
+        totals = ctx.get_state("totals", JSON) or {"total": 0, "keys": 0}
+        totals["total"] += body["count"]
+        totals["keys"] += 1
+        ctx.put_state("totals", totals, JSON)
+        ctx.set_timer("close", body["window"] + self.window_ms - 1)
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        totals = ctx.get_state("totals", JSON) or {"total": 0, "keys": 0}
+        body = {"window": int(ctx.key), **totals}
+        ctx.produce("window_totals", ctx.key, json.dumps(body).encode(), timer.time_ms)
+        ctx.delete_state("totals")
+
+
+class Poison(Computation):
+    """Counts records per key, but fails on any record whose value is ``b"poison"``."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value == b"poison":
+            raise ValueError(f"cannot digest {record.value!r}")
+        ctx.put_state("n", (ctx.get_state("n", JSON) or 0) + 1, JSON)
+        ctx.produce("ok", ctx.key, record.value)
+
+
+def two_stage_topology(intervals: tuple[int, int] = (2, 2), window_ms: int = WINDOW_MS) -> Topology:
+    """events -> WindowCounts -> window_counts -> WindowTotals -> window_totals."""
+    return Topology.from_dict(
+        {
+            "streams": {"events": {}, "window_counts": {}, "window_totals": {}},
+            "computations": {
+                "counts": {
+                    "handler": "tests.workloads:WindowCounts",
+                    "intervals": intervals[0],
+                    "inputs": {"events": "key"},
+                    "outputs": ["window_counts"],
+                    "params": {"window_ms": window_ms},
+                },
+                "totals": {
+                    "handler": "tests.workloads:WindowTotals",
+                    "intervals": intervals[1],
+                    "inputs": {"window_counts": "json:window"},
+                    "outputs": ["window_totals"],
+                    "params": {"window_ms": window_ms},
+                },
+            },
+        }
+    )
+
+
+def expected_totals(
+    events: Iterable[tuple[bytes, int]], window_ms: int = WINDOW_MS
+) -> dict[int, dict[str, int]]:
+    """The oracle: per window, total records and distinct keys, from ``(key, ts)`` pairs."""
+    per_key: defaultdict[int, Counter[bytes]] = defaultdict(Counter)
+    for key, ts in events:
+        per_key[ts - ts % window_ms][key] += 1
+    return {
+        window: {"window": window, "total": sum(c.values()), "keys": len(c)}
+        for window, c in per_key.items()
+    }
+
+
+def totals_from_outputs(values: Iterable[bytes]) -> dict[int, dict[str, int]]:
+    """Sink records of ``window_totals`` as the oracle's shape; fails on a window emitted twice."""
+    result: dict[int, dict[str, int]] = {}
+    for value in values:
+        body = json.loads(value)
+        assert body["window"] not in result, f"window {body['window']} emitted twice"
+        result[body["window"]] = body
+    return result
