@@ -1,0 +1,343 @@
+"""``Injector``: brings records in and publishes how far event time has progressed.
+
+Per source stream: a durable :class:`StreamLog`, its :class:`GroupCommitter`
+(the ``Ingest`` service's only writer), a :class:`Forwarder` to the first
+computations and a :class:`SourceWatermark`. One :class:`WatermarkAuthority`
+for the topology, fed by the nodes' reports and by the source watermarks.
+All on one gRPC server (Ingest, WatermarkAuthority, health, reflection).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from prometheus_client import start_http_server
+
+from computations import MIN_TIME
+from computations._deployment import Deployment
+from computations._outbox import Production
+from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin
+from injector.authority_service import WatermarkAuthorityServicer
+from injector.control_service import ControlService
+from injector.file_source import FileSource
+from injector.forwarder import Forwarder
+from injector.group_commit import Acked, GroupCommitter
+from injector.injector_metrics import InjectorMetrics
+from injector.log import AppendRequest, AppendResult, LogConfig, StreamLog, stream_tag
+from injector.ownership import OwnershipRegistry
+from injector.source_watermark import SourceWatermark
+from injector.watermark_authority import WatermarkAuthority
+from millrace._service_support import serve_health_and_reflection, write_json_atomically
+from millrace.security import Security
+from millrace.wire.v1 import (
+    control_pb2,
+    control_pb2_grpc,
+    ingest_pb2,
+    ingest_pb2_grpc,
+    watermark_pb2,
+    watermark_pb2_grpc,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InjectorConfig:
+    """Settings of the injector (``[injector]`` in the deployment file)."""
+
+    out_of_orderness_ms: int = 5_000
+    idle_timeout_ms: int = 10_000
+    log: LogConfig = field(default_factory=LogConfig)
+    retention_ms: int | None = None
+
+
+class IngestStream:
+    """One source stream: its log, writer, forwarder and watermark."""
+
+    def __init__(
+        self,
+        injector: Injector,
+        stream_log: StreamLog,
+        config: InjectorConfig,
+        clock: Callable[[], int],
+    ) -> None:
+        self.name = stream_log.stream
+        self.log = stream_log
+        self._clock = clock
+        self._metrics = injector.metrics
+        self.watermark = SourceWatermark(
+            out_of_orderness_ms=config.out_of_orderness_ms, idle_timeout_ms=config.idle_timeout_ms
+        )
+        self._unforwarded: deque[tuple[int, int]] = deque()  # (end offset, min event time)
+        self._lock = threading.Lock()
+        self.committer = GroupCommitter(
+            stream_log,
+            on_commit=self._committed,
+            on_append_seconds=injector.metrics.append_seconds.labels(self.name).observe,
+        )
+        self.forwarder = Forwarder(
+            stream_log,
+            injector.deployment.topology,
+            injector.deployment.address_of,
+            injector.sender,
+            stream_log.directory / "forwarded.json",
+        )
+        # Records the previous incarnation appended but that were not acknowledged are
+        # unknown work until the forwarder has re-read them: hold the watermark till then.
+        self._hold_until_offset = stream_log.next_offset
+
+    def submit(self, request: AppendRequest) -> Future[Acked]:
+        """Append (group-committed); counts late records against the published watermark."""
+        if request.records:
+            times = [ts for _, _, ts in request.records]
+            late = sum(1 for ts in times if self.watermark.is_late(ts))
+            if late:
+                self._metrics.late_records.labels(self.name).inc(late)
+        return self.committer.submit(request)
+
+    def _committed(self, results: list[AppendResult], requests: list[AppendRequest]) -> None:
+        now = self._clock()
+        newest: int | None = None
+        with self._lock:
+            for result, request in zip(results, requests, strict=True):
+                if not request.records:
+                    continue
+                times = [ts for _, _, ts in request.records]
+                newest = max(times) if newest is None else max(newest, *times)
+                end, oldest = result.first_offset + result.count, min(times)
+                while self._unforwarded and self._unforwarded[-1][1] >= oldest:
+                    self._unforwarded.pop()  # never the minimum again while this one waits
+                self._unforwarded.append((end, oldest))
+        if newest is not None:
+            self.watermark.observe(newest, now)
+        self._metrics.ingested.labels(self.name).inc(sum(r.count for r in results))
+        self.forwarder.appended()
+
+    def oldest_unfinished_ms(self) -> int | None:
+        """Oldest event time appended but not yet acknowledged by the first computations."""
+        forwarded = self.forwarder.forwarded_offset
+        if forwarded < self._hold_until_offset:
+            return MIN_TIME
+        with self._lock:
+            # A monotonic queue: appends at the right, forwarded entries leave at the
+            # left, and the left end always holds the minimum of what remains.
+            while self._unforwarded and self._unforwarded[0][0] <= forwarded:
+                self._unforwarded.popleft()
+            waiting = self._unforwarded[0][1] if self._unforwarded else None
+        in_flight = self.forwarder.oldest_unfinished_ms()
+        candidates = [t for t in (waiting, in_flight) if t is not None]
+        return min(candidates) if candidates else None
+
+
+class Injector:
+    """The injector process's runtime (also usable in-process by tests)."""
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        log_dir: str | Path,
+        *,
+        address: str,
+        config: InjectorConfig | None = None,
+        metrics_port: int | None = None,
+        clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        security: Security | None = None,
+    ) -> None:
+        self.deployment = deployment
+        self.security = deployment.security if security is None else security
+        self.log_dir = Path(log_dir)
+        self.address = address
+        self.config = config or InjectorConfig()
+        self._clock = clock
+        self._metrics_port = metrics_port
+        self.authority = WatermarkAuthority(deployment.topology, clock=clock)
+        self._journal_path = self.log_dir / "watermarks.json"
+        self._journaled_version = -1
+        self.ownership = OwnershipRegistry(deployment.topology, self.log_dir / "ownership.json")
+        self.streams: dict[str, IngestStream] = {}
+        self.file_sources: dict[str, FileSource] = {}
+        self._senders: dict[str, DownstreamSender] = {}
+        self._senders_lock = threading.Lock()
+        self.metrics = InjectorMetrics(self)
+        self._server: grpc.Server | None = None
+        self._stopping = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="injector-watermarks", daemon=True)
+        self.port = 0
+        self.metrics_port = 0
+
+    def sender(self, address: str) -> DownstreamSender:
+        """The sender to a node address (one per address, shared by streams)."""
+        with self._senders_lock:
+            sender = self._senders.get(address)
+            if sender is None:
+                sender = DownstreamSender(
+                    address,
+                    sender_id="injector",
+                    callbacks=_Router(self),
+                    channel_factory=self._open_channel,
+                )
+                sender.start()
+                self._senders[address] = sender
+            return sender
+
+    def _open_channel(self, address: str) -> grpc.Channel:
+        return self.security.open_channel(address, options=CHANNEL_OPTIONS)
+
+    def start(self) -> None:
+        """Recover the logs, start writers, forwarders, the server and the watermark loop."""
+        if self._journal_path.exists():
+            self.authority.restore(json.loads(self._journal_path.read_text()))
+        self.authority.require_durability()
+        for stream in self.deployment.topology.sources():
+            stream_log = StreamLog.open(self.log_dir / stream, stream, config=self.config.log)
+            if stream_log.recovery is not None and stream_log.recovery.reason:
+                report = stream_log.recovery
+                log.warning(
+                    "log %s: truncated %d bytes (%d entries) at %s: %s",
+                    stream, report.truncated_bytes, report.dropped_entries, report.segment,
+                    report.reason,
+                )  # fmt: skip
+            self.streams[stream] = IngestStream(self, stream_log, self.config, self._clock)
+        for ingest in self.streams.values():
+            ingest.committer.start()
+            ingest.forwarder.start()
+        placement = self.deployment.injector
+        for name, directory in (placement.file_sources if placement else {}).items():
+            source = FileSource(
+                Path(directory), self.streams[name].committer, self.log_dir / name / "rejects.jsonl"
+            )
+            source.start()
+            self.file_sources[name] = source
+        self._server = self._build_server()
+        self.port = self.security.bind(self._server, self.address)
+        if self.port == 0:
+            raise OSError(f"injector: cannot listen on {self.address}")
+        self._server.start()
+        self._ticker.start()
+        if self._metrics_port is not None:
+            server, _ = start_http_server(self._metrics_port, registry=self.metrics.registry)
+            self.metrics_port = server.server_port
+
+    def _build_server(self) -> grpc.Server:
+        from injector.ingest_service import IngestService
+
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="injector-rpc"),
+            options=CHANNEL_OPTIONS,
+            interceptors=self.security.server_interceptors(),
+        )
+        ingest_pb2_grpc.add_IngestServicer_to_server(IngestService(self), server)
+        watermark_pb2_grpc.add_WatermarkAuthorityServicer_to_server(
+            WatermarkAuthorityServicer(self.authority), server
+        )
+        control_pb2_grpc.add_ControlServicer_to_server(ControlService(self.ownership), server)
+        services = (
+            ingest_pb2.DESCRIPTOR.services_by_name["Ingest"].full_name,
+            watermark_pb2.DESCRIPTOR.services_by_name["WatermarkAuthority"].full_name,
+            control_pb2.DESCRIPTOR.services_by_name["Control"].full_name,
+        )
+        serve_health_and_reflection(server, services)
+        return server
+
+    def _tick(self) -> None:
+        """Publish every source stream's watermark to the authority and journal it, 20 times
+        a second (watchers only ever see journaled values)."""
+        ticks = 0
+        while not self._stopping.wait(0.05):
+            now = self._clock()
+            for stream in self.streams.values():
+                mark = stream.watermark.current(stream.oldest_unfinished_ms(), now)
+                self.authority.set_source_watermark(stream.name, mark)
+            ticks += 1
+            self._journal()
+            if ticks % 200 == 0 and self.config.retention_ms is not None:
+                self._apply_retention(now - self.config.retention_ms)
+
+    def _apply_retention(self, older_than_ms: int) -> None:
+        """Drop whole sealed segments every consumer has acknowledged, older than the cutoff."""
+        for stream in self.streams.values():
+            deleted = stream.log.delete_before(
+                stream.forwarder.acked_offset, older_than_ms=older_than_ms
+            )
+            if deleted:
+                log.info("log %s: retention deleted %d segment(s)", stream.name, len(deleted))
+
+    def _journal(self) -> None:
+        """Journal the authority, then let it publish what is now durable (every tick)."""
+        version = self.authority.version
+        if version == self._journaled_version:
+            return
+        state = self.authority.journal()
+        write_json_atomically(self._journal_path, state)
+        published = state["published"]
+        assert isinstance(published, dict)
+        self.authority.mark_durable(published)
+        self._journaled_version = self.authority.version
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Stop taking requests, flush the writers, persist forwarding offsets, close logs."""
+        self._stopping.set()
+        if self._server is not None:
+            self._server.stop(grace_s).wait()
+        for source in self.file_sources.values():
+            source.stop()
+        for stream in self.streams.values():
+            stream.committer.stop()
+        # Senders first: a forwarder blocked in ``submit`` behind an unreachable node's full
+        # queue is only released by its sender stopping.
+        for sender in list(self._senders.values()):
+            sender.stop()
+        for stream in self.streams.values():
+            stream.forwarder.stop()
+            stream.log.close()
+        self._journal()
+
+    def wait(self) -> None:
+        """Block until the gRPC server terminates."""
+        if self._server is not None:
+            self._server.wait_for_termination()
+
+
+class _Router:
+    """Sender callbacks: hand each ack to the forwarder of its stream.
+
+    A production's outbox key ends with its record id, whose first 8 bytes
+    name the stream (``injector.log.record_id``).
+    """
+
+    def __init__(self, injector: Injector) -> None:
+        self._injector = injector
+
+    def _by_stream(self, outbox_keys: list[bytes]) -> dict[str, list[bytes]]:
+        tags = {stream_tag(name): name for name in self._injector.streams}
+        grouped: dict[str, list[bytes]] = {}
+        for key in outbox_keys:
+            name = tags.get(key[-16:-8])
+            if name is not None:
+                grouped.setdefault(name, []).append(key)
+        return grouped
+
+    def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
+        for name, keys in self._by_stream(outbox_keys).items():
+            self._injector.streams[name].forwarder.acked_keys(keys)
+
+    def fenced(self, origin: Origin, message: str) -> None:
+        log.error("a node refused the injector as stale: %s", message)
+
+    def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
+        log.error(
+            "record %s of %s refused for good by %s/%s: %s",
+            production.record.record_id.hex(), production.record.stream,
+            production.consumer, production.interval, message,
+        )  # fmt: skip
+        self.acked(origin, [production.outbox_key])
