@@ -166,10 +166,12 @@ class Node(WorkerHooks):
         self._link.stop()
         if self._watch is not None:
             self._watch.stop()
-        for worker in self.workers.values():
-            worker.stop()
+        # Senders first: a worker blocked in ``submit`` behind a slow consumer's full queue
+        # is only released by its sender stopping (what it did not send stays in the outbox).
         for sender in list(self._senders.values()):
             sender.stop()
+        for worker in self.workers.values():
+            worker.stop()
         for processor in self.processors.values():
             processor.store.close()
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import logging
 import os
 import signal
 import threading
@@ -45,13 +47,23 @@ def write_json_atomically(path: Path, body: object) -> None:
     os.replace(temp, path)
 
 
+def enable_stack_dumps() -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack to stderr (for a stuck process)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def wait_for_stop_signal() -> None:
-    """Block until SIGTERM or SIGINT."""
+    """Block until SIGTERM or SIGINT, then log which one (the drain starts)."""
+    received: list[int] = []
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     stopping.wait()
+    logging.getLogger("millrace").info(
+        "%s received: draining", signal.Signals(received[0]).name, extra={"event": "stopping"}
+    )

@@ -41,6 +41,25 @@ def free_port() -> int:
         return port
 
 
+def stop_gracefully(process: subprocess.Popen[str], log_path: Path, timeout: float = 30.0) -> None:
+    """SIGTERM and reap; a process still running after ``timeout`` has its thread stacks
+    dumped into its log (SIGUSR1, ``enable_stack_dumps``), is killed, and fails the test."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        process.kill()
+        process.wait()
+        tail = log_path.read_text(errors="replace")[-6000:] if log_path.exists() else ""
+        raise AssertionError(
+            f"pid {process.pid} ignored SIGTERM for {timeout} s; its log ends:\n{tail}"
+        ) from None
+
+
 class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
     """A sink endpoint: stores each record once, acks everything."""
 
@@ -119,13 +138,8 @@ class NodeProcess:
 
     def terminate(self) -> None:
         """SIGTERM (graceful) and reap."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop_gracefully(self.process, self.log_path)
 
 
 class SourceDriver:

@@ -21,7 +21,7 @@ import pytest
 
 from injector.client import IngestClient
 from injector.log import StreamLog, offset_of
-from tests.cluster import ROOT, free_port
+from tests.cluster import ROOT, free_port, stop_gracefully
 
 pytestmark = pytest.mark.slow
 
@@ -84,9 +84,8 @@ class InjectorProcess:
         self.process.wait()
 
     def terminate(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
+        if self.process is not None:
+            stop_gracefully(self.process, self.log_path)
 
 
 def test_acknowledged_records_survive_sigkill_exactly_once(tmp_path: Path) -> None:

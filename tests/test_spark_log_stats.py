@@ -14,7 +14,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from spark_jobs._log_reader import (
     scan_task,
     segment_stats,
 )
-from tests.cluster import ROOT, free_port
+from tests.cluster import ROOT, free_port, stop_gracefully
 
 JOB = ROOT / "spark_jobs" / "log_stats.py"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
@@ -441,14 +440,7 @@ class Injector:
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         assert self.process is not None and self.process.stdout is not None
         self.process.stdout.close()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)  # graceful: drains and closes its logs
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise
+        stop_gracefully(self.process, self.stderr_path)  # drains and closes its logs
         if exc_type is None:
             assert self.process.returncode == 0, f"injector exit {self.process.returncode}"
 

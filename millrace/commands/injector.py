@@ -8,7 +8,7 @@ import sys
 
 from computations._deployment import Deployment
 from millrace._logging import configure_logging
-from millrace._service_support import wait_for_stop_signal
+from millrace._service_support import enable_stack_dumps, wait_for_stop_signal
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     sys.setswitchinterval(0.0005)
     configure_logging()
+    enable_stack_dumps()
     deployment = Deployment.load(args.deployment)
     placement = deployment.injector
     if placement is None:

@@ -9,7 +9,7 @@ import sys
 from computations._deployment import Deployment
 from computations._node import Node
 from millrace._logging import configure_logging
-from millrace._service_support import wait_for_stop_signal
+from millrace._service_support import enable_stack_dumps, wait_for_stop_signal
 from statestore import StoreConfig
 
 
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     # default 5 ms GIL switch interval each handoff can wait that long behind a busy worker.
     sys.setswitchinterval(0.0005)
     configure_logging()
+    enable_stack_dumps()
     deployment = Deployment.load(args.deployment)
     if args.name not in deployment.nodes:
         known = ", ".join(sorted(deployment.nodes))

@@ -13,7 +13,11 @@ import grpc
 from computations._deployment import Deployment
 from computations._sender import CHANNEL_OPTIONS
 from millrace._logging import configure_logging
-from millrace._service_support import serve_health_and_reflection, wait_for_stop_signal
+from millrace._service_support import (
+    enable_stack_dumps,
+    serve_health_and_reflection,
+    wait_for_stop_signal,
+)
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
 from sinks import FileSink
 from sinks.read_service import SubscribeService, ViewService
@@ -37,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT."""
     configure_logging()
+    enable_stack_dumps()
     deployment = Deployment.load(args.deployment)
     address = deployment.sinks.get(args.stream)
     if address is None:

@@ -28,6 +28,7 @@ from types import FrameType
 from computations._deployment import Deployment
 from computations.errors import TopologyError
 from millrace._logging import configure_logging
+from millrace._service_support import enable_stack_dumps
 from millrace.supervisor import ChildStartError, StartInterruptedError, Supervisor
 
 INJECTOR = "injector"
@@ -74,6 +75,7 @@ class _Service:
 def run(args: argparse.Namespace) -> int:
     """Start everything, print a summary, supervise until signalled, stop in order, exit 0."""
     configure_logging()
+    enable_stack_dumps()
     deployment_path = Path(args.deployment).resolve()
     try:
         deployment = Deployment.load(deployment_path)
