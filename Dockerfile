@@ -23,7 +23,8 @@ RUN useradd --create-home --uid 10001 millrace && mkdir -p /data && chown millra
 USER millrace
 VOLUME ["/data"]
 
-# Liveness of the image; services are probed over gRPC health (grpc_health_probe) or /metrics.
-HEALTHCHECK --interval=30s --timeout=5s CMD ["millrace", "--version"]
+# The standard gRPC health check of the server this container runs, at
+# $MILLRACE_HEALTH_ADDRESS (deploy/compose.yaml sets it per service; default 127.0.0.1:7000).
+HEALTHCHECK --interval=30s --timeout=5s CMD ["millrace", "health", "--timeout", "3"]
 ENTRYPOINT ["millrace"]
 CMD ["--help"]

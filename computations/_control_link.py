@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
+from computations._sender import STREAM_DEADLINE_S
 from millrace.security import Security
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
 
@@ -97,7 +98,7 @@ class AssignmentWatch:
         request = control_pb2.GetAssignmentRequest(computations=[self._computation])
         while not self._stopping.is_set():
             try:
-                for assignment in stub.WatchAssignment(request):
+                for assignment in stub.WatchAssignment(request, timeout=STREAM_DEADLINE_S):
                     held = self._held()
                     for lease in assignment.leases:
                         own = held.get(lease.interval.index)

@@ -25,6 +25,7 @@ A deployment file (TOML) names a topology and places it::
     [sinks.window_totals]               # a sink stream and who receives it
     address = "127.0.0.1:7300"
     path = "out/window_totals.jsonl"    # for `millrace sink`: the exactly-once file
+    format = "jsonl"                    # or "parquet": `path` is then a directory of part files
 
     [security]                          # optional: TLS/mTLS and a shared token
     token = "s3cret"                    # (see millrace.security; env MILLRACE_TOKEN ...)
@@ -52,6 +53,8 @@ from computations.errors import TopologyError
 from millrace.security import Security
 
 ENV_PREFIX = "MILLRACE__"
+SINK_FORMATS = ("jsonl", "parquet")
+"""The output formats of ``millrace sink`` (``format`` in ``[sinks.STREAM]``)."""
 
 
 def apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
@@ -121,7 +124,11 @@ class Deployment:
     nodes: Mapping[str, NodePlacement]
     sinks: Mapping[str, str]
     sink_paths: Mapping[str, str] = field(default_factory=dict)
-    """Sink stream -> JSON-lines file written by ``millrace sink`` (when set)."""
+    """Sink stream -> output of ``millrace sink`` (when set): a JSON-lines file, or the
+    directory of Parquet part files when its format is ``"parquet"``."""
+    sink_formats: Mapping[str, str] = field(default_factory=dict)
+    """Sink stream -> output format of ``millrace sink`` (one of :data:`SINK_FORMATS`);
+    a stream not listed is written as ``"jsonl"`` (see :meth:`sink_format`)."""
     authority: str | None = None
     injector: InjectorPlacement | None = None
     security: Security = field(default_factory=Security)
@@ -182,6 +189,9 @@ class Deployment:
         sink_paths = {
             str(s): str(body["path"]) for s, body in raw.get("sinks", {}).items() if "path" in body
         }
+        sink_formats = {
+            str(s): body["format"] for s, body in raw.get("sinks", {}).items() if "format" in body
+        }
         injector = None
         if "injector" in raw:
             body = raw["injector"]
@@ -201,6 +211,7 @@ class Deployment:
             nodes=nodes,
             sinks=sinks,
             sink_paths=sink_paths,
+            sink_formats=sink_formats,
             authority=authority,
             injector=injector,
             security=security,
@@ -242,7 +253,17 @@ class Deployment:
         for stream in self.topology.sinks():
             if stream not in self.sinks:
                 problems.append(f"sink stream {stream!r} has no [sinks.{stream}] address")
+        for stream, form in self.sink_formats.items():
+            if form not in SINK_FORMATS:
+                choices = " or ".join(f'"{f}"' for f in SINK_FORMATS)
+                problems.append(
+                    f"sink {stream!r}: [sinks.{stream}] format must be {choices}, not {form!r}"
+                )
         return problems
+
+    def sink_format(self, stream: str) -> str:
+        """The output format ``millrace sink`` writes ``stream`` in (default ``"jsonl"``)."""
+        return self.sink_formats.get(stream, "jsonl")
 
     def address_of(self, consumer: str, interval: int) -> str:
         """The address that receives deliveries for ``consumer``'s ``interval`` (or a sink)."""

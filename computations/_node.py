@@ -97,11 +97,17 @@ class Node(WorkerHooks):
                 store=store,
                 epoch=epoch,
             )
+            recovered = {
+                "computation": computation, "interval": interval, "epoch": epoch,
+                "dedup_ids": store.recovered_ids, "timers": store.pending_timers,
+                "outbox": store.outbox_count(),
+            }  # fmt: skip
             log.info(
-                "interval %s/%s recovered: epoch %d, %d dedup ids, %d timers, %d in outbox",
-                computation, interval, epoch, store.recovered_ids, store.pending_timers,
-                store.outbox_count(),
-            )  # fmt: skip
+                "interval %(computation)s/%(interval)s recovered: epoch %(epoch)d, "
+                "%(dedup_ids)d dedup ids, %(timers)d timers, %(outbox)d in outbox",
+                recovered,
+                extra={"event": "recovered", **recovered},
+            )
         for key, processor in self.processors.items():
             self.workers[key] = IntervalWorker(processor, self)
         self._server = self._build_server()
@@ -119,6 +125,12 @@ class Node(WorkerHooks):
                 self.placement.metrics_port, registry=self.metrics.registry
             )
             self.metrics_port = server.server_port
+        log.info(
+            "node %s started: %s intervals %s on port %d",
+            self.name, computation, list(self.placement.intervals), self.port,
+            extra={"event": "start", "node": self.name, "computation": computation,
+                   "port": self.port, "metrics_port": self.metrics_port},
+        )  # fmt: skip
 
     def _lease(self) -> dict[int, int]:
         """Epochs from the injector's ownership registry (none without an injector)."""
@@ -174,6 +186,7 @@ class Node(WorkerHooks):
             worker.stop()
         for processor in self.processors.values():
             processor.store.close()
+        log.info("node %s stopped", self.name, extra={"event": "stop", "node": self.name})
 
     def wait(self) -> None:
         """Block until the gRPC server terminates."""

@@ -37,7 +37,18 @@ MAX_MESSAGE_BYTES = 64 << 20
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    # Long-lived streams must notice a peer that vanished without a FIN (a host that
+    # died, a dropped NAT entry): ping every 20 s, give up after 10 s without an answer.
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    # ... and servers (which use the same options) must accept those pings.
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
 ]
+STREAM_DEADLINE_S = 600.0
+"""Deadline of every long-lived stream (Deliver, the watches): it is then reopened, so no
+call can hang forever on a server that accepted it and stopped answering."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +158,8 @@ class DownstreamSender:
                 generation = self._generation
             try:
                 stub = delivery_pb2_grpc.DeliveryStub(channel)
-                for ack in stub.Deliver(self._requests(generation)):
+                acks = stub.Deliver(self._requests(generation), timeout=STREAM_DEADLINE_S)
+                for ack in acks:
                     self._on_ack(ack)
                     backoff = 0.05
             except grpc.RpcError as error:

@@ -34,6 +34,20 @@ from computations.errors import TopologyError
 
 Productions = Literal["strong", "weak"]
 
+COMPUTATION_SETTINGS = frozenset(
+    {
+        "handler",
+        "inputs",
+        "outputs",
+        "intervals",
+        "productions",
+        "weak_threshold_ms",
+        "max_attempts",
+        "params",
+    }
+)
+"""The settings a ``[computations.NAME]`` table accepts (docs/configuration.md)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class InputSpec:
@@ -200,17 +214,7 @@ def _parse_computation(name: str, body: Any, problems: list[str]) -> Computation
     if not isinstance(intervals, int) or intervals < 1:
         problems.append(f"computation {name!r}: intervals must be a positive integer")
         return None
-    known = {
-        "handler",
-        "inputs",
-        "outputs",
-        "intervals",
-        "productions",
-        "weak_threshold_ms",
-        "max_attempts",
-        "params",
-    }
-    for unknown in sorted(set(body) - known):
+    for unknown in sorted(set(body) - COMPUTATION_SETTINGS):
         problems.append(f"computation {name!r} has unknown setting {unknown!r}")
     return ComputationSpec(
         name=name,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
+from computations._sender import STREAM_DEADLINE_S
 from computations._topology import Topology
 from computations._watermarks import input_watermark
 from millrace.security import Security
@@ -109,7 +110,10 @@ class WatermarkLink:
         published: dict[str, int] = {}
         while not self._stopping.is_set():
             try:
-                for updates in stub.WatchWatermarks(watermark_pb2.WatchWatermarksRequest()):
+                watch = stub.WatchWatermarks(
+                    watermark_pb2.WatchWatermarksRequest(), timeout=STREAM_DEADLINE_S
+                )
+                for updates in watch:
                     for update in updates.updates:
                         published[update.computation] = update.low_watermark_ms
                     mark = input_watermark(self._topology, self._computation, published)

@@ -348,8 +348,11 @@ class IntervalWorker:
     def _become_fenced(self, reason: str) -> None:
         if not self.fenced_reason:
             log.warning(
-                "interval %s/%s fenced: %s", self.origin.computation, self.origin.interval, reason
-            )
+                "interval %s/%s fenced: %s",
+                self.origin.computation, self.origin.interval, reason,
+                extra={"event": "fenced", "computation": self.origin.computation,
+                       "interval": self.origin.interval, "epoch": self.origin.epoch},
+            )  # fmt: skip
             self.fenced_reason = reason or "fenced"
 
     def _refusal(self, batch: delivery_pb2.DeliveryBatch, reason: int, message: str) -> Ack:

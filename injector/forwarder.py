@@ -110,16 +110,29 @@ class Forwarder:
     def _run(self) -> None:
         last_save = time.monotonic()
         while not self._stopping.is_set():
-            records = self.log.read(self._next, self._read_batch)
-            if records:
-                self._forward(records)
-                self._next = records[-1].offset + 1
-            else:
-                self._wake.wait(0.05)
-                self._wake.clear()
+            try:
+                self._step()
+            except Exception:
+                # A log that cannot be read now (a disk error, a segment deleted under us)
+                # must not end forwarding for good: say so and try again.
+                log.exception("forwarding %s from offset %d failed", self.stream, self._next)
+                self._stopping.wait(1.0)
             if time.monotonic() - last_save > 0.2:
                 self._save()
                 last_save = time.monotonic()
+
+    def _step(self) -> None:
+        records = self.log.read(self._next, self._read_batch)
+        if not records:
+            self._wake.wait(0.05)
+            self._wake.clear()
+            return
+        self._forward(records)
+        with self._lock:
+            self._next = records[-1].offset + 1
+            # Every ack may have come back before ``_next`` moved: nothing would move
+            # the acknowledged offset past these records until the next ack.
+            self.acked_offset = next(iter(self._pending), self._next)
 
     def _forward(self, records: list[LogRecord]) -> None:
         by_address: dict[str, list[Production]] = {}

@@ -76,7 +76,9 @@ class _InjectorGauges(Collector):
             segments.add_metric([name], len(infos))
             lag.add_metric([name], stream.forwarder.lag_records())
             oldest = stream.oldest_unfinished_ms()
-            lag_s.add_metric([name], 0.0 if oldest is None else max(0.0, (now_ms - oldest) / 1000))
+            # MIN_TIME: just restarted, the unacknowledged tail is not re-read yet (age unknown).
+            age_s = 0.0 if oldest is None or oldest <= MIN_TIME else (now_ms - oldest) / 1000
+            lag_s.add_metric([name], max(0.0, age_s))
             idle.add_metric([name], stream.watermark.idle_advances)
         for name, mark in self._injector.authority.watermarks().items():
             if mark > MIN_TIME:

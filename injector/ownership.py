@@ -81,6 +81,12 @@ class OwnershipRegistry:
             ]
             return self.version, sorted(chosen, key=lambda lease: (lease.computation, lease.index))
 
+    def epoch_of(self, computation: str, index: int) -> int:
+        """The epoch of the current lease of an interval (0 when it was never leased)."""
+        with self._cond:
+            lease = self._leases.get((computation, index))
+            return 0 if lease is None else lease.epoch
+
     def wait_for_change(self, version: int, timeout: float) -> int:
         """Block until the version differs from ``version`` (or timeout); the version."""
         with self._cond:

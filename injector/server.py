@@ -27,6 +27,7 @@ from computations import MIN_TIME
 from computations._deployment import Deployment
 from computations._outbox import Production
 from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin
+from computations._watermarks import source_name
 from injector.authority_service import WatermarkAuthorityServicer
 from injector.control_service import ControlService
 from injector.file_source import FileSource
@@ -95,45 +96,62 @@ class IngestStream:
         # Records the previous incarnation appended but that were not acknowledged are
         # unknown work until the forwarder has re-read them: hold the watermark till then.
         self._hold_until_offset = stream_log.next_offset
+        newest = max(
+            (s.max_event_ms for s in stream_log.segments() if s.max_event_ms is not None),
+            default=None,
+        )
+        published = injector.authority.watermarks().get(source_name(self.name), MIN_TIME)
+        self.watermark.resume(newest, published, clock())
 
     def submit(self, request: AppendRequest) -> Future[Acked]:
-        """Append (group-committed); counts late records against the published watermark."""
-        if request.records:
-            times = [ts for _, _, ts in request.records]
-            late = sum(1 for ts in times if self.watermark.is_late(ts))
-            if late:
-                self._metrics.late_records.labels(self.name).inc(late)
+        """Append (group-committed; idempotent replays append nothing)."""
         return self.committer.submit(request)
 
     def _committed(self, results: list[AppendResult], requests: list[AppendRequest]) -> None:
+        """After each group commit (pushed and file-source records alike): count late
+        records, track the unforwarded ones, observe the newest event time."""
         now = self._clock()
         newest: int | None = None
+        late = 0
         with self._lock:
             for result, request in zip(results, requests, strict=True):
                 if not request.records:
                     continue
                 times = [ts for _, _, ts in request.records]
+                late += sum(1 for ts in times if self.watermark.is_late(ts))
                 newest = max(times) if newest is None else max(newest, *times)
                 end, oldest = result.first_offset + result.count, min(times)
                 while self._unforwarded and self._unforwarded[-1][1] >= oldest:
                     self._unforwarded.pop()  # never the minimum again while this one waits
                 self._unforwarded.append((end, oldest))
-        if newest is not None:
-            self.watermark.observe(newest, now)
+            # Under the same lock as the tick: it never sees the new maximum without the
+            # hold of the records that carried it.
+            if newest is not None:
+                self.watermark.observe(newest, now)
+        if late:
+            self._metrics.late_records.labels(self.name).inc(late)
         self._metrics.ingested.labels(self.name).inc(sum(r.count for r in results))
         self.forwarder.appended()
 
+    def source_watermark(self, now_ms: int) -> int:
+        """This source's watermark now (the tick publishes it)."""
+        with self._lock:
+            return self.watermark.current(self._oldest_unfinished_locked(), now_ms)
+
     def oldest_unfinished_ms(self) -> int | None:
         """Oldest event time appended but not yet acknowledged by the first computations."""
+        with self._lock:
+            return self._oldest_unfinished_locked()
+
+    def _oldest_unfinished_locked(self) -> int | None:
         forwarded = self.forwarder.forwarded_offset
         if forwarded < self._hold_until_offset:
             return MIN_TIME
-        with self._lock:
-            # A monotonic queue: appends at the right, forwarded entries leave at the
-            # left, and the left end always holds the minimum of what remains.
-            while self._unforwarded and self._unforwarded[0][0] <= forwarded:
-                self._unforwarded.popleft()
-            waiting = self._unforwarded[0][1] if self._unforwarded else None
+        # A monotonic queue: appends at the right, forwarded entries leave at the
+        # left, and the left end always holds the minimum of what remains.
+        while self._unforwarded and self._unforwarded[0][0] <= forwarded:
+            self._unforwarded.popleft()
+        waiting = self._unforwarded[0][1] if self._unforwarded else None
         in_flight = self.forwarder.oldest_unfinished_ms()
         candidates = [t for t in (waiting, in_flight) if t is not None]
         return min(candidates) if candidates else None
@@ -160,10 +178,12 @@ class Injector:
         self.config = config or InjectorConfig()
         self._clock = clock
         self._metrics_port = metrics_port
-        self.authority = WatermarkAuthority(deployment.topology, clock=clock)
+        self.ownership = OwnershipRegistry(deployment.topology, self.log_dir / "ownership.json")
+        self.authority = WatermarkAuthority(
+            deployment.topology, clock=clock, leased_epoch=self.ownership.epoch_of
+        )
         self._journal_path = self.log_dir / "watermarks.json"
         self._journaled_version = -1
-        self.ownership = OwnershipRegistry(deployment.topology, self.log_dir / "ownership.json")
         self.streams: dict[str, IngestStream] = {}
         self.file_sources: dict[str, FileSource] = {}
         self._senders: dict[str, DownstreamSender] = {}
@@ -200,13 +220,23 @@ class Injector:
         self.authority.require_durability()
         for stream in self.deployment.topology.sources():
             stream_log = StreamLog.open(self.log_dir / stream, stream, config=self.config.log)
-            if stream_log.recovery is not None and stream_log.recovery.reason:
-                report = stream_log.recovery
+            report = stream_log.recovery
+            if report is not None and report.reason:
                 log.warning(
                     "log %s: truncated %d bytes (%d entries) at %s: %s",
                     stream, report.truncated_bytes, report.dropped_entries, report.segment,
                     report.reason,
+                    extra={"event": "log_truncated", "stream": stream,
+                           "truncated_bytes": report.truncated_bytes,
+                           "dropped_entries": report.dropped_entries},
                 )  # fmt: skip
+            log.info(
+                "log %s recovered: %d segment(s), next offset %d",
+                stream, len(stream_log.segments()), stream_log.next_offset,
+                extra={"event": "recovered", "stream": stream,
+                       "segments": len(stream_log.segments()),
+                       "next_offset": stream_log.next_offset},
+            )  # fmt: skip
             self.streams[stream] = IngestStream(self, stream_log, self.config, self._clock)
         for ingest in self.streams.values():
             ingest.committer.start()
@@ -227,6 +257,12 @@ class Injector:
         if self._metrics_port is not None:
             server, _ = start_http_server(self._metrics_port, registry=self.metrics.registry)
             self.metrics_port = server.server_port
+        log.info(
+            "injector started on port %d: streams %s",
+            self.port, sorted(self.streams),
+            extra={"event": "start", "port": self.port, "metrics_port": self.metrics_port,
+                   "streams": sorted(self.streams)},
+        )  # fmt: skip
 
     def _build_server(self) -> grpc.Server:
         from injector.ingest_service import IngestService
@@ -256,8 +292,7 @@ class Injector:
         while not self._stopping.wait(0.05):
             now = self._clock()
             for stream in self.streams.values():
-                mark = stream.watermark.current(stream.oldest_unfinished_ms(), now)
-                self.authority.set_source_watermark(stream.name, mark)
+                self.authority.set_source_watermark(stream.name, stream.source_watermark(now))
             ticks += 1
             self._journal()
             if ticks % 200 == 0 and self.config.retention_ms is not None:
@@ -301,6 +336,7 @@ class Injector:
             stream.forwarder.stop()
             stream.log.close()
         self._journal()
+        log.info("injector stopped", extra={"event": "stop"})
 
     def wait(self) -> None:
         """Block until the gRPC server terminates."""

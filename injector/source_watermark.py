@@ -27,6 +27,19 @@ class SourceWatermark:
         self._published = MIN_TIME
         self.idle_advances = 0
 
+    def resume(self, max_event_ms: int | None, published_ms: int, now_ms: int) -> None:
+        """Continue where an earlier incarnation stopped: the newest event time in the log
+        and the watermark it published. A restart is not an append, but an idle source
+        must go on advancing after one: the idle clock resumes from the published
+        watermark (the downtime itself does not count as event time)."""
+        with self._lock:
+            self._published = max(self._published, published_ms)
+            if max_event_ms is None:
+                return
+            self._max_seen = max_event_ms
+            idle_already = self._published - (max_event_ms + 1)
+            self._last_append_ms = now_ms - (self._idle + idle_already if idle_already > 0 else 0)
+
     def observe(self, max_event_ms: int, now_ms: int) -> None:
         """Records up to ``max_event_ms`` were appended at ``now_ms``."""
         with self._lock:

@@ -24,7 +24,7 @@ one lock guards all state, and a condition on that lock wakes watchers
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from computations._topology import Topology
@@ -73,7 +73,13 @@ class _Latest:
 class WatermarkAuthority:
     """Aggregates interval reports and source watermarks into published low watermarks."""
 
-    def __init__(self, topology: Topology, *, clock: Clock = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        clock: Clock = wall_clock_ms,
+        leased_epoch: Callable[[str, int], int] | None = None,
+    ) -> None:
         for name in topology.computations:
             if name.startswith(SOURCE_PREFIX):
                 raise ValueError(
@@ -82,6 +88,9 @@ class WatermarkAuthority:
                 )
         self._topology = topology
         self._clock = clock
+        # The ownership registry's current epoch per interval: a report below it comes
+        # from an owner that has been replaced, even before the new one reports.
+        self._leased_epoch = leased_epoch
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._intervals = {name: spec.intervals for name, spec in topology.computations.items()}
@@ -108,7 +117,8 @@ class WatermarkAuthority:
 
         A report replaces the interval's previous one when its epoch is equal
         or higher. It is ignored, and its ``(computation, index)`` listed in
-        ``ignored``, when its epoch is lower (a fenced-off owner), or when the
+        ``ignored``, when its epoch is lower than the last accepted one or than the
+        interval's current lease (a fenced-off owner), or when the
         computation is unknown, the index out of range, or ``count`` differs
         from the topology's interval count: in every case the reporter does
         not own a live interval and should stop reporting it.
@@ -134,6 +144,8 @@ class WatermarkAuthority:
         key = (item.computation, item.index)
         previous = self._latest.get(key)
         if previous is not None and item.epoch < previous.epoch:
+            return False
+        if self._leased_epoch is not None and item.epoch < self._leased_epoch(*key):
             return False
         self._latest[key] = _Latest(item.epoch, item.oldest_work_ms)
         return True

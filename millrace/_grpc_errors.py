@@ -52,7 +52,7 @@ class Service:
     """Who it is, for humans: ``the injector``, ``node counts-a``."""
     address: str
     start_hint: str
-    """How it is started, e.g. ``millrace node --deployment d.toml --name counts-a``."""
+    """How it is started, e.g. ``millrace node --config d.toml --name counts-a``."""
     address_source: str
     """Where the address came from, e.g. ``[nodes.counts-a] address in d.toml``."""
 
@@ -72,7 +72,7 @@ class Service:
             label=label,
             address=address,
             start_hint=(
-                f"is `millrace up` (or `millrace injector --deployment {deployment}`) running?"
+                f"is `millrace up` (or `millrace injector --config {deployment}`) running?"
             ),
             address_source=(
                 "--injector"
@@ -88,7 +88,7 @@ class Service:
             label=f"node {name}",
             address=address,
             start_hint=(
-                f"is `millrace up` (or `millrace node --deployment {deployment_path} "
+                f"is `millrace up` (or `millrace node --config {deployment_path} "
                 f"--name {name}`) running?"
             ),
             address_source=f"[nodes.{name}] address in {deployment_path}",
@@ -163,7 +163,7 @@ def load_deployment(path: str) -> Deployment:
         return Deployment.load(path)
     except FileNotFoundError as exc:
         missing = exc.filename or path
-        raise CommandError(f"cannot read {missing!r}: no such file (check --deployment)") from None
+        raise CommandError(f"cannot read {missing!r}: no such file (check --config)") from None
     except TopologyError as exc:
         problems = "\n  - ".join(exc.problems)
         raise CommandError(f"{path} is not a valid deployment:\n  - {problems}") from None
@@ -247,7 +247,7 @@ def injector_service(
     (``authority``, which defaults to it). The deployment is returned when read.
     """
     if deployment_path is None and override is None:
-        raise CommandError("pass --deployment FILE (or --injector HOST:PORT)")
+        raise CommandError("pass --config FILE (or --injector HOST:PORT)")
     deployment = load_deployment(deployment_path) if deployment_path is not None else None
     label = "the watermark authority" if authority else "the injector"
     if override is not None:

@@ -52,18 +52,29 @@ def enable_stack_dumps() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
-def wait_for_stop_signal() -> None:
-    """Block until SIGTERM or SIGINT, then log which one (the drain starts)."""
-    received: list[int] = []
-    stopping = threading.Event()
+class StopSignals:
+    """SIGTERM/SIGINT handlers, installed when constructed: before a service prints its
+    ready line, so that a stop request right after it is a graceful drain, not a kill."""
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        stopping.set()
+    def __init__(self) -> None:
+        self._received: list[int] = []
+        self._stopping = threading.Event()
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    stopping.wait()
-    logging.getLogger("millrace").info(
-        "%s received: draining", signal.Signals(received[0]).name, extra={"event": "stopping"}
-    )
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._received.append(signum)
+        self._stopping.set()
+
+    def wait(self) -> None:
+        """Block until SIGTERM or SIGINT, then log which one (the drain starts)."""
+        # Never an unbounded wait: the kernel may deliver the signal to any thread, and
+        # Python runs handlers only when the main thread wakes; a plain ``wait()`` could
+        # sleep forever.
+        while not self._stopping.wait(0.2):
+            pass
+        logging.getLogger("millrace").info(
+            "%s received: draining",
+            signal.Signals(self._received[0]).name,
+            extra={"event": "stopping"},
+        )

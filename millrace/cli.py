@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from millrace._version import __version__
 from millrace.commands import (
     deadletters,
+    health,
     inject,
     injector,
     log,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     node.register(subparsers)
     sink.register(subparsers)
     view.register(subparsers)
+    health.register(subparsers)
     return parser
 
 

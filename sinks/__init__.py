@@ -6,5 +6,6 @@ not seen acknowledged.
 """
 
 from sinks.file_sink import FileSink, read_sink_file
+from sinks.parquet_sink import ParquetSink, read_parquet_sink
 
-__all__ = ["FileSink", "read_sink_file"]
+__all__ = ["FileSink", "ParquetSink", "read_parquet_sink", "read_sink_file"]

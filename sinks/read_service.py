@@ -1,21 +1,41 @@
-"""``Subscribe`` and ``View`` over a :class:`FileSink`: read a sink stream, resumably."""
+"""``Subscribe`` and ``View`` over a sink: read a sink stream, resumably.
+
+Both serve any :class:`ReadableSink`: the JSON-lines :class:`~sinks.file_sink.FileSink`
+and the Parquet :class:`~sinks.parquet_sink.ParquetSink` alike.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 import grpc
 
-from millrace.wire.v1 import sink_pb2, sink_pb2_grpc
-from sinks.file_sink import FileSink
+from millrace.wire.v1 import record_pb2, sink_pb2, sink_pb2_grpc
 
 DEFAULT_BATCH = 1000
 
 
-class SubscribeService(sink_pb2_grpc.SubscribeServicer):
-    """Batches from the requested position on, then follows the file as it grows."""
+class ReadableSink(Protocol):
+    """A sink whose records have positions 0, 1, 2, ... in commit order."""
 
-    def __init__(self, stream: str, sink: FileSink) -> None:
+    def read(self, position: int, limit: int) -> list[tuple[int, record_pb2.Record]]:
+        """Up to ``limit`` records from ``position`` on, with their positions."""
+        ...
+
+    def wait_beyond(self, position: int, timeout_s: float) -> bool:
+        """Block until a record exists at ``position`` (True) or the timeout (False)."""
+        ...
+
+    def latest(self, key: bytes) -> tuple[int, record_pb2.Record] | None:
+        """The latest record with ``key`` and its position."""
+        ...
+
+
+class SubscribeService(sink_pb2_grpc.SubscribeServicer):
+    """Batches from the requested position on, then follows the sink as it grows."""
+
+    def __init__(self, stream: str, sink: ReadableSink) -> None:
         self._stream = stream
         self._sink = sink
 
@@ -44,7 +64,7 @@ class SubscribeService(sink_pb2_grpc.SubscribeServicer):
 class ViewService(sink_pb2_grpc.ViewServicer):
     """The latest record per key."""
 
-    def __init__(self, stream: str, sink: FileSink) -> None:
+    def __init__(self, stream: str, sink: ReadableSink) -> None:
         self._stream = stream
         self._sink = sink
 

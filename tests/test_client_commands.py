@@ -250,6 +250,20 @@ def test_progress_line_only_on_a_terminal() -> None:
     plain = io.StringIO()
     inject.Progress(plain).update(totals, force=True)
     assert plain.getvalue() == ""
+    sized = Terminal()
+    inject.Progress(sized, total_bytes=4000).update(totals, 1000, force=True)
+    bar = "[" + "#" * 6 + "." * 18 + "]  25%  sent 1,000 records"
+    assert sized.getvalue().startswith("\r" + bar), sized.getvalue()
+
+
+def test_the_bar_measures_the_input_read(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"a\nbb\n")
+    with open(path, "rb") as handle:
+        assert inject.input_size(handle) == 5
+        lines = inject.CountedLines(handle)
+        assert list(lines) == [b"a\n", b"bb\n"] and lines.bytes_read == 5
+    assert inject.input_size(io.BytesIO(b"x")) is None  # no file behind it: no bar
 
 
 def test_batches_and_idempotency_keys_derive_from_the_input() -> None:
@@ -425,11 +439,11 @@ def test_unreachable_services_get_one_helpful_message(
     assert "--name p`) running?" in err and "[nodes.p] address in" in err
 
     code, _, err = cli(capsys, "status", "--deployment", str(tmp_path / "missing.toml"))
-    assert code == 2 and "no such file (check --deployment)" in err
+    assert code == 2 and "no such file (check --config)" in err
     code, _, err = cli(capsys, "inject", "--injector", injector, "--stream", "events", "nofile")
     assert code == 2 and "cannot read 'nofile': No such file or directory" in err
     code, _, err = cli(capsys, "inject", "--stream", "events", str(data))
-    assert code == 2 and "pass --deployment FILE (or --injector HOST:PORT)" in err
+    assert code == 2 and "pass --config FILE (or --injector HOST:PORT)" in err
 
 
 def test_a_silent_listener_fails_at_the_deadline(capsys: pytest.CaptureFixture[str]) -> None:

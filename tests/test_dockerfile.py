@@ -2,7 +2,8 @@
 
 The test reads the Dockerfile itself: every ``COPY`` into the work dir and
 every ``pip install`` of the project are repeated in a fresh virtualenv, then
-the image's entrypoint and health check command must run. A Dockerfile that
+the image's entrypoint must run, and its health check command must say
+SERVING for an injector started from that install. A Dockerfile that
 forgets a package directory, or installs something that no longer resolves,
 fails here.
 """
@@ -10,6 +11,7 @@ fails here.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -22,6 +24,9 @@ import pytest
 
 from computations import Topology
 from computations._deployment import Deployment
+from examples.clickstream.demo import TOPOLOGY, deployment_text
+from tests.cluster import free_port, stop_gracefully
+from tests.test_prometheus import PORT_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,12 +77,44 @@ def test_image_install_steps_work_in_a_fresh_venv(tmp_path: Path) -> None:
     binary = venv / "bin" / entrypoint[0]
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.startswith("millrace ")
-    subprocess.run([str(venv / "bin" / health[0]), *health[1:]], check=True, capture_output=True)
+    assert health[:2] == ["millrace", "health"]
+    run_health_check_against_an_injector(venv, workdir, tmp_path, health)
     commands = subprocess.run([str(binary), "--help"], capture_output=True, text=True, check=True)
     for name in ("injector", "node", "sink", "up", "inject"):
         assert name in commands.stdout
     imports = "import computations, injector, sinks, spark_jobs, statestore, millrace.wire.v1"
     subprocess.run([str(venv / "bin" / "python"), "-c", imports], check=True, cwd=tmp_path)
+
+
+def run_health_check_against_an_injector(
+    venv: Path, workdir: Path, tmp_path: Path, health: list[str]
+) -> None:
+    """The HEALTHCHECK command, as the image runs it, says SERVING for a running injector."""
+    ports = {name: free_port() for name in PORT_NAMES}
+    (tmp_path / "topology.toml").write_text(TOPOLOGY)
+    deployment = tmp_path / "deployment.toml"
+    deployment.write_text(deployment_text(ports))
+    # The image's ENV PYTHONPATH (the work dir: the demo's computations), not this checkout.
+    env = {**os.environ, "PYTHONPATH": str(workdir)}
+    log_path = tmp_path / "injector.log"
+    with open(log_path, "w") as log:
+        injector = subprocess.Popen(
+            [str(venv / "bin" / "millrace"), "injector", "--deployment", str(deployment),
+             "--log-dir", str(tmp_path / "log")],
+            stdout=subprocess.PIPE, stderr=log, text=True, cwd=tmp_path, env=env,
+        )  # fmt: skip
+    try:
+        assert injector.stdout is not None
+        line = injector.stdout.readline()
+        assert line.startswith("injector serving"), f"{line!r}; see {log_path}"
+        env["MILLRACE_HEALTH_ADDRESS"] = f"127.0.0.1:{ports['injector']}"
+        result = subprocess.run(
+            [str(venv / "bin" / health[0]), *health[1:]],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert (result.returncode, result.stdout) == (0, "SERVING\n"), result.stderr
+    finally:
+        stop_gracefully(injector, log_path)
 
 
 def test_compose_deployment_is_valid() -> None:

@@ -3,11 +3,13 @@
 While clicks are being injected, random nodes and the injector are SIGKILLed
 ten times; ``millrace up`` restarts each one. The sinks' final contents (the
 latest count per page window, the latest top pages per user) must equal the
-independent computation over the generated input.
+independent computation over the generated input, and no sink file may hold
+any record twice.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import threading
@@ -133,6 +135,9 @@ def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
             time.sleep(0.5)
         assert counts == expected_counts, "page window counts differ from the oracle"
         assert tops == expected_top, "top pages differ from the oracle"
+        for path in (pages, users):
+            ids = [json.loads(line)["record_id"] for line in path.read_bytes().splitlines()]
+            assert len(ids) == len(set(ids)), f"{path.name} holds a record twice"
     finally:
         for process in reversed(processes):
             process.terminate()

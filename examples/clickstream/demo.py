@@ -152,7 +152,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
     try:
         for stream in ("page_window_counts", "user_top_pages"):
             sink = subprocess.Popen(
-                millrace("sink", "--deployment", str(deployment), "--stream", stream),
+                millrace("sink", "--config", str(deployment), "--stream", stream),
                 stdout=subprocess.PIPE, stderr=open(logs / f"sink-{stream}.log", "w"),  # noqa: SIM115
                 text=True, cwd=ROOT,
             )  # fmt: skip
@@ -173,7 +173,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
             ("an end-of-input marker", "end.jsonl"),
         )
         for label, name in steps:
-            command = ("inject", "--deployment", str(deployment), "--stream", "clicks")
+            command = ("inject", "--config", str(deployment), "--stream", "clicks")
             result = subprocess.run(
                 millrace(*command, str(work / name)),
                 capture_output=True, text=True, cwd=ROOT, check=False,
@@ -209,9 +209,19 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
         print("\nclicks per page (sum of the 1-minute windows, top 5):")
         for page, count in totals.most_common(5):
             print(f"  {page:<12} {count:>6,}")
-        print("\ntop pages of three users (the sink's materialized view):")
+        print("\ntop pages of three users (`millrace view get`: the sink's materialized view):")
         for user in sorted(tops)[:3]:
-            print(f"  {user:<8} {tops[user]}")
+            view = subprocess.run(
+                millrace("view", "get", "--config", str(deployment), "--stream",
+                         "user_top_pages", "--key", user),
+                capture_output=True, text=True, cwd=ROOT, check=False, timeout=30,
+            )  # fmt: skip
+            latest = json.loads(view.stdout) if view.returncode == 0 else {}
+            served = json.loads(latest["value"])["top_pages"] if latest else None
+            if served != tops[user]:
+                print(f"FAILED: the view serves {served!r} for {user}: {view.stderr}")
+                return 1
+            print(f"  {user:<8} {served}")
         print(f"\n{len(counts):,} page windows, {len(tops):,} users")
         injector_url = f"http://127.0.0.1:{ports['injector_metrics']}/metrics"
         node_url = f"http://127.0.0.1:{ports['page0_metrics']}/metrics"

@@ -28,6 +28,7 @@ from millrace._grpc_errors import (
     positive_int,
     run_command,
 )
+from millrace.commands._options import add_config_argument
 from millrace.commands.state import show_bytes
 from millrace.commands.watermarks import iso_utc
 from millrace.security import Security
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "key, value, attempts, time and error."
         ),
     )
-    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    add_config_argument(parser)
     parser.add_argument("--computation", help="only this computation (default: all)")
     parser.add_argument(
         "--limit",

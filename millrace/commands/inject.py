@@ -1,6 +1,6 @@
 """``millrace inject``: push JSON-lines records from a file (or stdin) into a source stream.
 
-``millrace inject --deployment d.toml --stream events events.jsonl`` reads
+``millrace inject --config d.toml --stream events events.jsonl`` reads
 lines ``{"key": ..., "value": ..., "ts": <event time ms>}`` (the file
 source's rules, :func:`injector.file_source.parse_line`), and sends them
 in batches through :class:`~injector.client.IngestClient`, which retries
@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import os
+import stat
 import struct
 import sys
 import time
@@ -53,6 +55,7 @@ from millrace._grpc_errors import (
     run_command,
     security_of,
 )
+from millrace.commands._options import add_config_argument
 from millrace.security import Security
 from millrace.wire.v1 import ingest_pb2
 
@@ -83,9 +86,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "accepted, 1 if every line was malformed, 2 on usage or connection errors."
         ),
     )
-    parser.add_argument("--deployment", help="deployment TOML file (finds the injector)")
+    add_config_argument(parser, required=False, purpose="finds the injector")
     parser.add_argument(
-        "--injector", metavar="HOST:PORT", help="the injector's address (overrides --deployment)"
+        "--injector", metavar="HOST:PORT", help="the injector's address (overrides --config)"
     )
     parser.add_argument("--stream", required=True, help="the source stream to append to")
     parser.add_argument(
@@ -206,17 +209,44 @@ class Totals:
         return time.monotonic() - self.started
 
 
-class Progress:
-    """One self-overwriting line on a terminal: records sent and the rate."""
+class CountedLines:
+    """The lines of a binary input, counting the bytes read so far (for the progress bar)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self.bytes_read = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._handle:
+            self.bytes_read += len(line)
+            yield line
+
+
+def input_size(handle: BinaryIO) -> int | None:
+    """The size of a regular file behind ``handle`` (None for a pipe or a terminal)."""
+    try:
+        status = os.fstat(handle.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
+BAR_WIDTH = 24
+
+
+class Progress:
+    """One self-overwriting line on a terminal: a bar (when the input size is known),
+    records sent and the rate."""
+
+    def __init__(self, stream: TextIO, total_bytes: int | None = None) -> None:
         self._stream = stream
         isatty = getattr(stream, "isatty", None)
         self.enabled = bool(isatty and isatty())
+        self._total = total_bytes
         self._last = 0.0
         self._width = 0
 
-    def update(self, totals: Totals, *, force: bool = False) -> None:
+    def update(self, totals: Totals, done_bytes: int = 0, *, force: bool = False) -> None:
         now = time.monotonic()
         if not self.enabled or (not force and now - self._last < PROGRESS_EVERY_S):
             return
@@ -226,6 +256,10 @@ class Progress:
             f"sent {totals.accepted:,} records in {totals.batches:,} batches "
             f"({totals.accepted / elapsed:,.0f} records/s)"
         )
+        if self._total:
+            fraction = min(1.0, done_bytes / self._total)
+            filled = int(fraction * BAR_WIDTH)
+            text = f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {text}"
         self._write(text)
 
     def clear(self) -> None:
@@ -312,13 +346,14 @@ def _send_all(
 ) -> Totals | None:
     """Send every batch; print the summary; the totals, or None if interrupted."""
     totals = Totals()
-    progress = Progress(err)
+    progress = Progress(err, input_size(handle))
+    lines = CountedLines(handle)
     client = IngestClient(service.address, security=security, timeout_s=args.timeout)
     try:
-        for batch in read_batches(handle, args.batch, totals.malformed):
+        for batch in read_batches(lines, args.batch, totals.malformed):
             response = _send(client, service, args, batch, source_name)
             totals.add(len(response.record_ids), response.replayed)
-            progress.update(totals)
+            progress.update(totals, lines.bytes_read)
     except KeyboardInterrupt:
         progress.clear()
         _summary(out, label, args.stream, service, totals, interrupted=True)

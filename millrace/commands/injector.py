@@ -8,7 +8,8 @@ import sys
 
 from computations._deployment import Deployment
 from millrace._logging import configure_logging
-from millrace._service_support import enable_stack_dumps, wait_for_stop_signal
+from millrace._service_support import StopSignals, enable_stack_dumps
+from millrace.commands._options import add_config_argument
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="run the injector (ingest API, durable log, forwarding, watermark authority)",
         description="Run the [injector] of a deployment file until SIGTERM/SIGINT.",
     )
-    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    add_config_argument(parser)
     parser.add_argument(
         "--log-dir",
         default=os.environ.get("MILLRACE_LOG_DIR", "data/log"),
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     sys.setswitchinterval(0.0005)
     configure_logging()
     enable_stack_dumps()
+    signals = StopSignals()  # before the ready line: a SIGTERM right after it drains
     deployment = Deployment.load(args.deployment)
     placement = deployment.injector
     if placement is None:
@@ -57,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
     metrics = f", metrics on :{injector.metrics_port}" if injector.metrics_port else ""
     streams = ", ".join(sorted(injector.streams))
     print(f"injector serving [{streams}] on {placement.address}{metrics}", flush=True)
-    wait_for_stop_signal()
+    signals.wait()
     injector.stop()
     return 0

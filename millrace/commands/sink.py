@@ -1,4 +1,4 @@
-"""``millrace sink``: serve one sink stream into an exactly-once JSON-lines file."""
+"""``millrace sink``: serve one sink stream into exactly-once JSON-lines or Parquet files."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from computations._deployment import Deployment
 from computations._sender import CHANNEL_OPTIONS
 from millrace._logging import configure_logging
 from millrace._service_support import (
+    StopSignals,
     enable_stack_dumps,
     serve_health_and_reflection,
-    wait_for_stop_signal,
 )
+from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
 from sinks import FileSink
+from sinks.parquet_sink import ParquetSink
 from sinks.read_service import SubscribeService, ViewService
 
 
@@ -27,14 +29,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``sink`` sub-command."""
     parser = subparsers.add_parser(
         "sink",
-        help="serve a sink stream into an exactly-once JSON-lines file",
-        description="Receive sink stream STREAM at its [sinks.STREAM] address and append each "
-        "record once to a JSON-lines file.",
+        help="serve a sink stream into exactly-once JSON-lines or Parquet files",
+        description="Receive sink stream STREAM at its [sinks.STREAM] address and write each "
+        'record once: appended to a JSON-lines file, or (format = "parquet") in one Parquet '
+        "part file per acknowledged group of batches.",
     )
-    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    add_config_argument(parser)
     parser.add_argument("--stream", required=True, help="the sink stream ([sinks.STREAM])")
-    parser.add_argument("--path", help="output file (default: [sinks.STREAM] path, else "
-                        "$MILLRACE_DATA_DIR/sinks/STREAM.jsonl)")  # fmt: skip
+    parser.add_argument("--path", help="output file, or directory for parquet (default: "
+                        "[sinks.STREAM] path, else $MILLRACE_DATA_DIR/sinks/STREAM.jsonl or "
+                        "$MILLRACE_DATA_DIR/sinks/STREAM/)")  # fmt: skip
     parser.set_defaults(handler=run)
 
 
@@ -42,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT."""
     configure_logging()
     enable_stack_dumps()
+    signals = StopSignals()  # before the ready line: a SIGTERM right after it drains
     deployment = Deployment.load(args.deployment)
     address = deployment.sinks.get(args.stream)
     if address is None:
@@ -49,9 +54,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"millrace sink: no [sinks.{args.stream}] in {args.deployment} (known: {known})",
               file=sys.stderr)  # fmt: skip
         return 2
-    default = Path(os.environ.get("MILLRACE_DATA_DIR", "data")) / "sinks" / f"{args.stream}.jsonl"
+    parquet = deployment.sink_format(args.stream) == "parquet"
+    default = Path(os.environ.get("MILLRACE_DATA_DIR", "data")) / "sinks" / args.stream
+    if not parquet:
+        default = default.with_name(f"{args.stream}.jsonl")
     path = Path(args.path or deployment.sink_paths.get(args.stream) or default)
-    sink = FileSink(path)
+    sink: FileSink | ParquetSink = ParquetSink(path) if parquet else FileSink(path)
     security = deployment.security
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=16),
@@ -67,13 +75,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"millrace sink: cannot listen on {address}", file=sys.stderr)
         return 2
     server.start()
-    repaired = (
-        f" (repaired a torn last line: {sink.truncated_bytes} bytes)"
-        if sink.truncated_bytes
-        else ""
-    )
+    repaired = ""
+    if isinstance(sink, FileSink) and sink.truncated_bytes:
+        repaired = f" (repaired a torn last line: {sink.truncated_bytes} bytes)"
+    elif isinstance(sink, ParquetSink) and sink.removed_tmp_files:
+        repaired = f" (removed {sink.removed_tmp_files} unfinished .tmp part files)"
     print(f"sink {args.stream} serving on {address} -> {path}{repaired}", flush=True)
-    wait_for_stop_signal()
+    signals.wait()
     server.stop(2).wait()
     sink.close()
     return 0

@@ -1,6 +1,6 @@
 """``millrace state get``: read one key's persisted state from the node that hosts it.
 
-``millrace state get --deployment d.toml --computation counts --key alice``
+``millrace state get --config d.toml --computation counts --key alice``
 hashes the key into the computation's intervals (``interval_of``), finds the
 node the deployment places that interval on, calls ``Admin.GetState`` and
 prints each tag and value: pretty JSON if the value parses as JSON, else
@@ -26,6 +26,7 @@ from millrace._grpc_errors import (
     run_command,
     talking_to,
 )
+from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
 
 EXIT_FOUND = 0
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Exit 1 if the key has no state."
         ),
     )
-    get.add_argument("--deployment", required=True, help="deployment TOML file")
+    add_config_argument(get)
     get.add_argument("--computation", required=True, help="the computation whose state to read")
     key = get.add_mutually_exclusive_group(required=True)
     key.add_argument("--key", help="the key, as UTF-8 text")

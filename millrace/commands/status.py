@@ -30,6 +30,7 @@ from millrace._grpc_errors import (
     run_command,
     status_of,
 )
+from millrace.commands._options import add_config_argument
 from millrace.commands.watermarks import iso_utc
 from millrace.security import Security
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Exit 1 if any service is unreachable."
         ),
     )
-    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    add_config_argument(parser)
     parser.add_argument(
         "--injector", metavar="HOST:PORT", help="the injector's address (overrides the deployment)"
     )

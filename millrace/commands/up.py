@@ -29,6 +29,7 @@ from computations._deployment import Deployment
 from computations.errors import TopologyError
 from millrace._logging import configure_logging
 from millrace._service_support import enable_stack_dumps
+from millrace.commands._options import add_config_argument
 from millrace.supervisor import ChildStartError, StartInterruptedError, Supervisor
 
 INJECTOR = "injector"
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "stop the nodes, then the injector."
         ),
     )
-    parser.add_argument("--deployment", required=True, help="deployment TOML file")
+    add_config_argument(parser)
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("MILLRACE_DATA_DIR", "data"),

@@ -9,6 +9,7 @@ import sys
 import grpc
 
 from computations._deployment import Deployment
+from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import sink_pb2, sink_pb2_grpc
 
 
@@ -17,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("view", help="query a sink stream's materialized view")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     get = actions.add_parser("get", help="the latest record of a key")
-    get.add_argument("--deployment", required=True, help="deployment TOML file")
+    add_config_argument(get)
     get.add_argument("--stream", required=True, help="the sink stream ([sinks.STREAM])")
     get.add_argument("--key", required=True, help="the record key (UTF-8)")
     get.set_defaults(handler=run_get)

@@ -1,6 +1,6 @@
 """``millrace watermarks``: each computation's low watermark, as a time and as lag behind now.
 
-``millrace watermarks --deployment d.toml`` asks the watermark authority
+``millrace watermarks --config d.toml`` asks the watermark authority
 (the injector, or the deployment's ``authority``) for its current snapshot
 and prints, per computation and per source stream (``source:<stream>``),
 the low watermark as an ISO UTC time and in ms, and the lag (now minus the
@@ -35,6 +35,7 @@ from millrace._grpc_errors import (
     status_of,
     talking_to,
 )
+from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import watermark_pb2, watermark_pb2_grpc
 
 AUTHORITY_SERVICE = "millrace.wire.v1.WatermarkAuthority"
@@ -60,11 +61,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "printing changes until Ctrl-C."
         ),
     )
-    parser.add_argument("--deployment", help="deployment TOML file (finds the authority)")
+    add_config_argument(parser, required=False, purpose="finds the authority")
     parser.add_argument(
         "--injector",
         metavar="HOST:PORT",
-        help="the watermark authority's (injector's) address (overrides --deployment)",
+        help="the watermark authority's (injector's) address (overrides --config)",
     )
     parser.add_argument("--watch", action="store_true", help="keep printing updates until Ctrl-C")
     parser.add_argument(

@@ -105,6 +105,21 @@ def test_equal_and_higher_epochs_replace() -> None:
     assert auth.report([rep("counts", 0, 100, epoch=5)]) == (0, [("counts", 0)])
 
 
+def test_a_report_below_the_current_lease_is_ignored_before_the_new_owner_reports() -> None:
+    leases = {("counts", 0): 3}
+    auth = WatermarkAuthority(
+        two_stage_topology(), clock=lambda: 42, leased_epoch=lambda c, i: leases.get((c, i), 0)
+    )
+    auth.set_source_watermark("events", 1_000)
+    assert auth.report([rep("counts", 0, 600, epoch=3), rep("counts", 1, None)]) == (2, [])
+
+    leases[("counts", 0)] = 4  # the interval was leased to a new owner, who has not reported
+    assert auth.report([rep("counts", 0, None, epoch=3)]) == (0, [("counts", 0)])
+    assert auth.watermarks()["counts"] == 600, "the replaced owner cannot release its hold"
+    assert auth.report([rep("counts", 0, None, epoch=4)]) == (1, [])
+    assert auth.watermarks()["counts"] == 1_000
+
+
 def test_reports_within_one_batch_are_judged_in_order() -> None:
     auth = authority()
     accepted, ignored = auth.report([rep("counts", 0, 10, epoch=3), rep("counts", 0, 5, epoch=2)])

@@ -1,0 +1,309 @@
+"""``ParquetSink``: a sink stream committed as Parquet part files, each record exactly once.
+
+A directory of ``part-<seq:010d>.parquet`` files, ``seq`` strictly increasing.
+Per group of delivery batches (every batch a ``Deliver`` stream queued while the
+previous group was being written): drop ids already written, then
+
+1. write the new records as ``.part-<seq>.parquet.tmp`` (hidden: pyarrow and Spark
+   skip dot-files when reading the directory) and fsync it,
+2. rename it to ``part-<seq>.parquet`` and fsync the directory,
+3. ack every batch of the group.
+
+A part file therefore exists whole or not at all. On open, leftover ``*.tmp``
+files (a crash before step 2) are deleted and the ``record_id`` and ``key``
+columns of every part are read back, so a record resent after a crash is
+acknowledged as a duplicate and never written twice. Small files are the price
+of acking each group; nothing compacts them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+
+SCHEMA = pa.schema(
+    [
+        ("record_id", pa.binary()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("event_time_ms", pa.int64()),
+        ("producer", pa.string()),
+        ("stream", pa.string()),
+    ]
+)
+"""The columns of every part file: the fields of the delivered ``Record``."""
+
+MAX_GROUP = 64
+"""At most this many queued batches of one ``Deliver`` stream go into one part file."""
+
+_PART = re.compile(r"part-(\d{10})\.parquet")
+
+
+def _part_name(seq: int) -> str:
+    return f"part-{seq:010d}.parquet"
+
+
+def _numbered_parts(directory: Path) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        return []
+    named = [(_PART.fullmatch(p.name), p) for p in directory.iterdir()]
+    return sorted((int(m[1]), p) for m, p in named if m)
+
+
+def committed_parts(directory: str | Path) -> list[Path]:
+    """The committed part files of a sink directory, in commit order (``*.tmp`` excluded)."""
+    return [path for _, path in _numbered_parts(Path(directory))]
+
+
+def read_parquet_sink(directory: str | Path) -> pa.Table:
+    """Every committed record of a sink directory, in commit order."""
+    tables = [pq.read_table(p, schema=SCHEMA) for p in committed_parts(directory)]
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Part:
+    seq: int
+    first: int  # position of its first row
+    rows: int
+
+
+class ParquetSink(delivery_pb2_grpc.DeliveryServicer):
+    """Serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``.
+
+    Writers are serialized by a commit lock; readers (``read``, ``latest``)
+    only wait for the index update after a part is durable, never for a write.
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True)
+            _fsync_directory(self.directory.parent)
+        self._commit_lock = threading.Lock()  # one writer at a time
+        self._lock = threading.Lock()  # the read index below
+        self._grew = threading.Condition(self._lock)
+        self._seen: set[bytes] = set()
+        self._parts: list[_Part] = []
+        self._firsts: list[int] = []  # _parts[i].first, for bisecting positions
+        self._count = 0
+        self._latest: dict[bytes, int] = {}  # key -> position of its latest record
+        self._cached: tuple[int, pa.Table] | None = None  # the part read last
+        self.removed_tmp_files = self._recover()
+        self._next_seq = self._parts[-1].seq + 1 if self._parts else 0
+        self.written = 0
+        self.duplicates = 0
+
+    def _recover(self) -> int:
+        leftovers = list(self.directory.glob("*.tmp"))  # dot-files included
+        for path in leftovers:
+            path.unlink()
+        if leftovers:
+            _fsync_directory(self.directory)
+        for seq, path in _numbered_parts(self.directory):
+            columns = pq.read_table(path, columns=["record_id", "key"])
+            self._seen.update(columns.column("record_id").to_pylist())
+            self._add_part(seq, columns.column("key").to_pylist())
+        return len(leftovers)
+
+    def _add_part(self, seq: int, keys: list[bytes]) -> None:
+        first = self._count
+        self._parts.append(_Part(seq, first, len(keys)))
+        self._firsts.append(first)
+        for offset, key in enumerate(keys):
+            self._latest[key] = first + offset
+        self._count += len(keys)
+
+    def Deliver(  # noqa: N802 - the rpc's name
+        self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
+    ) -> Iterator[delivery_pb2.DeliveryAck]:
+        for group in _ReadAhead(request_iterator, MAX_GROUP).groups():
+            yield from self.write_group(group)
+
+    def write(self, batch: delivery_pb2.DeliveryBatch) -> delivery_pb2.DeliveryAck:
+        """Commit the batch's new records as one part file; the ack lists new and duplicate ids."""
+        return self.write_group([batch])[0]
+
+    def write_group(
+        self, batches: Iterable[delivery_pb2.DeliveryBatch]
+    ) -> list[delivery_pb2.DeliveryAck]:
+        """Commit the new records of several batches as one part file, then ack each batch.
+
+        A record whose id is already written, or appears earlier in the group,
+        is a duplicate. No file is written when every record is a duplicate.
+        """
+        acks: list[delivery_pb2.DeliveryAck] = []
+        with self._commit_lock:
+            fresh: list[record_pb2.Record] = []
+            pending: set[bytes] = set()
+            for batch in batches:
+                ack = delivery_pb2.DeliveryAck(batch_seq=batch.batch_seq)
+                for record in batch.records:
+                    rid = record.record_id
+                    if rid in self._seen or rid in pending:
+                        ack.duplicate_ids.append(rid)
+                    else:
+                        pending.add(rid)
+                        fresh.append(record)
+                        ack.committed_ids.append(rid)
+                self.duplicates += len(ack.duplicate_ids)
+                acks.append(ack)
+            if fresh:
+                seq = self._next_seq
+                self._next_seq += 1
+                self._commit_part(seq, fresh)
+                self._seen |= pending
+                self.written += len(fresh)
+                with self._lock:
+                    self._add_part(seq, [r.key for r in fresh])
+                    self._grew.notify_all()
+        return acks
+
+    def _commit_part(self, seq: int, records: list[record_pb2.Record]) -> None:
+        """Steps 1 and 2: the part file is durable, under its final name, or absent."""
+        final = self.directory / _part_name(seq)
+        tmp = final.with_name("." + final.name + ".tmp")
+        table = pa.Table.from_pydict(
+            {
+                "record_id": [r.record_id for r in records],
+                "key": [r.key for r in records],
+                "value": [r.value for r in records],
+                "event_time_ms": [r.event_time_ms for r in records],
+                "producer": [r.producer for r in records],
+                "stream": [r.stream for r in records],
+            },
+            schema=SCHEMA,
+        )
+        try:
+            with open(tmp, "wb") as handle:
+                pq.write_table(table, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, final)
+            _fsync_directory(self.directory)
+        except BaseException:
+            # Not acked, so it will be resent: leave no file that would make it a duplicate.
+            tmp.unlink(missing_ok=True)
+            final.unlink(missing_ok=True)
+            raise
+
+    # -- reading (Subscribe, View) --------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._count
+
+    def read(self, position: int, limit: int) -> list[tuple[int, record_pb2.Record]]:
+        """Up to ``limit`` records from ``position`` on, with their positions."""
+        with self._lock:
+            end = min(self._count, position + limit)
+            if position >= end:
+                return []
+            index = bisect_right(self._firsts, position) - 1
+            parts = []
+            while index < len(self._parts) and self._parts[index].first < end:
+                parts.append(self._parts[index])
+                index += 1
+        found: list[tuple[int, record_pb2.Record]] = []
+        for part in parts:
+            low = max(position, part.first) - part.first
+            high = min(end, part.first + part.rows) - part.first
+            rows = self._table(part.seq).slice(low, high - low).to_pylist()
+            found.extend(
+                (part.first + low + i, record_pb2.Record(**row)) for i, row in enumerate(rows)
+            )
+        return found
+
+    def _table(self, seq: int) -> pa.Table:
+        cached = self._cached
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        table = pq.read_table(self.directory / _part_name(seq), schema=SCHEMA)
+        self._cached = (seq, table)
+        return table
+
+    def wait_beyond(self, position: int, timeout_s: float) -> bool:
+        """Block until a record exists at ``position`` (True) or the timeout (False)."""
+        with self._grew:
+            return self._grew.wait_for(lambda: self._count > position, timeout_s)
+
+    def latest(self, key: bytes) -> tuple[int, record_pb2.Record] | None:
+        """The latest record with ``key`` and its position (the materialized view)."""
+        with self._lock:
+            position = self._latest.get(key)
+        if position is None:
+            return None
+        return self.read(position, 1)[0]
+
+    def close(self) -> None:
+        """Nothing is held open between groups; here for symmetry with ``FileSink``."""
+
+
+class _ReadAhead:
+    """Pulls a ``Deliver`` stream's batches on a thread, so the writer can take, as one
+    group, every batch that arrived while it was writing the previous one."""
+
+    def __init__(self, requests: Iterator[delivery_pb2.DeliveryBatch], limit: int) -> None:
+        self._limit = limit
+        self._changed = threading.Condition()
+        self._queued: deque[delivery_pb2.DeliveryBatch] = deque()
+        self._ended = False  # the stream is over (or failed)
+        self._closed = False  # the writer stopped taking batches
+        self._error: Exception | None = None
+        threading.Thread(
+            target=self._pull, args=(requests,), name="parquet-sink-read-ahead", daemon=True
+        ).start()
+
+    def _pull(self, requests: Iterator[delivery_pb2.DeliveryBatch]) -> None:
+        try:
+            for batch in requests:
+                with self._changed:
+                    self._changed.wait_for(lambda: len(self._queued) < self._limit or self._closed)
+                    if self._closed:
+                        return
+                    self._queued.append(batch)
+                    self._changed.notify_all()
+        except Exception as exc:  # a cancelled call, say: raised once the queue is drained
+            self._error = exc
+        finally:
+            with self._changed:
+                self._ended = True
+                self._changed.notify_all()
+
+    def groups(self) -> Iterator[list[delivery_pb2.DeliveryBatch]]:
+        """Every batch queued so far (at least one), until the stream ends."""
+        try:
+            while True:
+                with self._changed:
+                    self._changed.wait_for(lambda: bool(self._queued) or self._ended)
+                    if not self._queued:
+                        if self._error is not None:
+                            raise self._error
+                        return
+                    group = list(self._queued)
+                    self._queued.clear()
+                    self._changed.notify_all()
+                yield group
+        finally:
+            with self._changed:
+                self._closed = True
+                self._changed.notify_all()
