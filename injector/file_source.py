@@ -7,19 +7,23 @@ appended with its read position (file, byte offset, line number) in the same
 log COMMIT as its records, so after a crash the injector resumes exactly
 after the last committed line: no line is lost or ingested twice. Malformed
 lines are counted and written to ``rejects.jsonl`` (file, line number,
-reason); the position still moves past them.
+reason); the position still moves past them. A batch's rejects are written
+(and fsynced) before its commit, so none is lost; a crash in between re-reads
+the batch, and the rejects already in the file are not written again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from injector.group_commit import GroupCommitter
 from injector.log import AppendRequest
+from millrace._service_support import write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +83,66 @@ class FileSource:
         self._rejects_path = rejects_path
         self._batch_lines = batch_lines
         self._poll_s = poll_s
+        # A copy of the committed position outside the log: retention may delete every
+        # segment holding this source's COMMITs while pushed records keep the log rolling.
+        self._checkpoint_path = rejects_path.with_name("file-source-position.json")
         self.position = self._recover()
+        self._checkpointed = self.position
+        self._written_rejects = self._load_rejects()
         self.lines_ingested = 0
         self.lines_rejected = 0
+        """Malformed lines this process wrote to the rejects file."""
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"file-source-{directory}", daemon=True
         )
 
     def _recover(self) -> Position:
-        position = Position()
+        """The last committed position: the log's newest COMMIT that carries one, else
+        the checkpoint (written only after commits, so never ahead of the log)."""
+        position: Position | None = None
         for commit in self._committer.log.commits():
             if commit.source:
                 position = Position.decode(commit.source)
-        return position
+        if position is not None:
+            return position
+        try:
+            return Position.decode(self._checkpoint_path.read_bytes())
+        except FileNotFoundError:
+            return Position()
+
+    def _checkpoint(self) -> None:
+        """Copy the committed position outside the log (once it stopped moving)."""
+        if self.position != self._checkpointed:
+            position = self.position
+            body = {"file": position.file, "offset": position.offset, "line": position.line}
+            write_json_atomically(self._checkpoint_path, body)
+            self._checkpointed = position
+
+    def _load_rejects(self) -> set[tuple[str, int]]:
+        """``(file, line)`` of the rejects already written at or past the committed position
+        (those of a batch whose commit a crash prevented); cuts a torn last line."""
+        try:
+            with open(self._rejects_path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            return set()
+        complete = data.rfind(b"\n") + 1
+        if complete < len(data):
+            # A crash while writing it: that batch was not committed, it is written again.
+            os.truncate(self._rejects_path, complete)
+        after = (self.position.file, self.position.line)
+        written: set[tuple[str, int]] = set()
+        for raw in data[:complete].splitlines():
+            try:
+                reject = json.loads(raw)
+                where = (str(reject["file"]), int(reject["line"]))
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: ignoring a line that is not a reject: %r", self._rejects_path, raw)
+                continue
+            if where >= after:
+                written.add(where)
+        return written
 
     def start(self) -> None:
         """Start tailing."""
@@ -102,6 +152,7 @@ class FileSource:
         """Stop after the batch in progress."""
         self._stopping.set()
         self._thread.join(10)
+        self._checkpoint()
 
     def _files(self) -> list[Path]:
         return sorted(p for p in self.directory.glob("*.jsonl") if p.name >= self.position.file)
@@ -114,6 +165,7 @@ class FileSource:
                     return
                 progressed |= self._ingest_file(path)
             if not progressed:
+                self._checkpoint()
                 self._stopping.wait(self._poll_s)
 
     def _ingest_file(self, path: Path) -> bool:
@@ -151,12 +203,15 @@ class FileSource:
         rejects: list[dict[str, object]],
         position: Position,
     ) -> None:
-        if rejects:
+        new = [r for r in rejects if (r["file"], r["line"]) not in self._written_rejects]
+        if new:
             with open(self._rejects_path, "a") as out:
-                for reject in rejects:
-                    out.write(json.dumps(reject) + "\n")
-            self.lines_rejected += len(rejects)
+                out.write("".join(json.dumps(reject) + "\n" for reject in new))
+                out.flush()
+                os.fsync(out.fileno())
+            self.lines_rejected += len(new)
         request = AppendRequest(records=records, source=position.encode())
         self._committer.submit(request).result()
         self.lines_ingested += len(records)
         self.position = position
+        self._written_rejects.difference_update((r["file"], r["line"]) for r in rejects)

@@ -1,12 +1,21 @@
 """``Forwarder``: from a stream's log to the intervals of its first computations.
 
-Reads the log from the acknowledged offset, routes each record to every
-consuming computation's interval (by that consumer's key extractor),
-delivers it with the same ``DownstreamSender`` nodes use (batching,
-backpressure, retries), and advances the acknowledged offset once every
-consumer has acked everything below it. That offset is persisted (temp file
-+ fsync + rename) so a restarted injector resumes there; whatever it
-re-forwards, the nodes' dedup drops.
+Reads the log and routes each record to every consuming computation's
+interval (by that consumer's key extractor), delivering it with the same
+``DownstreamSender`` nodes use (batching, backpressure, retries). Each
+consumer has its own acknowledged offset (it acked everything below it),
+attributed by the consumer named in each production's outbox key. All of
+them are persisted together in ``forwarded.json`` (temp file + fsync +
+rename)::
+
+    {"stream": "clicks", "acked_offset": 120, "consumers": {"counts": 120, "audit": 340}}
+
+``acked_offset`` is the minimum (what the log may delete). A restarted
+injector reads from the minimum and sends a record only to the consumers
+whose own offset is not past it; whatever it re-forwards, the nodes' dedup
+drops. A file without ``consumers`` (the earlier format) gives every
+consumer its ``acked_offset``, and so does a current file to a consumer it
+does not name (one added to the topology since).
 """
 
 from __future__ import annotations
@@ -16,13 +25,16 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from computations import Topology, interval_of
-from computations._outbox import OldestInFlight, Production
-from computations._sender import DownstreamSender, Origin
-from injector.log import LogRecord, StreamLog
+from computations._keys import KeyExtractor
+from computations._outbox import OldestInFlight, Production, split_outbox_key
+from computations._sender import Origin
+from injector.log import LogRecord, StreamLog, offset_of
 from millrace._service_support import write_json_atomically
 from millrace.wire.v1 import record_pb2
 
@@ -30,6 +42,29 @@ log = logging.getLogger(__name__)
 
 INJECTOR = "injector"
 ORIGIN = Origin("", 0, 0)
+
+
+class Submitter(Protocol):
+    """Where productions for one address go (a ``DownstreamSender``; tests pass fakes)."""
+
+    def submit(self, origin: Origin, productions: Sequence[Production]) -> None:
+        """Queue productions for delivery; acks come back through :meth:`Forwarder.acked_keys`."""
+
+
+@dataclass(eq=False)
+class _Consumer:
+    """One computation reading the stream, and what it has not acknowledged yet."""
+
+    name: str
+    intervals: int
+    extract: KeyExtractor
+    floor: int = 0
+    """It acknowledged every offset below this before a restart: never sent again."""
+    acked_offset: int = 0
+    """It acknowledged every offset below this."""
+    unacked: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    """Offsets sent to it and not acknowledged, in offset (= sending) order."""
+    in_flight: OldestInFlight = field(default_factory=OldestInFlight)
 
 
 class Forwarder:
@@ -40,17 +75,17 @@ class Forwarder:
         stream_log: StreamLog,
         topology: Topology,
         address_of: Callable[[str, int], str],
-        sender: Callable[[str], DownstreamSender],
+        sender: Callable[[str], Submitter],
         state_path: Path,
         *,
         read_batch: int = 2000,
     ) -> None:
         self.log = stream_log
         self.stream = stream_log.stream
-        self._consumers = [
-            (c.name, c.intervals, topology.key_extractor(c.name, self.stream))
+        self._consumers = {
+            c.name: _Consumer(c.name, c.intervals, topology.key_extractor(c.name, self.stream))
             for c in topology.consumers(self.stream)
-        ]
+        }
         self._address_of = address_of
         self._sender = sender
         self._state_path = state_path
@@ -58,30 +93,52 @@ class Forwarder:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._pending: OrderedDict[int, int] = OrderedDict()  # offset -> deliveries unacked
-        self.in_flight = OldestInFlight()
-        # Retention may have deleted segments past the last persisted offset (it uses the
-        # in-memory one): whatever was deleted had been acknowledged by every consumer.
-        self.acked_offset = max(self._load(), stream_log.first_offset)
-        self._next = self.acked_offset
-        self._saved = self.acked_offset
+        # Retention may have deleted segments past the last persisted offsets (it uses the
+        # in-memory minimum): whatever was deleted had been acknowledged by every consumer.
+        first = stream_log.first_offset
+        default, loaded = self._load()
+        for consumer in self._consumers.values():
+            offset = max(loaded.get(consumer.name, default), first)
+            consumer.floor = consumer.acked_offset = offset
+        self._next = min((c.floor for c in self._consumers.values()), default=max(default, first))
+        self.acked_offset = self._next
+        """Every consumer acknowledged every offset below this (the minimum over them)."""
+        self._saved = self._offsets()
         self._thread = threading.Thread(
             target=self._run, name=f"forward-{self.stream}", daemon=True
         )
 
-    def _load(self) -> int:
+    def _load(self) -> tuple[int, dict[str, int]]:
+        """The persisted offsets: the stream's (for consumers not named) and per consumer."""
         try:
-            return int(json.loads(self._state_path.read_text())["acked_offset"])
+            state = json.loads(self._state_path.read_text())
         except FileNotFoundError:
-            return 0
+            return 0, {}
+        consumers = {str(name): int(offset) for name, offset in state.get("consumers", {}).items()}
+        if "acked_offset" in state:
+            default = int(state["acked_offset"])
+        else:
+            default = min(consumers.values(), default=0)
+        return default, consumers
+
+    def _offsets(self) -> dict[str, int]:
+        with self._lock:
+            return {name: c.acked_offset for name, c in self._consumers.items()}
 
     def _save(self) -> None:
-        with self._lock:
-            offset = self.acked_offset
-        if offset == self._saved:
+        """Persist every consumer's acknowledged offset in one atomic write."""
+        offsets = self._offsets()
+        if offsets == self._saved:
             return
-        write_json_atomically(self._state_path, {"stream": self.stream, "acked_offset": offset})
-        self._saved = offset
+        write_json_atomically(
+            self._state_path,
+            {
+                "stream": self.stream,
+                "acked_offset": min(offsets.values(), default=self.acked_offset),
+                "consumers": offsets,
+            },
+        )
+        self._saved = offsets
 
     def start(self) -> None:
         """Start forwarding from the acknowledged offset."""
@@ -103,9 +160,20 @@ class Forwarder:
         """Offsets below this have been handed to the senders."""
         return self._next
 
-    def lag_records(self) -> int:
-        """Durable records not yet acknowledged by every consumer."""
-        return self.log.next_offset - self.acked_offset
+    @property
+    def consumers(self) -> tuple[str, ...]:
+        """The computations reading this stream."""
+        return tuple(self._consumers)
+
+    def consumer_acked_offset(self, consumer: str) -> int:
+        """``consumer`` acknowledged every offset below this."""
+        with self._lock:
+            return self._consumers[consumer].acked_offset
+
+    def lag_records(self, consumer: str | None = None) -> int:
+        """Durable records not yet acknowledged by ``consumer`` (None: by every consumer)."""
+        acked = self.acked_offset if consumer is None else self.consumer_acked_offset(consumer)
+        return max(0, self.log.next_offset - acked)
 
     def _run(self) -> None:
         last_save = time.monotonic()
@@ -131,55 +199,73 @@ class Forwarder:
         with self._lock:
             self._next = records[-1].offset + 1
             # Every ack may have come back before ``_next`` moved: nothing would move
-            # the acknowledged offset past these records until the next ack.
-            self.acked_offset = next(iter(self._pending), self._next)
+            # the acknowledged offsets past these records until the next ack.
+            self._settle_locked()
 
     def _forward(self, records: list[LogRecord]) -> None:
+        messages = [
+            record_pb2.Record(
+                record_id=record.record_id,
+                key=record.key,
+                value=record.value,
+                event_time_ms=record.event_time_ms,
+                producer=INJECTOR,
+                stream=self.stream,
+            )
+            for record in records
+        ]
         by_address: dict[str, list[Production]] = {}
-        tracked: list[tuple[bytes, int]] = []
         with self._lock:
-            for record in records:
-                message = record_pb2.Record(
-                    record_id=record.record_id,
-                    key=record.key,
-                    value=record.value,
-                    event_time_ms=record.event_time_ms,
-                    producer=INJECTOR,
-                    stream=self.stream,
-                )
-                self._pending[record.offset] = len(self._consumers)
-                for name, intervals, extract in self._consumers:
+            for consumer in self._consumers.values():
+                tracked: list[tuple[bytes, int]] = []
+                for record, message in zip(records, messages, strict=True):
+                    if record.offset < consumer.floor:
+                        continue  # acknowledged before a restart: its node has it
                     try:
-                        interval = interval_of(extract(record.key, record.value), intervals)
+                        key = consumer.extract(record.key, record.value)
+                        interval = interval_of(key, consumer.intervals)
                     except Exception:
                         # Unkeyable for this consumer: let its node dead-letter it with the reason.
                         interval = 0
-                    production = Production.to(name, interval, message)
+                    production = Production.to(consumer.name, interval, message)
+                    consumer.unacked[record.offset] = None
                     tracked.append((production.outbox_key, record.event_time_ms))
-                    by_address.setdefault(self._address_of(name, interval), []).append(production)
-            self.in_flight.add_group(tracked)
+                    address = self._address_of(consumer.name, interval)
+                    by_address.setdefault(address, []).append(production)
+                consumer.in_flight.add_group(tracked)
         for address, productions in by_address.items():
             self._sender(address).submit(ORIGIN, productions)
+
+    def _settle_locked(self) -> None:
+        """Under the lock: recompute every consumer's acknowledged offset and the minimum."""
+        for consumer in self._consumers.values():
+            consumer.acked_offset = next(iter(consumer.unacked), max(consumer.floor, self._next))
+        self.acked_offset = min(
+            (c.acked_offset for c in self._consumers.values()), default=self._next
+        )
 
     # -- acknowledgements (routed here by the injector) ----------------------------
 
     def acked_keys(self, outbox_keys: list[bytes]) -> None:
-        """Consumers acknowledged (or refused for good) these productions of this stream."""
+        """Consumers acknowledged (or refused for good) these productions of this stream.
+
+        The consumer is the one the outbox key names; a repeated ack changes nothing.
+        """
         with self._lock:
             for key in outbox_keys:
-                self.in_flight.remove(key)
-                offset = int.from_bytes(key[-8:], "big")
-                remaining = self._pending.get(offset)
-                if remaining is None:
+                name, _interval, record_id = split_outbox_key(key)
+                consumer = self._consumers.get(name)
+                if consumer is None:
                     continue
-                if remaining <= 1:
-                    del self._pending[offset]
-                else:
-                    self._pending[offset] = remaining - 1
-            self.acked_offset = next(iter(self._pending), self._next)
+                consumer.in_flight.remove(key)
+                consumer.unacked.pop(offset_of(record_id), None)
+            self._settle_locked()
 
-    def oldest_unfinished_ms(self) -> int | None:
-        """The oldest event time appended-and-forwarded but not acked (appended but not
-        yet forwarded records are covered by the injector's own tracking)."""
+    def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:
+        """The oldest event time forwarded but not acked by ``consumer`` (None: by any
+        consumer); appended but not yet forwarded records are the injector's to track."""
         with self._lock:
-            return self.in_flight.oldest()
+            if consumer is not None:
+                return self._consumers[consumer].in_flight.oldest()
+            times = [c.in_flight.oldest() for c in self._consumers.values()]
+            return min((t for t in times if t is not None), default=None)

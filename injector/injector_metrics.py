@@ -49,12 +49,17 @@ class _InjectorGauges(Collector):
         segments = GaugeMetricFamily("millrace_log_segments", "Log segments", labels=["stream"])
         lag = GaugeMetricFamily(
             "millrace_forwarding_lag_records",
-            "Durable records not yet acknowledged by every first computation",
-            labels=["stream"],
+            "Durable records of the stream not yet acknowledged by the consuming computation",
+            labels=["stream", "consumer"],
         )
         lag_s = GaugeMetricFamily(
             "millrace_forwarding_lag_seconds",
-            "Age (event time vs. wall clock) of the oldest unacknowledged record",
+            "Wall clock minus the event time of the consumer's oldest unacknowledged record",
+            labels=["stream", "consumer"],
+        )
+        rejected = CounterMetricFamily(
+            "millrace_file_source_rejected_lines",
+            "Malformed lines of a file source, written to its rejects file",
             labels=["stream"],
         )
         idle = CounterMetricFamily(
@@ -74,14 +79,17 @@ class _InjectorGauges(Collector):
             infos = stream.log.segments()
             log_bytes.add_metric([name], sum(i.size_bytes for i in infos))
             segments.add_metric([name], len(infos))
-            lag.add_metric([name], stream.forwarder.lag_records())
-            oldest = stream.oldest_unfinished_ms()
-            # MIN_TIME: just restarted, the unacknowledged tail is not re-read yet (age unknown).
-            age_s = 0.0 if oldest is None or oldest <= MIN_TIME else (now_ms - oldest) / 1000
-            lag_s.add_metric([name], max(0.0, age_s))
+            for consumer in stream.forwarder.consumers:
+                lag.add_metric([name, consumer], stream.forwarder.lag_records(consumer))
+                oldest = stream.oldest_unfinished_ms(consumer)
+                # MIN_TIME: just restarted, the unacknowledged tail is not re-read (age unknown).
+                age_s = 0.0 if oldest is None or oldest <= MIN_TIME else (now_ms - oldest) / 1000
+                lag_s.add_metric([name, consumer], max(0.0, age_s))
             idle.add_metric([name], stream.watermark.idle_advances)
+        for name, source in list(self._injector.file_sources.items()):
+            rejected.add_metric([name], source.lines_rejected)
         for name, mark in self._injector.authority.watermarks().items():
             if mark > MIN_TIME:
                 watermark.add_metric([name], mark)
                 watermark_lag.add_metric([name], max(0.0, (now_ms - mark) / 1000))
-        yield from (log_bytes, segments, lag, lag_s, idle, watermark, watermark_lag)
+        yield from (log_bytes, segments, lag, lag_s, idle, rejected, watermark, watermark_lag)

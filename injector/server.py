@@ -138,12 +138,13 @@ class IngestStream:
         with self._lock:
             return self.watermark.current(self._oldest_unfinished_locked(), now_ms)
 
-    def oldest_unfinished_ms(self) -> int | None:
-        """Oldest event time appended but not yet acknowledged by the first computations."""
+    def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:
+        """Oldest event time appended but not yet acknowledged by the first computation
+        ``consumer`` (None: by every first computation)."""
         with self._lock:
-            return self._oldest_unfinished_locked()
+            return self._oldest_unfinished_locked(consumer)
 
-    def _oldest_unfinished_locked(self) -> int | None:
+    def _oldest_unfinished_locked(self, consumer: str | None = None) -> int | None:
         forwarded = self.forwarder.forwarded_offset
         if forwarded < self._hold_until_offset:
             return MIN_TIME
@@ -152,7 +153,7 @@ class IngestStream:
         while self._unforwarded and self._unforwarded[0][0] <= forwarded:
             self._unforwarded.popleft()
         waiting = self._unforwarded[0][1] if self._unforwarded else None
-        in_flight = self.forwarder.oldest_unfinished_ms()
+        in_flight = self.forwarder.oldest_unfinished_ms(consumer)
         candidates = [t for t in (waiting, in_flight) if t is not None]
         return min(candidates) if candidates else None
 
@@ -287,7 +288,8 @@ class Injector:
 
     def _tick(self) -> None:
         """Publish every source stream's watermark to the authority and journal it, 20 times
-        a second (watchers only ever see journaled values)."""
+        a second (watchers only ever see journaled values); every 10 s, seal old active
+        segments of quiet streams and apply retention."""
         ticks = 0
         while not self._stopping.wait(0.05):
             now = self._clock()
@@ -295,8 +297,28 @@ class Injector:
                 self.authority.set_source_watermark(stream.name, stream.source_watermark(now))
             ticks += 1
             self._journal()
-            if ticks % 200 == 0 and self.config.retention_ms is not None:
-                self._apply_retention(now - self.config.retention_ms)
+            if ticks % 200 == 0:
+                self._seal_old_segments()
+                if self.config.retention_ms is not None:
+                    self._apply_retention(now - self.config.retention_ms)
+
+    def _seal_old_segments(self) -> None:
+        """Seal active segments past ``segment_ms`` that no append has rolled (a quiet
+        stream): readers of sealed segments (Spark) then see the tail too."""
+        for stream in self.streams.values():
+            try:
+                sealed = stream.log.seal_if_due()
+            except Exception:
+                # The log refuses appends from now on too; the committer reports that.
+                log.exception("log %s: sealing the old active segment failed", stream.name)
+                continue
+            if sealed is not None:
+                log.info(
+                    "log %s: sealed quiet segment %s (%d records)",
+                    stream.name, sealed.path, sealed.records,
+                    extra={"event": "segment_sealed", "stream": stream.name,
+                           "records": sealed.records},
+                )  # fmt: skip
 
     def _apply_retention(self, older_than_ms: int) -> None:
         """Drop whole sealed segments every consumer has acknowledged, older than the cutoff."""

@@ -6,7 +6,7 @@ to ``totals`` (1 node process). Injector and nodes are SIGKILLed and
 restarted at random moments. No event ever arrives after the last file:
 the source goes idle, its watermark advances with processing time, and every
 window must close on its own. The sink must then hold exactly the oracle's
-totals over the valid lines; malformed lines are in the rejects file.
+totals over the valid lines; malformed lines are in the rejects file, once each.
 """
 
 from __future__ import annotations
@@ -138,6 +138,7 @@ address = "{sink.address}"
         assert {(r["file"], r["line"]) for r in rejects} == {
             (f"part-{n:03d}.jsonl", line) for n in range(FILES) for line in (101, 201)
         }
+        assert len(rejects) == 2 * FILES, "no reject written twice across the injector's kills"
     finally:
         stop.set()
         for process in processes.values():

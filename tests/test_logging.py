@@ -68,21 +68,26 @@ address = "127.0.0.1:{free_port()}"
         "injector": ["injector", "--log-dir", str(tmp_path / "log")],
         "node": ["node", "--name", "count", "--data-dir", str(tmp_path / "data")],
     }
-    for name in ("injector", "node"):
+
+    def start(name: str) -> subprocess.Popen[str]:
         with open(logs[name], "w") as stderr:
             process = subprocess.Popen(
                 [sys.executable, "-m", "millrace", *commands[name][:1],
-                 "--deployment", str(deployment), *commands[name][1:]],
+                 "--config", str(deployment), *commands[name][1:]],
                 stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT,
             )  # fmt: skip
         assert process.stdout is not None
-        assert "serving" in process.stdout.readline()
-        if name == "node":
-            stop_gracefully(process, logs["node"])
-            node_events = events_of(logs["node"])
-        else:
-            injector = process
-    stop_gracefully(injector, logs["injector"])
+        if "serving" not in process.stdout.readline():
+            process.kill()
+            raise AssertionError(f"{name} did not start: {logs[name].read_text()[-2000:]}")
+        return process
+
+    injector = start("injector")
+    try:
+        stop_gracefully(start("node"), logs["node"])
+    finally:
+        stop_gracefully(injector, logs["injector"])
+    node_events = events_of(logs["node"])
     injector_events = events_of(logs["injector"])
 
     def kinds(events: list[dict[str, object]]) -> list[object]:

@@ -48,9 +48,11 @@ def wall_clock_ms() -> int:
 class StreamLog:
     """The log of one stream in its own directory: segments of entries, offsets 0, 1, ...
 
-    One writer thread calls :meth:`append` (and :meth:`delete_before`);
-    any thread may call :meth:`read`, :meth:`commits`, :meth:`offset_for_time`
-    and :meth:`segments` meanwhile and sees durable records only. Another
+    One writer thread calls :meth:`append`; :meth:`delete_before` and
+    :meth:`seal_if_due` may run on another (all three hold the log's lock,
+    so a roll never interleaves with an append). Any thread may call
+    :meth:`read`, :meth:`commits`, :meth:`offset_for_time` and
+    :meth:`segments` meanwhile and sees durable records only. Another
     process may read the segment files (:func:`injector.log.scan_segment`) but
     only one process may open a stream for writing (a lock file enforces it).
     """
@@ -228,6 +230,34 @@ class StreamLog:
         )
         self._segments = (*self._segments, segment)
         return segment
+
+    def seal_if_due(self) -> SegmentInfo | None:
+        """Seal the active segment without an append if it is due for a roll and holds records.
+
+        Due means what ``append`` checks (its first append is ``segment_ms``
+        old, or it reached ``segment_bytes``), but ``append`` only checks when
+        the next request arrives: on a quiet stream the tail would stay in the
+        active segment, which readers of sealed segments never see. The roll
+        is the one ``append`` does (index file, then a new empty active
+        segment at :attr:`next_offset`), under the same lock. Returns the
+        sealed segment, or None if it was not due. A failed roll raises
+        :class:`LogWriteError` and leaves the log refusing appends until reopened.
+        """
+        with self._lock:
+            self._check_writable()
+            active = self._segments[-1]
+            if not active.records:
+                return None
+            now_ms = self._clock()
+            chunk = PendingChunk.extending(active, now_ms)
+            if not chunk.due_for_roll(self._config):
+                return None
+            try:
+                self._roll(active.end_offset, now_ms)
+            except OSError as exc:
+                self._failed = f"{active.path}: {exc}"
+                raise LogWriteError(str(active.path), str(exc)) from exc
+            return active.info()
 
     def _check_writable(self) -> None:
         if self._closed:

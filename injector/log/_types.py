@@ -17,7 +17,9 @@ class LogConfig:
             bytes. Rolls happen between requests, never inside one, so a
             segment exceeds this by at most one request.
         segment_ms: roll a non-empty active segment whose first append is at
-            least this old (checked when the next request is appended).
+            least this old (checked when the next request is appended, and by
+            ``StreamLog.seal_if_due``, which the injector calls every 10 s so a
+            quiet stream's tail is sealed too).
         index_every: one sparse-index entry per this many records of a segment.
         fsync: fsync on every ``append`` call (one per call, group commit). Off
             trades the last calls before a machine crash (not a process crash)
