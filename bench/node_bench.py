@@ -122,7 +122,12 @@ address = "{sink.address}"
     topology = Topology.load(work / "topology.toml")
     driver = SourceDriver(topology, "clicks", {("enrich", 0): f"127.0.0.1:{ports['enrich']}"})
     try:
+        cpu_before = [cpu_seconds(node) for node in nodes]
         throughput = saturated(driver, sink, args.records)
+        cpu_us = [
+            (cpu_seconds(node) - before) / args.records * 1e6
+            for node, before in zip(nodes, cpu_before, strict=True)
+        ]
         latencies = half_load(
             driver, sink, throughput * args.load, args.latency_seconds, args.records
         )
@@ -137,15 +142,28 @@ address = "{sink.address}"
         f"two-stage exactly-once pipeline, strong productions, sync commits (cpus={os.cpu_count()})"
     )
     print(f"  saturated throughput: {throughput:,.0f} records/s ({args.records:,} records)")
+    print(
+        "  CPU per record (all threads of the node process): "
+        + ", ".join(f"{node.name} {us:.1f} us" for node, us in zip(nodes, cpu_us, strict=True))
+    )
     rate = throughput * args.load
     print(f"  latency at {args.load:.0%} load ({rate:,.0f} records/s, {len(latencies):,} records):")
     print(f"    p50 {p50:.2f} ms   p95 {p95:.2f} ms   p99 {p99:.2f} ms")
     print(f"RESULT bench=node records_per_s={throughput:.1f}")
+    for node, us in zip(nodes, cpu_us, strict=True):
+        print(f"RESULT bench=node_cpu stage={node.name} cpu_us_per_record={us:.2f}")
     print(
         f"RESULT bench=node_latency load={args.load} "
         f"p50_ms={p50:.2f} p95_ms={p95:.2f} p99_ms={p99:.2f}"
     )
     return 0
+
+
+def cpu_seconds(node: NodeProcess) -> float:
+    """User + system CPU time a node process has used so far (Linux ``/proc``)."""
+    assert node.process is not None
+    fields = Path(f"/proc/{node.process.pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def saturated(driver: SourceDriver, sink: LatencySink, count: int) -> float:

@@ -25,20 +25,30 @@ _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 
 
-def record_production_id(computation: str, record_id: bytes, index: int) -> bytes:
-    """Id of the ``index``-th production caused by input ``record_id`` (128-bit xxh3)."""
-    return xxh3_128_digest(b"r" + computation.encode() + b"\x00" + record_id + _U32.pack(index))
+def record_id_prefix(computation: str) -> bytes:
+    """What every production id caused by one of ``computation``'s records starts from;
+    append the input record id to get the cause for :func:`production_id`."""
+    return b"r" + computation.encode() + b"\x00"
 
 
-def timer_production_id(computation: str, interval: int, fire_seq: int, index: int) -> bytes:
-    """Id of the ``index``-th production of the ``fire_seq``-th timer fire of an interval."""
-    ident = computation.encode() + b"\x00" + _U32.pack(interval) + _U64.pack(fire_seq)
-    return xxh3_128_digest(b"t" + ident + _U32.pack(index))
+def timer_id_prefix(computation: str, interval: int, fire_seq: int) -> bytes:
+    """The cause, for :func:`production_id`, of the ``fire_seq``-th timer fire of an interval."""
+    return b"t" + computation.encode() + b"\x00" + _U32.pack(interval) + _U64.pack(fire_seq)
+
+
+def production_id(cause: bytes, index: int) -> bytes:
+    """Id of the ``index``-th production of ``cause`` (128-bit xxh3)."""
+    return xxh3_128_digest(cause + _U32.pack(index))
+
+
+def outbox_key_prefix(consumer: str, interval: int) -> bytes:
+    """The start of the outbox key of every production to ``consumer``'s ``interval``."""
+    return consumer.encode() + b"\x00" + _U32.pack(interval)
 
 
 def outbox_key(consumer: str, interval: int, production_id: bytes) -> bytes:
     """Where a production to ``consumer``'s ``interval`` waits for its ack."""
-    return consumer.encode() + b"\x00" + _U32.pack(interval) + production_id
+    return outbox_key_prefix(consumer, interval) + production_id
 
 
 def split_outbox_key(key: bytes) -> tuple[str, int, bytes]:
@@ -50,7 +60,7 @@ def split_outbox_key(key: bytes) -> tuple[str, int, bytes]:
 class Production(NamedTuple):
     """A record on its way to one interval of one consuming computation.
 
-    Build with :meth:`to`, which derives ``outbox_key``.
+    Build with :meth:`to`, which derives ``outbox_key`` and ``payload``.
     """
 
     consumer: str
@@ -58,15 +68,14 @@ class Production(NamedTuple):
     record: record_pb2.Record
     outbox_key: bytes
     """Its key in the producer's outbox."""
+    payload: bytes
+    """``record`` serialized: its value in the producer's outbox."""
 
     @classmethod
     def to(cls, consumer: str, interval: int, record: record_pb2.Record) -> Production:
         """A production of ``record`` for ``consumer``'s ``interval``."""
-        return cls(consumer, interval, record, outbox_key(consumer, interval, record.record_id))
-
-    def payload(self) -> bytes:
-        """Its value in the producer's outbox."""
-        return self.record.SerializeToString()
+        key = outbox_key(consumer, interval, record.record_id)
+        return cls(consumer, interval, record, key, record.SerializeToString())
 
     @classmethod
     def from_outbox(cls, key: bytes, payload: bytes) -> Production:
@@ -74,7 +83,7 @@ class Production(NamedTuple):
         consumer, interval, _ = split_outbox_key(key)
         record = record_pb2.Record()
         record.ParseFromString(payload)
-        return cls(consumer=consumer, interval=interval, record=record, outbox_key=key)
+        return cls(consumer, interval, record, key, payload)
 
 
 class OldestInFlight:

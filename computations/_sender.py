@@ -226,32 +226,23 @@ class DownstreamSender:
             self._pending.setdefault(group, deque()).extendleft(reversed(items))
 
     def _on_ack(self, ack: delivery_pb2.DeliveryAck) -> None:
+        refused: list[tuple[Production, int, str]] = []
+        fenced_message = ""
         with self._cond:
             entry = self._inflight.pop(ack.batch_seq, None)
             if entry is None:
                 return
             group, items, _ = entry
-            by_id = {p.record.record_id: p for p in items}
-            done = [
-                by_id.pop(rid) for rid in (*ack.committed_ids, *ack.duplicate_ids) if rid in by_id
-            ]
-            refused: list[tuple[Production, int, str]] = []
-            fenced_message = ""
-            for rejection in ack.rejected:
-                production = by_id.get(rejection.record_id)
-                if production is None:
-                    continue
-                if rejection.reason == delivery_pb2.STALE_SENDER_EPOCH:
-                    by_id.pop(rejection.record_id)
-                    fenced_message = rejection.message
-                elif rejection.reason in _PERMANENT:
-                    by_id.pop(rejection.record_id)
-                    refused.append((production, rejection.reason, rejection.message))
-            if by_id:
-                self.retried += len(by_id)
+            unanswered: list[Production] = []
+            if not ack.rejected and len(ack.committed_ids) + len(ack.duplicate_ids) == len(items):
+                done = items  # the common case: the receiver answered every record
+            else:
+                done, unanswered, refused, fenced_message = _sort_answers(ack, items)
+            if unanswered:
+                self.retried += len(unanswered)
                 due = time.monotonic() + self._retry_s
-                heapq.heappush(self._retries, (due, next(self._seq), group, list(by_id.values())))
-            self._queued -= len(items) - len(by_id)
+                heapq.heappush(self._retries, (due, next(self._seq), group, unanswered))
+            self._queued -= len(items) - len(unanswered)
             self._cond.notify_all()
         origin = group[0]
         if done:
@@ -268,3 +259,25 @@ class DownstreamSender:
             self._inflight.clear()
             self._generation += 1
             self._cond.notify_all()
+
+
+def _sort_answers(
+    ack: delivery_pb2.DeliveryAck, items: list[Production]
+) -> tuple[list[Production], list[Production], list[tuple[Production, int, str]], str]:
+    """Split a batch by its ack: done (committed or duplicate), unanswered (to resend),
+    refused for good (with reason and message), and the message of a fencing if any."""
+    by_id = {p.record.record_id: p for p in items}
+    done = [by_id.pop(rid) for rid in (*ack.committed_ids, *ack.duplicate_ids) if rid in by_id]
+    refused: list[tuple[Production, int, str]] = []
+    fenced_message = ""
+    for rejection in ack.rejected:
+        production = by_id.get(rejection.record_id)
+        if production is None:
+            continue
+        if rejection.reason == delivery_pb2.STALE_SENDER_EPOCH:
+            by_id.pop(rejection.record_id)
+            fenced_message = rejection.message
+        elif rejection.reason in _PERMANENT:
+            by_id.pop(rejection.record_id)
+            refused.append((production, rejection.reason, rejection.message))
+    return done, list(by_id.values()), refused, fenced_message

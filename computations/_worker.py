@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from computations._outbox import Production
 from computations._processor import BatchOutcome, IntervalProcessor
 from computations._sender import Origin
-from millrace.wire.v1 import delivery_pb2
+from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import EpochFencedError
 
 log = logging.getLogger(__name__)
@@ -297,10 +297,31 @@ class IntervalWorker:
                 extra={"event": "dead_letter", "record_id": rid.hex()},
             )  # fmt: skip
         self._maybe_report(urgent=True)
+        self._answer(accepted, records, outcome)
+        if outcome.productions and self._send_first is None:
+            self.hooks.route(self.origin, outcome.productions)
+
+    def _answer(
+        self,
+        accepted: list[DeliveryWork],
+        records: list[record_pb2.Record],
+        outcome: BatchOutcome,
+    ) -> None:
+        """Ack each delivery: its committed ids, its duplicates, its rejections."""
+        epoch = self.processor.epoch
+        if len(outcome.committed) == len(records):  # the common case: all of them new
+            start = 0
+            for work in accepted:
+                end = start + len(work.batch.records)
+                ack = Ack(batch_seq=work.batch.batch_seq, receiver_epoch=epoch)
+                ack.committed_ids.extend(outcome.committed[start:end])
+                start = end
+                work.reply(ack)
+            return
         committed, duplicates = set(outcome.committed), set(outcome.duplicates)
         rejected = {rid: (reason, message) for rid, reason, message in outcome.rejected}
         for work in accepted:
-            ack = Ack(batch_seq=work.batch.batch_seq, receiver_epoch=self.processor.epoch)
+            ack = Ack(batch_seq=work.batch.batch_seq, receiver_epoch=epoch)
             for record in work.batch.records:
                 rid = record.record_id
                 if rid in committed:
@@ -311,8 +332,6 @@ class IntervalWorker:
                     code, detail = rejected[rid]
                     ack.rejected.add(record_id=rid, reason=code, message=detail)
             work.reply(ack)
-        if outcome.productions and self._send_first is None:
-            self.hooks.route(self.origin, outcome.productions)
 
     def _send_weak(self, productions: list[Production]) -> set[bytes]:
         """Weak productions: send now, wait up to the threshold, return what was acked."""
