@@ -210,7 +210,8 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
         for page, count in totals.most_common(5):
             print(f"  {page:<12} {count:>6,}")
         print("\ntop pages of three users (`millrace view get`: the sink's materialized view):")
-        for user in sorted(tops)[:3]:
+        users = sorted(user for user in tops if user != end_marker["key"])
+        for user in users[:3]:
             view = subprocess.run(
                 millrace("view", "get", "--config", str(deployment), "--stream",
                          "user_top_pages", "--key", user),
@@ -222,7 +223,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
                 print(f"FAILED: the view serves {served!r} for {user}: {view.stderr}")
                 return 1
             print(f"  {user:<8} {served}")
-        print(f"\n{len(counts):,} page windows, {len(tops):,} users")
+        print(f"\n{len(counts):,} page windows, {len(users):,} users")
         injector_url = f"http://127.0.0.1:{ports['injector_metrics']}/metrics"
         node_url = f"http://127.0.0.1:{ports['page0_metrics']}/metrics"
         print(f"metrics: {injector_url} (injector), {node_url} (a node)")
