@@ -10,7 +10,6 @@ drains: the server stops taking work, workers finish their turn, stores close.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable
 from concurrent import futures
 from pathlib import Path
@@ -26,7 +25,7 @@ from computations._deployment import Deployment
 from computations._node_metrics import NodeMetrics
 from computations._outbox import Production
 from computations._processor import BatchOutcome, IntervalProcessor
-from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin
+from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
 from computations._watermark_link import WatermarkLink
 from computations._worker import IntervalWorker, WorkerHooks
 from millrace._service_support import serve_health_and_reflection
@@ -61,11 +60,12 @@ class Node(WorkerHooks):
         self.workers: dict[tuple[str, int], IntervalWorker] = {}
         self._addresses: dict[tuple[str, int], str] = {}
         """(consumer, interval) -> address, memoized: the deployment does not change."""
-        self._senders: dict[str, DownstreamSender] = {}
-        self._senders_lock = threading.Lock()
+        self._senders = SenderPool(
+            sender_id=self.name, callbacks=self, channel_factory=self._open_channel
+        )
         self.metrics = NodeMetrics(
             self.processors,
-            lambda: list(self._senders.values()),
+            self._senders.all,
             lambda name, interval: self.workers[(name, interval)].fenced,
         )
         self._server: grpc.Server | None = None
@@ -182,8 +182,7 @@ class Node(WorkerHooks):
             self._watch.stop()
         # Senders first: a worker blocked in ``submit`` behind a slow consumer's full queue
         # is only released by its sender stopping (what it did not send stays in the outbox).
-        for sender in list(self._senders.values()):
-            sender.stop()
+        self._senders.stop()
         for worker in self.workers.values():
             worker.stop()
         for processor in self.processors.values():
@@ -207,7 +206,7 @@ class Node(WorkerHooks):
                 address = addresses[target] = self.deployment.address_of(*target)
             by_address.setdefault(address, []).append(production)
         for address, items in by_address.items():
-            self._sender(address).submit(origin, items)
+            self._senders.get(address).submit(origin, items)
 
     def report(self, worker: IntervalWorker, urgent: bool) -> None:
         processor = worker.processor
@@ -231,26 +230,12 @@ class Node(WorkerHooks):
 
     # -- internals ----------------------------------------------------------------
 
-    def _sender(self, address: str) -> DownstreamSender:
-        with self._senders_lock:
-            sender = self._senders.get(address)
-            if sender is None:
-                sender = DownstreamSender(
-                    address,
-                    sender_id=self.name,
-                    callbacks=self,
-                    channel_factory=self._open_channel,
-                )
-                sender.start()
-                self._senders[address] = sender
-            return sender
-
     def _open_channel(self, address: str) -> grpc.Channel:
         return self.security.open_channel(address, options=CHANNEL_OPTIONS)
 
     def senders(self) -> Iterable[DownstreamSender]:
         """The senders created so far."""
-        return list(self._senders.values())
+        return self._senders.all()
 
     def _watermark(self, mark: int) -> None:
         for worker in self.workers.values():

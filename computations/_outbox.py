@@ -1,8 +1,9 @@
 """Productions: their stable ids, outbox keys and payloads, and the oldest one in flight.
 
 An outbox key names the destination and the production:
-``consumer computation | 0x00 | interval u32 | production id``; the payload is
-the wire ``Record``. Production ids are derived, never random:
+``consumer computation | 0x00 | interval u32 | production id``; its value is
+the interval's production sequence number (u64, increasing in the order the
+productions were made) and the wire ``Record``. Production ids are derived, never random:
 
 - from a record: ``H(computation, input record id, index)``, the same on every
   replay of that record (what weak productions need);
@@ -77,13 +78,19 @@ class Production(NamedTuple):
         key = outbox_key(consumer, interval, record.record_id)
         return cls(consumer, interval, record, key, record.SerializeToString())
 
+    def outbox_value(self, seq: int) -> bytes:
+        """Its value in the producer's outbox: the interval's production sequence
+        number ``seq`` (so a restart resends in production order), then ``payload``."""
+        return _U64.pack(seq) + self.payload
+
     @classmethod
-    def from_outbox(cls, key: bytes, payload: bytes) -> Production:
-        """Rebuild a production from an outbox entry (resend after restart)."""
+    def from_outbox(cls, key: bytes, value: bytes) -> tuple[int, Production]:
+        """Rebuild a production and its sequence number from an outbox entry."""
         consumer, interval, _ = split_outbox_key(key)
+        payload = value[_U64.size :]
         record = record_pb2.Record()
         record.ParseFromString(payload)
-        return cls(consumer, interval, record, key, payload)
+        return _U64.unpack_from(value)[0], cls(consumer, interval, record, key, payload)
 
 
 class OldestInFlight:

@@ -134,10 +134,10 @@ class IntervalProcessor:
         self.input_watermark: int | None = None
         self.in_flight = OldestInFlight()
         store.claim_epoch(epoch)
-        self.in_flight.add_group(
-            (key, Production.from_outbox(key, payload).record.event_time_ms)
-            for key, payload in store.outbox()
-        )
+        pending = self._outbox_in_order()
+        self._outbox_seq = pending[-1][0] + 1 if pending else 0
+        """The sequence number of the next production checkpointed in the outbox."""
+        self.in_flight.add_group((p.outbox_key, p.record.event_time_ms) for _, p in pending)
 
     # -- 1. records --------------------------------------------------------
 
@@ -366,8 +366,14 @@ class IntervalProcessor:
         self.in_flight.remove(production.outbox_key)
 
     def pending_productions(self) -> list[Production]:
-        """Every production in the outbox (to resend after a restart)."""
-        return [Production.from_outbox(k, v) for k, v in self.store.outbox()]
+        """Every production in the outbox, in the order they were made (to resend after
+        a restart: a consumer that keeps the latest value per key must see them in order)."""
+        return [production for _, production in self._outbox_in_order()]
+
+    def _outbox_in_order(self) -> list[tuple[int, Production]]:
+        entries = [Production.from_outbox(key, value) for key, value in self.store.outbox()]
+        entries.sort(key=lambda entry: entry[0])
+        return entries
 
     # -- watermark inputs ------------------------------------------------------
 
@@ -455,8 +461,11 @@ class IntervalProcessor:
             if not skip
             else [p for p in outcome.productions if p.outbox_key not in skip]
         )
+        seq = self._outbox_seq
         for production in checkpoint:
-            txn.add_outbox(production.outbox_key, production.payload)
+            txn.add_outbox(production.outbox_key, production.outbox_value(seq))
+            seq += 1
+        self._outbox_seq = seq  # gaps after a failed commit are harmless: only order counts
         for name, epoch in self._new_sender_epochs.items():
             txn.set_meta(name, _U64.pack(epoch))
         txn.commit()

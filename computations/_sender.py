@@ -220,10 +220,7 @@ class DownstreamSender:
         expired = [
             s for s, (_, _, sent) in self._inflight.items() if now - sent > self._ack_timeout_s
         ]
-        for seq in expired:
-            group, items, _ = self._inflight.pop(seq)
-            self.retried += len(items)
-            self._pending.setdefault(group, deque()).extendleft(reversed(items))
+        self._put_back(expired)
 
     def _on_ack(self, ack: delivery_pb2.DeliveryAck) -> None:
         refused: list[tuple[Production, int, str]] = []
@@ -254,11 +251,59 @@ class DownstreamSender:
 
     def _requeue_inflight(self) -> None:
         with self._cond:
-            for group, items, _ in self._inflight.values():
-                self._pending.setdefault(group, deque()).extendleft(reversed(items))
-            self._inflight.clear()
+            self._put_back(list(self._inflight))
             self._generation += 1
             self._cond.notify_all()
+
+    def _put_back(self, seqs: list[int]) -> None:
+        """Under the lock: return in-flight batches to the front of their queues, in the
+        order they were first sent (a consumer keeping the latest value per key needs it)."""
+        for seq in sorted(seqs, reverse=True):
+            group, items, _ = self._inflight.pop(seq)
+            self.retried += len(items)
+            self._pending.setdefault(group, deque()).extendleft(reversed(items))
+
+
+class SenderPool:
+    """One :class:`DownstreamSender` per destination address, started on first use."""
+
+    def __init__(
+        self,
+        *,
+        sender_id: str,
+        callbacks: SenderCallbacks,
+        channel_factory: Callable[[str], grpc.Channel] = insecure_channel,
+    ) -> None:
+        self._sender_id = sender_id
+        self._callbacks = callbacks
+        self._channel_factory = channel_factory
+        self._senders: dict[str, DownstreamSender] = {}
+        self._lock = threading.Lock()
+
+    def get(self, address: str) -> DownstreamSender:
+        """The sender to ``address`` (thread-safe)."""
+        with self._lock:
+            sender = self._senders.get(address)
+            if sender is None:
+                sender = DownstreamSender(
+                    address,
+                    sender_id=self._sender_id,
+                    callbacks=self._callbacks,
+                    channel_factory=self._channel_factory,
+                )
+                sender.start()
+                self._senders[address] = sender
+            return sender
+
+    def all(self) -> list[DownstreamSender]:
+        """The senders created so far."""
+        with self._lock:
+            return list(self._senders.values())
+
+    def stop(self) -> None:
+        """Stop every sender; what they did not deliver stays in the outboxes."""
+        for sender in self.all():
+            sender.stop()
 
 
 def _sort_answers(

@@ -26,7 +26,7 @@ from prometheus_client import start_http_server
 from computations import MIN_TIME
 from computations._deployment import Deployment
 from computations._outbox import Production
-from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin
+from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
 from computations._watermarks import source_name
 from injector.authority_service import WatermarkAuthorityServicer
 from injector.control_service import ControlService
@@ -187,8 +187,9 @@ class Injector:
         self._journaled_version = -1
         self.streams: dict[str, IngestStream] = {}
         self.file_sources: dict[str, FileSource] = {}
-        self._senders: dict[str, DownstreamSender] = {}
-        self._senders_lock = threading.Lock()
+        self._senders = SenderPool(
+            sender_id="injector", callbacks=_Router(self), channel_factory=self._open_channel
+        )
         self.metrics = InjectorMetrics(self)
         self._server: grpc.Server | None = None
         self._stopping = threading.Event()
@@ -198,18 +199,7 @@ class Injector:
 
     def sender(self, address: str) -> DownstreamSender:
         """The sender to a node address (one per address, shared by streams)."""
-        with self._senders_lock:
-            sender = self._senders.get(address)
-            if sender is None:
-                sender = DownstreamSender(
-                    address,
-                    sender_id="injector",
-                    callbacks=_Router(self),
-                    channel_factory=self._open_channel,
-                )
-                sender.start()
-                self._senders[address] = sender
-            return sender
+        return self._senders.get(address)
 
     def _open_channel(self, address: str) -> grpc.Channel:
         return self.security.open_channel(address, options=CHANNEL_OPTIONS)
@@ -352,8 +342,7 @@ class Injector:
             stream.committer.stop()
         # Senders first: a forwarder blocked in ``submit`` behind an unreachable node's full
         # queue is only released by its sender stopping.
-        for sender in list(self._senders.values()):
-            sender.stop()
+        self._senders.stop()
         for stream in self.streams.values():
             stream.forwarder.stop()
             stream.log.close()

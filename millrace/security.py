@@ -45,6 +45,14 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
 
+RECONNECT_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+"""gRPC's defaults back off to 120 s between reconnects: far too long for a service that a
+supervisor restarts in a second, and a client stuck in backoff misses it altogether."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Security:
     """How a process dials and serves gRPC: TLS material and the shared token."""
@@ -108,8 +116,12 @@ class Security:
     def open_channel(
         self, address: str, *, options: Sequence[tuple[str, Any]] | None = None
     ) -> grpc.Channel:
-        """A channel to ``address``: TLS when ``tls_ca`` is set, the token on every call."""
-        options = list(options or [])
+        """A channel to ``address``: TLS when ``tls_ca`` is set, the token on every call.
+
+        Reconnects are retried within ``RECONNECT_OPTIONS``' bounds unless ``options``
+        say otherwise: a peer restarted by its supervisor is found again within ~2 s.
+        """
+        options = list({**dict(RECONNECT_OPTIONS), **dict(options or [])}.items())
         if self.tls_ca is not None:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=self.tls_ca.read_bytes(),

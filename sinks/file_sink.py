@@ -13,12 +13,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+from millrace.wire.v1 import delivery_pb2, record_pb2
+from sinks._indexed_sink import IndexedSink
 
 
 def _text(data: bytes) -> Any:
@@ -34,21 +34,16 @@ def read_sink_file(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines[:-1] if line]
 
 
-class FileSink(delivery_pb2_grpc.DeliveryServicer):
+class FileSink(IndexedSink):
     """Serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``."""
 
     def __init__(self, path: str | Path) -> None:
+        super().__init__()
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._grew = threading.Condition(self._lock)
-        self._seen: set[bytes] = set()
         self._starts: list[int] = []  # file offset of the line at each position
-        self._latest: dict[bytes, int] = {}  # key -> position of its latest record
         self.truncated_bytes = self._recover()
         self._file = open(self.path, "ab")  # noqa: SIM115 - held for the sink's lifetime
-        self.written = 0
-        self.duplicates = 0
 
     def _recover(self) -> int:
         if not self.path.exists():
@@ -78,17 +73,9 @@ class FileSink(delivery_pb2_grpc.DeliveryServicer):
 
     def write(self, batch: delivery_pb2.DeliveryBatch) -> delivery_pb2.DeliveryAck:
         """Append the batch's new records durably; the ack lists new and duplicate ids."""
-        ack = delivery_pb2.DeliveryAck(batch_seq=batch.batch_seq)
+        pending: set[bytes] = set()
         with self._lock:
-            fresh: list[record_pb2.Record] = []
-            pending: set[bytes] = set()
-            for record in batch.records:
-                rid = record.record_id
-                if rid in self._seen or rid in pending:
-                    ack.duplicate_ids.append(rid)
-                else:
-                    pending.add(rid)
-                    fresh.append(record)
+            ack, fresh = self._split(batch, pending)
             if fresh:
                 lines = [_line(record) for record in fresh]
                 offset = self._file.tell()
@@ -102,8 +89,6 @@ class FileSink(delivery_pb2_grpc.DeliveryServicer):
                     offset += len(line)
                 self.written += len(fresh)
                 self._grew.notify_all()
-            self.duplicates += len(ack.duplicate_ids)
-        ack.committed_ids.extend(r.record_id for r in fresh)
         return ack
 
     # -- reading (Subscribe, View) --------------------------------------------------
@@ -124,19 +109,6 @@ class FileSink(delivery_pb2_grpc.DeliveryServicer):
             data = handle.read() if last is None else handle.read(last - first)
         lines = data.split(b"\n")[: end - position]
         return [(position + i, _record(line)) for i, line in enumerate(lines)]
-
-    def wait_beyond(self, position: int, timeout_s: float) -> bool:
-        """Block until a record exists at ``position`` (True) or the timeout (False)."""
-        with self._grew:
-            return self._grew.wait_for(lambda: len(self._starts) > position, timeout_s)
-
-    def latest(self, key: bytes) -> tuple[int, record_pb2.Record] | None:
-        """The latest record with ``key`` and its position (the materialized view)."""
-        with self._lock:
-            position = self._latest.get(key)
-        if position is None:
-            return None
-        return self.read(position, 1)[0]
 
     def close(self) -> None:
         """Close the file."""

@@ -31,7 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+from millrace.wire.v1 import delivery_pb2, record_pb2
+from sinks._indexed_sink import IndexedSink
 
 SCHEMA = pa.schema(
     [
@@ -88,7 +89,7 @@ class _Part:
     rows: int
 
 
-class ParquetSink(delivery_pb2_grpc.DeliveryServicer):
+class ParquetSink(IndexedSink):
     """Serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``.
 
     Writers are serialized by a commit lock; readers (``read``, ``latest``)
@@ -100,19 +101,14 @@ class ParquetSink(delivery_pb2_grpc.DeliveryServicer):
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
             _fsync_directory(self.directory.parent)
+        super().__init__()
         self._commit_lock = threading.Lock()  # one writer at a time
-        self._lock = threading.Lock()  # the read index below
-        self._grew = threading.Condition(self._lock)
-        self._seen: set[bytes] = set()
         self._parts: list[_Part] = []
         self._firsts: list[int] = []  # _parts[i].first, for bisecting positions
         self._count = 0
-        self._latest: dict[bytes, int] = {}  # key -> position of its latest record
         self._cached: tuple[int, pa.Table] | None = None  # the part read last
         self.removed_tmp_files = self._recover()
         self._next_seq = self._parts[-1].seq + 1 if self._parts else 0
-        self.written = 0
-        self.duplicates = 0
 
     def _recover(self) -> int:
         leftovers = list(self.directory.glob("*.tmp"))  # dot-files included
@@ -157,16 +153,8 @@ class ParquetSink(delivery_pb2_grpc.DeliveryServicer):
             fresh: list[record_pb2.Record] = []
             pending: set[bytes] = set()
             for batch in batches:
-                ack = delivery_pb2.DeliveryAck(batch_seq=batch.batch_seq)
-                for record in batch.records:
-                    rid = record.record_id
-                    if rid in self._seen or rid in pending:
-                        ack.duplicate_ids.append(rid)
-                    else:
-                        pending.add(rid)
-                        fresh.append(record)
-                        ack.committed_ids.append(rid)
-                self.duplicates += len(ack.duplicate_ids)
+                ack, new = self._split(batch, pending)
+                fresh += new
                 acks.append(ack)
             if fresh:
                 seq = self._next_seq
@@ -240,19 +228,6 @@ class ParquetSink(delivery_pb2_grpc.DeliveryServicer):
         table = pq.read_table(self.directory / _part_name(seq), schema=SCHEMA)
         self._cached = (seq, table)
         return table
-
-    def wait_beyond(self, position: int, timeout_s: float) -> bool:
-        """Block until a record exists at ``position`` (True) or the timeout (False)."""
-        with self._grew:
-            return self._grew.wait_for(lambda: self._count > position, timeout_s)
-
-    def latest(self, key: bytes) -> tuple[int, record_pb2.Record] | None:
-        """The latest record with ``key`` and its position (the materialized view)."""
-        with self._lock:
-            position = self._latest.get(key)
-        if position is None:
-            return None
-        return self.read(position, 1)[0]
 
     def close(self) -> None:
         """Nothing is held open between groups; here for symmetry with ``FileSink``."""

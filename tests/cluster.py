@@ -27,7 +27,7 @@ import grpc
 
 from computations import Topology, interval_of
 from computations._outbox import Production
-from computations._sender import DownstreamSender, Origin
+from computations._sender import Origin, SenderPool
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +58,38 @@ def stop_gracefully(process: subprocess.Popen[str], log_path: Path, timeout: flo
         raise AssertionError(
             f"pid {process.pid} ignored SIGTERM for {timeout} s; its log ends:\n{tail}"
         ) from None
+
+
+def forwarding_deployment(
+    directory: Path, node_port: int, sink_port: int, sink_settings: str = ""
+) -> Path:
+    """Write a one-node topology (``tests.workloads:Poison`` forwarding stream ``in`` to
+    sink stream ``ok``) and its deployment file into ``directory``; return the latter.
+    ``sink_settings``: extra TOML lines of ``[sinks.ok]`` (``path``, ``format``)."""
+    (directory / "topology.toml").write_text(
+        """
+[streams.in]
+[streams.ok]
+[computations.fwd]
+handler = "tests.workloads:Poison"
+inputs = { in = "key" }
+outputs = ["ok"]
+"""
+    )
+    deployment = directory / "deployment.toml"
+    deployment.write_text(
+        f"""
+topology = "topology.toml"
+[nodes.fwd]
+computation = "fwd"
+intervals = [0]
+address = "127.0.0.1:{node_port}"
+[sinks.ok]
+address = "127.0.0.1:{sink_port}"
+{sink_settings}
+"""
+    )
+    return deployment
 
 
 class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
@@ -154,7 +186,7 @@ class SourceDriver:
         self._lock = threading.Lock()
         self._unacked: dict[bytes, int] = {}  # outbox key -> event time
         self.max_sent_ms: int | None = None
-        self._senders: dict[str, DownstreamSender] = {}
+        self._senders = SenderPool(sender_id="source", callbacks=self)
         self._origin = Origin("", 0, 0)
 
     def send(self, records: list[record_pb2.Record]) -> None:
@@ -174,13 +206,7 @@ class SourceDriver:
                 if self.max_sent_ms is None or record.event_time_ms > self.max_sent_ms:
                     self.max_sent_ms = record.event_time_ms
         for address, items in by_address.items():
-            self._sender(address).submit(self._origin, items)
-
-    def _sender(self, address: str) -> DownstreamSender:
-        if address not in self._senders:
-            self._senders[address] = DownstreamSender(address, sender_id="source", callbacks=self)
-            self._senders[address].start()
-        return self._senders[address]
+            self._senders.get(address).submit(self._origin, items)
 
     def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
         with self._lock:
@@ -212,5 +238,4 @@ class SourceDriver:
             return mark
 
     def stop(self) -> None:
-        for sender in self._senders.values():
-            sender.stop()
+        self._senders.stop()

@@ -15,7 +15,7 @@ import pytest
 from computations import Topology
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks import FileSink, read_sink_file
-from tests.cluster import ROOT, NodeProcess, SourceDriver, free_port
+from tests.cluster import ROOT, NodeProcess, SourceDriver, forwarding_deployment, free_port
 
 
 def batch(seq: int, ids: list[int]) -> delivery_pb2.DeliveryBatch:
@@ -53,29 +53,7 @@ def test_each_record_is_written_once_across_reopen_and_torn_lines(tmp_path: Path
 def test_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> None:
     rng = random.Random(3)
     node_port, sink_port = free_port(), free_port()
-    (tmp_path / "topology.toml").write_text(
-        """
-[streams.in]
-[streams.ok]
-[computations.fwd]
-handler = "tests.workloads:Poison"
-inputs = { in = "key" }
-outputs = ["ok"]
-"""
-    )
-    deployment = tmp_path / "deployment.toml"
-    deployment.write_text(
-        f"""
-topology = "topology.toml"
-[nodes.fwd]
-computation = "fwd"
-intervals = [0]
-address = "127.0.0.1:{node_port}"
-[sinks.ok]
-address = "127.0.0.1:{sink_port}"
-path = "out/ok.jsonl"
-"""
-    )
+    deployment = forwarding_deployment(tmp_path, node_port, sink_port, 'path = "out/ok.jsonl"')
     command = [
         sys.executable,
         "-m",

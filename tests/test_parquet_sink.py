@@ -23,7 +23,7 @@ from computations.errors import TopologyError
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2, sink_pb2, sink_pb2_grpc
 from sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink
 from sinks.read_service import SubscribeService, ViewService
-from tests.cluster import ROOT, NodeProcess, SourceDriver, free_port
+from tests.cluster import ROOT, NodeProcess, SourceDriver, forwarding_deployment, free_port
 
 
 def record(i: int, key: str = "k") -> record_pb2.Record:
@@ -181,29 +181,7 @@ def test_the_sink_format_is_validated(tmp_path: Path) -> None:
 def test_parquet_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> None:
     rng = random.Random(5)
     node_port, sink_port = free_port(), free_port()
-    (tmp_path / "topology.toml").write_text(
-        """
-[streams.in]
-[streams.ok]
-[computations.fwd]
-handler = "tests.workloads:Poison"
-inputs = { in = "key" }
-outputs = ["ok"]
-"""
-    )
-    deployment = tmp_path / "deployment.toml"
-    deployment.write_text(
-        f"""
-topology = "topology.toml"
-[nodes.fwd]
-computation = "fwd"
-intervals = [0]
-address = "127.0.0.1:{node_port}"
-[sinks.ok]
-address = "127.0.0.1:{sink_port}"
-format = "parquet"
-"""
-    )
+    deployment = forwarding_deployment(tmp_path, node_port, sink_port, 'format = "parquet"')
     command = [sys.executable, "-m", "millrace", "sink", "--deployment", str(deployment),
                "--stream", "ok"]  # fmt: skip
     env = {**os.environ, "MILLRACE_DATA_DIR": str(tmp_path / "sink-data")}

@@ -42,11 +42,6 @@ AUTHORITY_SERVICE = "millrace.wire.v1.WatermarkAuthority"
 WATCH_RPC = "WatermarkAuthority.WatchWatermarks"
 WATCH_RENEW_S = 300.0
 """A watch stream's deadline; it is re-opened (silently) when the deadline passes."""
-RECONNECT_OPTIONS = [
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
-"""A watch notices a restarted authority within about 2 s."""
 SOURCE_PREFIX = "source:"
 
 
@@ -116,7 +111,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     service, deployment = injector_service(args.deployment, args.injector, authority=True)
     security = security_of(deployment)
-    with security.open_channel(service.address, options=RECONNECT_OPTIONS) as channel:
+    with security.open_channel(service.address) as channel:
         check_serving(channel, service, AUTHORITY_SERVICE, args.timeout)
         stub = watermark_pb2_grpc.WatermarkAuthorityStub(channel)
         with talking_to(service, WATCH_RPC, args.timeout):

@@ -1,0 +1,64 @@
+"""What every exactly-once sink shares: dedup by record id, positions, the latest per key.
+
+A sink numbers the records it has written 0, 1, 2, ... (their *positions*,
+what ``Subscribe`` resumes from) and remembers every record id it has
+written, so a resent record is acknowledged as a duplicate and never written
+twice. Subclasses store the records and implement ``__len__`` and ``read``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+
+
+class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
+    """Base of the sinks: serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards the read index: positions and _latest
+        self._grew = threading.Condition(self._lock)
+        self._seen: set[bytes] = set()
+        self._latest: dict[bytes, int] = {}  # key -> position of its latest record
+        self.written = 0
+        self.duplicates = 0
+
+    def __len__(self) -> int:
+        """How many records are written (the next record's position)."""
+        raise NotImplementedError
+
+    def read(self, position: int, limit: int) -> list[tuple[int, record_pb2.Record]]:
+        """Up to ``limit`` records from ``position`` on, with their positions."""
+        raise NotImplementedError
+
+    def _split(
+        self, batch: delivery_pb2.DeliveryBatch, pending: set[bytes]
+    ) -> tuple[delivery_pb2.DeliveryAck, list[record_pb2.Record]]:
+        """The batch's ack and its records to write: an id already written, or in
+        ``pending`` (the write in progress, which this call extends), is a duplicate."""
+        ack = delivery_pb2.DeliveryAck(batch_seq=batch.batch_seq)
+        fresh: list[record_pb2.Record] = []
+        for record in batch.records:
+            rid = record.record_id
+            if rid in self._seen or rid in pending:
+                ack.duplicate_ids.append(rid)
+            else:
+                pending.add(rid)
+                fresh.append(record)
+                ack.committed_ids.append(rid)
+        self.duplicates += len(ack.duplicate_ids)
+        return ack, fresh
+
+    def wait_beyond(self, position: int, timeout_s: float) -> bool:
+        """Block until a record exists at ``position`` (True) or the timeout (False)."""
+        with self._grew:
+            return self._grew.wait_for(lambda: len(self) > position, timeout_s)
+
+    def latest(self, key: bytes) -> tuple[int, record_pb2.Record] | None:
+        """The latest record with ``key`` and its position (the materialized view)."""
+        with self._lock:
+            position = self._latest.get(key)
+        if position is None:
+            return None
+        return self.read(position, 1)[0]
