@@ -43,9 +43,9 @@ SERVICES = ("injector", "page-counts-0", "page-counts-1", "user-pages")
 
 def pid_of(deployment: Path, service: str) -> int | None:
     pattern = (
-        f"millrace injector --deployment {deployment}"
+        f"millrace injector --config {deployment}"
         if service == "injector"
-        else f"millrace node --deployment {deployment} --name {service}"
+        else f"millrace node --config {deployment} --name {service}"
     )
     found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
     pids = [int(p) for p in found.stdout.split()]

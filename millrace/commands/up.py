@@ -159,7 +159,7 @@ def _add_children(
     if deployment.injector is not None:
         supervisor.add(
             INJECTOR,
-            [*millrace, "injector", "--deployment", str(deployment_path),
+            [*millrace, "injector", "--config", str(deployment_path),
              "--log-dir", str(data_dir / "log")],
             log_dir / f"{INJECTOR}.log",
             ready_prefix="injector serving",
@@ -171,7 +171,7 @@ def _add_children(
     for name, node in deployment.nodes.items():
         supervisor.add(
             name,
-            [*millrace, "node", "--deployment", str(deployment_path), "--name", name,
+            [*millrace, "node", "--config", str(deployment_path), "--name", name,
              "--data-dir", str(data_dir / "nodes")],
             log_dir / f"{name}.log",
             ready_prefix=f"node {name} serving",
