@@ -44,10 +44,11 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from computations._processor import SINK_PREFIX
+from computations._routing import SINK_PREFIX
 from computations._topology import Topology
 from computations.errors import TopologyError
 from millrace.security import Security
@@ -269,7 +270,17 @@ class Deployment:
         """The address that receives deliveries for ``consumer``'s ``interval`` (or a sink)."""
         if consumer.startswith(SINK_PREFIX):
             return self.sinks[consumer[len(SINK_PREFIX) :]]
+        address = self._node_addresses.get((consumer, interval))
+        if address is None:
+            raise KeyError(f"no node hosts interval {interval} of {consumer!r}")
+        return address
+
+    @cached_property
+    def _node_addresses(self) -> dict[tuple[str, int], str]:
+        """(computation, interval) -> its node's address, the first node listed winning
+        (routing asks for every production)."""
+        addresses: dict[tuple[str, int], str] = {}
         for node in self.nodes.values():
-            if node.computation == consumer and interval in node.intervals:
-                return node.address
-        raise KeyError(f"no node hosts interval {interval} of {consumer!r}")
+            for interval in node.intervals:
+                addresses.setdefault((node.computation, interval), node.address)
+        return addresses

@@ -58,8 +58,6 @@ class Node(WorkerHooks):
         self._store_config = store_config or StoreConfig(sync=True)
         self.processors: dict[tuple[str, int], IntervalProcessor] = {}
         self.workers: dict[tuple[str, int], IntervalWorker] = {}
-        self._addresses: dict[tuple[str, int], str] = {}
-        """(consumer, interval) -> address, memoized: the deployment does not change."""
         self._senders = SenderPool(
             sender_id=self.name, callbacks=self, channel_factory=self._open_channel
         )
@@ -198,12 +196,8 @@ class Node(WorkerHooks):
 
     def route(self, origin: Origin, productions: list[Production]) -> None:
         by_address: dict[str, list[Production]] = {}
-        addresses = self._addresses
         for production in productions:
-            target = (production.consumer, production.interval)
-            address = addresses.get(target)
-            if address is None:
-                address = addresses[target] = self.deployment.address_of(*target)
+            address = self.deployment.address_of(production.consumer, production.interval)
             by_address.setdefault(address, []).append(production)
         for address, items in by_address.items():
             self._senders.get(address).submit(origin, items)

@@ -1,4 +1,4 @@
-"""Productions: their stable ids, outbox keys and payloads, and the oldest one in flight.
+"""Productions: their stable ids, outbox keys and values, and the oldest one in flight.
 
 An outbox key names the destination and the production:
 ``consumer computation | 0x00 | interval u32 | production id``; its value is
@@ -61,7 +61,7 @@ def split_outbox_key(key: bytes) -> tuple[str, int, bytes]:
 class Production(NamedTuple):
     """A record on its way to one interval of one consuming computation.
 
-    Build with :meth:`to`, which derives ``outbox_key`` and ``payload``.
+    Build with :meth:`to`, which derives ``outbox_key``.
     """
 
     consumer: str
@@ -69,28 +69,24 @@ class Production(NamedTuple):
     record: record_pb2.Record
     outbox_key: bytes
     """Its key in the producer's outbox."""
-    payload: bytes
-    """``record`` serialized: its value in the producer's outbox."""
 
     @classmethod
     def to(cls, consumer: str, interval: int, record: record_pb2.Record) -> Production:
         """A production of ``record`` for ``consumer``'s ``interval``."""
-        key = outbox_key(consumer, interval, record.record_id)
-        return cls(consumer, interval, record, key, record.SerializeToString())
+        return cls(consumer, interval, record, outbox_key(consumer, interval, record.record_id))
 
     def outbox_value(self, seq: int) -> bytes:
         """Its value in the producer's outbox: the interval's production sequence
-        number ``seq`` (so a restart resends in production order), then ``payload``."""
-        return _U64.pack(seq) + self.payload
+        number ``seq`` (so a restart resends in production order), then the record."""
+        return _U64.pack(seq) + self.record.SerializeToString()
 
     @classmethod
     def from_outbox(cls, key: bytes, value: bytes) -> tuple[int, Production]:
         """Rebuild a production and its sequence number from an outbox entry."""
         consumer, interval, _ = split_outbox_key(key)
-        payload = value[_U64.size :]
         record = record_pb2.Record()
-        record.ParseFromString(payload)
-        return _U64.unpack_from(value)[0], cls(consumer, interval, record, key, payload)
+        record.ParseFromString(value[_U64.size :])
+        return _U64.unpack_from(value)[0], cls(consumer, interval, record, key)
 
 
 class OldestInFlight:

@@ -23,16 +23,10 @@ from dataclasses import dataclass, field
 
 from computations._computation import Computation
 from computations._keys import interval_of
-from computations._outbox import (
-    OldestInFlight,
-    Production,
-    outbox_key_prefix,
-    production_id,
-    record_id_prefix,
-    timer_id_prefix,
-)
+from computations._outbox import OldestInFlight, Production, record_id_prefix, timer_id_prefix
 from computations._records import FiredTimer, Record
-from computations._scope import RESERVED_PREFIX, Emitted, RecordScope
+from computations._routing import ProductionRouter
+from computations._scope import RESERVED_PREFIX, RecordScope
 from computations._topology import Topology
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
 from statestore import StateStore, Transaction
@@ -64,38 +58,6 @@ class BatchOutcome:
     timers_fired: int = 0
 
 
-SINK_PREFIX = "sink:"
-"""Consumer name of a sink stream's destination: ``sink:<stream>``, one interval."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    consumer: str
-    intervals: int
-    extract: Callable[[bytes, bytes], bytes]
-    key_prefixes: tuple[bytes, ...]
-    """Per target interval, the outbox-key prefix of productions sent there."""
-
-    @classmethod
-    def to(cls, consumer: str, intervals: int, extract: Callable[[bytes, bytes], bytes]) -> _Route:
-        prefixes = tuple(outbox_key_prefix(consumer, i) for i in range(intervals))
-        return cls(consumer, intervals, extract, prefixes)
-
-
-def _sink_key(key: bytes, value: bytes) -> bytes:
-    return key
-
-
-def _routes(topology: Topology, stream: str) -> list[_Route]:
-    """Where records of ``stream`` go: each consumer, or the stream's sink."""
-    consumers = topology.consumers(stream)
-    if not consumers:
-        return [_Route.to(SINK_PREFIX + stream, 1, _sink_key)]
-    return [
-        _Route.to(c.name, c.intervals, topology.key_extractor(c.name, stream)) for c in consumers
-    ]
-
-
 class IntervalProcessor:
     """One key interval of one computation, over its own :class:`StateStore`."""
 
@@ -124,7 +86,7 @@ class IntervalProcessor:
         self._extract = {
             s: topology.key_extractor(computation, s) for s in self.spec.input_streams()
         }
-        self._routes = {stream: _routes(topology, stream) for stream in self.spec.outputs}
+        self._router = ProductionRouter(topology, computation)
         self._record_id_prefix = record_id_prefix(computation)
         self._attempts: dict[bytes, int] = {}
         self.records_committed = 0
@@ -190,7 +152,7 @@ class IntervalProcessor:
             scope.apply()
             committed.append(rid)
             if scope.emitted:
-                self._route(scope.emitted, outcome, self._record_id_prefix + rid)
+                self._router.route(scope.emitted, self._record_id_prefix + rid, outcome.productions)
         txn.mark_seen(committed)
         delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
         self._commit(txn, outcome, skip=delivered)
@@ -289,7 +251,8 @@ class IntervalProcessor:
                 continue
             scope.apply()
             seq += 1
-            self._route(scope.emitted, outcome, timer_id_prefix(self.name, self.interval, seq))
+            cause = timer_id_prefix(self.name, self.interval, seq)
+            self._router.route(scope.emitted, cause, outcome.productions)
             outcome.timers_fired += 1
         txn.set_meta(_FIRE_SEQ, _U64.pack(seq))
         self._commit(txn, outcome)
@@ -414,42 +377,6 @@ class IntervalProcessor:
             low_watermark=self.input_watermark,
             now_ms=now,
         )
-
-    def _route(self, emitted: list[Emitted], outcome: BatchOutcome, id_prefix: bytes) -> None:
-        """Turn one call's productions into records, one per consuming interval.
-
-        ``id_prefix`` names the cause (an input record, a timer fire); the n-th
-        production's id is :func:`production_id` of it and n."""
-        productions = outcome.productions
-        for index, (stream, key, value, timestamp) in enumerate(emitted):
-            record_id = production_id(id_prefix, index)
-            record = record_pb2.Record(
-                record_id=record_id,
-                key=key,
-                value=value,
-                event_time_ms=timestamp,
-                producer=self.name,
-                stream=stream,
-            )
-            payload = record.SerializeToString()
-            for route in self._routes[stream]:
-                interval = 0
-                if route.intervals > 1:
-                    try:
-                        interval = interval_of(route.extract(key, value), route.intervals)
-                    except Exception:
-                        # Unkeyable for that consumer: its interval 0 dead-letters it
-                        # with the extractor's error, where the operator looks for it.
-                        interval = 0
-                productions.append(
-                    Production(
-                        route.consumer,
-                        interval,
-                        record,
-                        route.key_prefixes[interval] + record_id,
-                        payload,
-                    )
-                )
 
     def _commit(
         self, txn: Transaction, outcome: BatchOutcome, skip: set[bytes] | None = None

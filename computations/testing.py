@@ -27,8 +27,9 @@ from typing import TypeVar
 
 from computations._keys import interval_of
 from computations._outbox import Production
-from computations._processor import SINK_PREFIX, BatchOutcome, IntervalProcessor
+from computations._processor import BatchOutcome, IntervalProcessor
 from computations._records import Record
+from computations._routing import SINK_PREFIX
 from computations._scope import state_key
 from computations._serde import BYTES, Serde
 from computations._topology import Topology

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -61,19 +62,25 @@ def stop_gracefully(process: subprocess.Popen[str], log_path: Path, timeout: flo
 
 
 def forwarding_deployment(
-    directory: Path, node_port: int, sink_port: int, sink_settings: str = ""
+    directory: Path,
+    node_port: int,
+    sink_address: str,
+    sink_settings: str = "",
+    computation_settings: str = "",
 ) -> Path:
     """Write a one-node topology (``tests.workloads:Poison`` forwarding stream ``in`` to
     sink stream ``ok``) and its deployment file into ``directory``; return the latter.
-    ``sink_settings``: extra TOML lines of ``[sinks.ok]`` (``path``, ``format``)."""
+    ``sink_settings``, ``computation_settings``: extra TOML lines of ``[sinks.ok]``
+    (``path``, ``format``) and of ``[computations.fwd]`` (``productions``, ...)."""
     (directory / "topology.toml").write_text(
-        """
+        f"""
 [streams.in]
 [streams.ok]
 [computations.fwd]
 handler = "tests.workloads:Poison"
-inputs = { in = "key" }
+inputs = {{ in = "key" }}
 outputs = ["ok"]
+{computation_settings}
 """
     )
     deployment = directory / "deployment.toml"
@@ -85,11 +92,23 @@ computation = "fwd"
 intervals = [0]
 address = "127.0.0.1:{node_port}"
 [sinks.ok]
-address = "127.0.0.1:{sink_port}"
+address = "{sink_address}"
 {sink_settings}
 """
     )
     return deployment
+
+
+def numbered_records(start: int, count: int, keys: int) -> list[record_pb2.Record]:
+    """Records ``start`` .. ``start + count - 1`` of stream ``in``: id ``r<n>``, key
+    ``k<n % keys>``, value and event time ``n``."""
+    return [
+        record_pb2.Record(
+            record_id=f"r{i:06d}".encode(), key=f"k{i % keys}".encode(),
+            value=json.dumps(i).encode(), event_time_ms=i, stream="in",
+        )
+        for i in range(start, start + count)
+    ]  # fmt: skip
 
 
 class CollectingSink(delivery_pb2_grpc.DeliveryServicer):

@@ -8,7 +8,6 @@ it first sent them.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -22,6 +21,7 @@ from computations._outbox import Production
 from computations._sender import DownstreamSender, Origin
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from statestore import StateStore
+from tests.cluster import numbered_records
 
 TOPOLOGY = {
     "streams": {"in": {}, "ok": {}},
@@ -29,16 +29,6 @@ TOPOLOGY = {
         "fwd": {"handler": "tests.workloads:Poison", "inputs": {"in": "key"}, "outputs": ["ok"]}
     },
 }
-
-
-def _records(start: int, count: int) -> list[record_pb2.Record]:
-    return [
-        record_pb2.Record(
-            record_id=f"r{i:06d}".encode(), key=f"k{i % 7}".encode(),
-            value=json.dumps(i).encode(), event_time_ms=i, stream="in",
-        )
-        for i in range(start, start + count)
-    ]  # fmt: skip
 
 
 def _processor(path: Path, epoch: int) -> IntervalProcessor:
@@ -53,7 +43,7 @@ def test_outbox_resends_in_production_order_after_a_restart(tmp_path: Path) -> N
     processor = _processor(tmp_path / "s", epoch=1)
     made: list[bytes] = []
     for start in range(0, 600, 100):  # six commits, nothing acknowledged
-        outcome = processor.process_records(_records(start, 100))
+        outcome = processor.process_records(numbered_records(start, 100, keys=7))
         made += [p.record.record_id for p in outcome.productions]
     # Production ids are hashes: key order in the outbox is not production order.
     assert sorted(made) != made
@@ -61,7 +51,7 @@ def test_outbox_resends_in_production_order_after_a_restart(tmp_path: Path) -> N
 
     restarted = _processor(tmp_path / "s", epoch=2)
     assert [p.record.record_id for p in restarted.pending_productions()] == made
-    more = restarted.process_records(_records(600, 50)).productions
+    more = restarted.process_records(numbered_records(600, 50, keys=7)).productions
     restarted.store.close()
     again = _processor(tmp_path / "s", epoch=3)
     expected = made + [p.record.record_id for p in more]

@@ -53,7 +53,9 @@ def test_each_record_is_written_once_across_reopen_and_torn_lines(tmp_path: Path
 def test_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> None:
     rng = random.Random(3)
     node_port, sink_port = free_port(), free_port()
-    deployment = forwarding_deployment(tmp_path, node_port, sink_port, 'path = "out/ok.jsonl"')
+    deployment = forwarding_deployment(
+        tmp_path, node_port, f"127.0.0.1:{sink_port}", 'path = "out/ok.jsonl"'
+    )
     command = [
         sys.executable,
         "-m",

@@ -181,7 +181,9 @@ def test_the_sink_format_is_validated(tmp_path: Path) -> None:
 def test_parquet_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> None:
     rng = random.Random(5)
     node_port, sink_port = free_port(), free_port()
-    deployment = forwarding_deployment(tmp_path, node_port, sink_port, 'format = "parquet"')
+    deployment = forwarding_deployment(
+        tmp_path, node_port, f"127.0.0.1:{sink_port}", 'format = "parquet"'
+    )
     command = [sys.executable, "-m", "millrace", "sink", "--deployment", str(deployment),
                "--stream", "ok"]  # fmt: skip
     env = {**os.environ, "MILLRACE_DATA_DIR": str(tmp_path / "sink-data")}

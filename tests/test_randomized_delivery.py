@@ -48,7 +48,8 @@ import pytest
 
 from computations import interval_of
 from computations._outbox import Production
-from computations._processor import _FIRE_SEQ, SINK_PREFIX, IntervalProcessor
+from computations._processor import _FIRE_SEQ, IntervalProcessor
+from computations._routing import SINK_PREFIX
 from computations._watermarks import MAX_TIME, MIN_TIME, ComputationWatermark, compute_watermarks
 from computations.testing import TestHarness
 from millrace.wire.v1 import record_pb2

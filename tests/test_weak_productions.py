@@ -14,7 +14,14 @@ from computations import IntervalProcessor, Topology
 from computations._outbox import Production
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import StateStore
-from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port
+from tests.cluster import (
+    CollectingSink,
+    NodeProcess,
+    SourceDriver,
+    forwarding_deployment,
+    free_port,
+    numbered_records,
+)
 
 
 def weak_topology(threshold_ms: int = 200) -> dict[str, Any]:
@@ -33,13 +40,7 @@ def weak_topology(threshold_ms: int = 200) -> dict[str, Any]:
 
 
 def records(start: int, count: int) -> list[record_pb2.Record]:
-    return [
-        record_pb2.Record(
-            record_id=f"r{i:06d}".encode(), key=f"k{i % 5}".encode(),
-            value=json.dumps(i).encode(), event_time_ms=i, stream="in",
-        )
-        for i in range(start, start + count)
-    ]  # fmt: skip
+    return numbered_records(start, count, keys=5)
 
 
 def test_only_unacked_productions_are_checkpointed(tmp_path: Path) -> None:
@@ -87,31 +88,8 @@ class SlowSink(CollectingSink):
 def test_weak_pipeline_is_exactly_once_across_a_kill(tmp_path: Path) -> None:
     sink = SlowSink()
     port = free_port()
-    (tmp_path / "topology.toml").write_text(
-        """
-[streams.in]
-[streams.ok]
-
-[computations.fwd]
-handler = "tests.workloads:Poison"
-inputs = { in = "key" }
-outputs = ["ok"]
-productions = "weak"
-weak_threshold_ms = 100
-"""
-    )
-    deployment = tmp_path / "deployment.toml"
-    deployment.write_text(
-        f"""
-topology = "topology.toml"
-[nodes.fwd]
-computation = "fwd"
-intervals = [0]
-address = "127.0.0.1:{port}"
-[sinks.ok]
-address = "{sink.address}"
-"""
-    )
+    weak = 'productions = "weak"\nweak_threshold_ms = 100'
+    deployment = forwarding_deployment(tmp_path, port, sink.address, computation_settings=weak)
     node = NodeProcess(deployment, "fwd", tmp_path / "data", tmp_path)
     node.start()
     topology = Topology.load(tmp_path / "topology.toml")
