@@ -70,8 +70,6 @@ class RocksDBEngine:
             raise _translate_open_error(self.path, exc) from exc
         self._columns = tuple(self._db.get_column_family(column.family) for column in Column)
         self._handles = tuple(self._db.get_column_family_handle(column.family) for column in Column)
-        self._sync = WriteOptions()
-        self._sync.sync = True
         self._nosync = WriteOptions()
 
     def get(self, column: Column, key: bytes) -> bytes | None:
@@ -103,7 +101,13 @@ class RocksDBEngine:
     def write(self, batch: Batch, *, sync: bool) -> None:
         assert isinstance(batch, RocksBatch), "a batch from another engine"
         try:
-            self._db.write(batch.batch, self._sync if sync else self._nosync)
+            # rocksdict holds the GIL for all of ``write``, fsync included, but releases
+            # it in ``flush_wal``: write to the WAL unsynced, then sync the WAL, so the
+            # process's other threads (gRPC, senders) run during the disk wait. The
+            # caller acks only after this returns, so durability is the same.
+            self._db.write(batch.batch, self._nosync)
+            if sync:
+                self._db.flush_wal(True)
         finally:
             batch.release()
 
