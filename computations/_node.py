@@ -100,7 +100,7 @@ class Node(WorkerHooks):
             recovered = {
                 "computation": computation, "interval": interval, "epoch": epoch,
                 "dedup_ids": store.recovered_ids, "timers": store.pending_timers,
-                "outbox": store.outbox_count(),
+                "outbox": len(self.processors[(computation, interval)].in_flight),
             }  # fmt: skip
             log.info(
                 "interval %(computation)s/%(interval)s recovered: epoch %(epoch)d, "

@@ -1,29 +1,38 @@
-"""Productions: their stable ids, outbox keys and values, and the oldest one in flight.
+"""Productions: their stable ids, the outbox frames that hold them, the oldest in flight.
 
-An outbox key names the destination and the production:
-``consumer computation | 0x00 | interval u32 | production id``; its value is
-the interval's production sequence number (u64, increasing in the order the
-productions were made) and the wire ``Record``. Production ids are derived, never random:
+A production is named by its destination and its production id (its
+*identity*: ``consumer computation | 0x00 | interval u32 | production id``).
+Productions are checkpointed in **outbox frames**, one RocksDB entry per
+destination per commit rather than one per production: a frame's key is
+``0x00 | frame sequence u64`` (increasing, so a restart resends frames in the
+order they were made) and its value is a wire ``DeliveryBatch`` whose
+``target`` is the destination and whose ``records`` are the productions. A
+frame is deleted once every production in it is acknowledged. Production ids
+are derived, never random:
 
 - from a record: ``H(computation, input record id, index)``, the same on every
   replay of that record (what weak productions need);
 - from a timer: ``H(computation, interval, timer-fire sequence, index)``, the
   sequence being committed with the fire.
+
+Stores written before frames existed hold one entry per production
+(key = identity, value = u64 sequence + ``Record``); they are still read.
 """
 
 from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import NamedTuple
 
 from xxhash import xxh3_128_digest
 
-from millrace.wire.v1 import record_pb2
+from millrace.wire.v1 import delivery_pb2, record_pb2
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_FRAME_TAG = b"\x00"  # no consumer name is empty, so no identity starts with 0x00
 
 
 def record_id_prefix(computation: str) -> bytes:
@@ -68,29 +77,57 @@ class Production(NamedTuple):
     interval: int
     record: record_pb2.Record
     outbox_key: bytes
-    """Its key in the producer's outbox."""
+    """Its identity in the producer's outbox: destination and production id."""
 
     @classmethod
     def to(cls, consumer: str, interval: int, record: record_pb2.Record) -> Production:
         """A production of ``record`` for ``consumer``'s ``interval``."""
         return cls(consumer, interval, record, outbox_key(consumer, interval, record.record_id))
 
-    def outbox_value(self, seq: int) -> bytes:
-        """Its value in the producer's outbox: the interval's production sequence
-        number ``seq`` (so a restart resends in production order), then the record."""
-        return _U64.pack(seq) + self.record.SerializeToString()
-
     @classmethod
     def from_outbox(cls, key: bytes, value: bytes) -> tuple[int, Production]:
-        """Rebuild a production and its sequence number from an outbox entry."""
+        """Rebuild a production and its sequence number from a per-production outbox entry
+        (the format before frames)."""
         consumer, interval, _ = split_outbox_key(key)
         record = record_pb2.Record()
         record.ParseFromString(value[_U64.size :])
         return _U64.unpack_from(value)[0], cls(consumer, interval, record, key)
 
 
+def frame_key(seq: int) -> bytes:
+    """The outbox key of the ``seq``-th frame of an interval."""
+    return _FRAME_TAG + _U64.pack(seq)
+
+
+def is_frame_key(key: bytes) -> bool:
+    """True for a frame's key, False for a per-production entry of the older format."""
+    return key[:1] == _FRAME_TAG
+
+
+def frame_seq(key: bytes) -> int:
+    """Inverse of :func:`frame_key`."""
+    return int(_U64.unpack_from(key, 1)[0])
+
+
+def encode_frame(consumer: str, interval: int, productions: Sequence[Production]) -> bytes:
+    """A frame's value: the productions (all to ``consumer``'s ``interval``) as a batch."""
+    frame = delivery_pb2.DeliveryBatch(records=[p.record for p in productions])
+    frame.target.computation = consumer
+    frame.target.index = interval
+    return frame.SerializeToString()
+
+
+def decode_frame(value: bytes) -> list[Production]:
+    """Inverse of :func:`encode_frame`."""
+    frame = delivery_pb2.DeliveryBatch()
+    frame.ParseFromString(value)
+    consumer, interval = frame.target.computation, frame.target.index
+    prefix = outbox_key_prefix(consumer, interval)
+    return [Production(consumer, interval, r, prefix + r.record_id) for r in frame.records]
+
+
 class OldestInFlight:
-    """Unacknowledged productions, grouped by the commit that created them.
+    """Unacknowledged productions, in groups (an outbox frame, or one commit's worth).
 
     Each group keeps the smallest event timestamp of its productions and how
     many are still unacknowledged; the oldest in-flight timestamp is the
@@ -100,14 +137,17 @@ class OldestInFlight:
     """
 
     def __init__(self) -> None:
-        self._group_of: dict[bytes, int] = {}
-        self._groups: dict[int, list[float]] = {}  # group -> [min ts, live count, added at]
+        self._group_of: dict[bytes, Hashable] = {}
+        self._groups: dict[Hashable, list[float]] = {}  # group -> [min ts, live, added at]
         self._next_group = 0
 
-    def add_group(self, items: Iterable[tuple[bytes, int]]) -> None:
-        """Track the productions of one commit: ``(outbox key, event timestamp)``."""
-        group = self._next_group
-        self._next_group += 1
+    def add_group(self, items: Iterable[tuple[bytes, int]], group: Hashable = None) -> int:
+        """Track productions ``(identity, event timestamp)`` as one group, named ``group``
+        (a fresh name when None). Identities already tracked stay in their first group;
+        returns how many were new (0: no group was made)."""
+        if group is None:
+            group = self._next_group
+            self._next_group += 1
         count = 0
         oldest: int | None = None
         for key, timestamp_ms in items:
@@ -119,20 +159,28 @@ class OldestInFlight:
                 oldest = timestamp_ms
         if count and oldest is not None:
             self._groups[group] = [oldest, count, time.monotonic()]
+        return count
 
     def add(self, key: bytes, timestamp_ms: int) -> None:
         """Track one unacknowledged production."""
         self.add_group([(key, timestamp_ms)])
 
-    def remove(self, key: bytes) -> None:
-        """Forget an acknowledged production."""
+    def remove(self, key: bytes) -> Hashable:
+        """Forget an acknowledged production; returns its group's name if that was the
+        group's last live member (None otherwise, or when ``key`` is not tracked)."""
         group = self._group_of.pop(key, None)
         if group is None:
-            return
+            return None
         entry = self._groups[group]
         entry[1] -= 1
         if entry[1] <= 0:
             del self._groups[group]
+            return group
+        return None
+
+    def tracks(self, key: bytes) -> bool:
+        """True while ``key`` is unacknowledged here."""
+        return key in self._group_of
 
     def __len__(self) -> int:
         return len(self._group_of)

@@ -23,7 +23,17 @@ from dataclasses import dataclass, field
 
 from computations._computation import Computation
 from computations._keys import interval_of
-from computations._outbox import OldestInFlight, Production, record_id_prefix, timer_id_prefix
+from computations._outbox import (
+    OldestInFlight,
+    Production,
+    decode_frame,
+    encode_frame,
+    frame_key,
+    frame_seq,
+    is_frame_key,
+    record_id_prefix,
+    timer_id_prefix,
+)
 from computations._records import FiredTimer, Record
 from computations._routing import ProductionRouter
 from computations._scope import RESERVED_PREFIX, RecordScope
@@ -96,10 +106,12 @@ class IntervalProcessor:
         self.input_watermark: int | None = None
         self.in_flight = OldestInFlight()
         store.claim_epoch(epoch)
-        pending = self._outbox_in_order()
-        self._outbox_seq = pending[-1][0] + 1 if pending else 0
-        """The sequence number of the next production checkpointed in the outbox."""
-        self.in_flight.add_group((p.outbox_key, p.record.event_time_ms) for _, p in pending)
+        self._next_frame = 0
+        """The sequence number of the next outbox frame."""
+        for key, productions in self._read_outbox():
+            self._track(key, productions)
+            if is_frame_key(key):
+                self._next_frame = frame_seq(key) + 1
 
     # -- 1. records --------------------------------------------------------
 
@@ -121,8 +133,7 @@ class IntervalProcessor:
         """
         outcome = BatchOutcome()
         txn = self.store.begin(self.epoch)
-        for done in acked:
-            txn.remove_outbox(done)
+        self._forget_acked(txn, acked)
         rids = [r.record_id for r in records]
         seen = txn.seen(rids)
         now = self._clock()
@@ -156,8 +167,6 @@ class IntervalProcessor:
         txn.mark_seen(committed)
         delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
         self._commit(txn, outcome, skip=delivered)
-        for done in acked:
-            self.in_flight.remove(done)
         if self._attempts:
             for rid in committed:
                 self._attempts.pop(rid, None)
@@ -306,17 +315,27 @@ class IntervalProcessor:
     # -- 3. acks -------------------------------------------------------------
 
     def acknowledge(self, outbox_keys: Iterable[bytes]) -> None:
-        """Productions acked downstream leave the outbox (no fsync: a lost delete
-        only causes a resend, which the receiver deduplicates)."""
-        keys = list(outbox_keys)
-        if not keys:
-            return
+        """Productions acked downstream are forgotten; frames left with none unacked
+        leave the outbox (no fsync: a lost delete only causes a resend, which the
+        receiver deduplicates)."""
         txn = self.store.begin(self.epoch)
-        for key in keys:
-            txn.remove_outbox(key)
-        txn.commit(sync=False)
-        for key in keys:
-            self.in_flight.remove(key)
+        if self._forget_acked(txn, outbox_keys):
+            txn.commit(sync=False)
+        else:
+            txn.abort()
+
+    def _forget_acked(self, txn: Transaction, outbox_keys: Iterable[bytes]) -> bool:
+        """Stop tracking acked productions; stage deletes of the frames they emptied.
+        Done before the commit: if that fails, a frame only stays until the next restart
+        resends it."""
+        remove = self.in_flight.remove
+        emptied = False
+        for key in outbox_keys:
+            frame = remove(key)
+            if frame is not None:
+                txn.remove_outbox(frame)  # type: ignore[arg-type]
+                emptied = True
+        return emptied
 
     def refused(self, production: Production, reason: str) -> None:
         """A receiver will never accept ``production``: keep it as a dead letter, with the
@@ -324,19 +343,31 @@ class IntervalProcessor:
         txn = self.store.begin(self.epoch)
         error = f"refused by {production.consumer}/{production.interval}: {reason}"
         self._put_letter(txn, production.record.record_id, production.record, error, 1)
-        txn.remove_outbox(production.outbox_key)
+        self._forget_acked(txn, [production.outbox_key])
         txn.commit()
-        self.in_flight.remove(production.outbox_key)
 
     def pending_productions(self) -> list[Production]:
         """Every production in the outbox, in the order they were made (to resend after
         a restart: a consumer that keeps the latest value per key must see them in order)."""
-        return [production for _, production in self._outbox_in_order()]
+        return [p for _, productions in self._read_outbox() for p in productions]
 
-    def _outbox_in_order(self) -> list[tuple[int, Production]]:
-        entries = [Production.from_outbox(key, value) for key, value in self.store.outbox()]
-        entries.sort(key=lambda entry: entry[0])
-        return entries
+    def _read_outbox(self) -> list[tuple[bytes, list[Production]]]:
+        """The outbox's entries in production order: per-production entries of the older
+        format first (they are older), then the frames by sequence."""
+        legacy: list[tuple[int, Production]] = []
+        frames: list[tuple[bytes, list[Production]]] = []
+        for key, value in self.store.outbox():
+            if is_frame_key(key):
+                frames.append((key, decode_frame(value)))
+            else:
+                legacy.append(Production.from_outbox(key, value))
+        legacy.sort(key=lambda entry: entry[0])
+        return [(p.outbox_key, [p]) for _, p in legacy] + frames
+
+    def _track(self, key: bytes, productions: Sequence[Production]) -> int:
+        return self.in_flight.add_group(
+            ((p.outbox_key, p.record.event_time_ms) for p in productions), key
+        )
 
     # -- watermark inputs ------------------------------------------------------
 
@@ -381,21 +412,29 @@ class IntervalProcessor:
     def _commit(
         self, txn: Transaction, outcome: BatchOutcome, skip: set[bytes] | None = None
     ) -> None:
-        """Checkpoint the productions (all of them, or all but the already-acked ``skip``)
-        in the same commit as everything else."""
-        checkpoint = (
-            outcome.productions
-            if not skip
-            else [p for p in outcome.productions if p.outbox_key not in skip]
-        )
-        seq = self._outbox_seq
-        for production in checkpoint:
-            txn.add_outbox(production.outbox_key, production.outbox_value(seq))
-            seq += 1
-        self._outbox_seq = seq  # gaps after a failed commit are harmless: only order counts
+        """Checkpoint the productions (all of them, or all but the already-acked ``skip``),
+        one frame per destination, in the same commit as everything else."""
+        frames: dict[tuple[str, int], list[Production]] = {}
+        tracked = self.in_flight.tracks
+        for production in outcome.productions:
+            # An identity already in flight has its frame; another would never be deleted.
+            if (skip and production.outbox_key in skip) or tracked(production.outbox_key):
+                continue
+            destination = (production.consumer, production.interval)
+            frame = frames.get(destination)
+            if frame is None:
+                frames[destination] = [production]
+            else:
+                frame.append(production)
+        staged: list[tuple[bytes, list[Production]]] = []
+        for (consumer, interval), productions in frames.items():
+            key = frame_key(self._next_frame)
+            self._next_frame += 1  # gaps after a failed commit are harmless: only order counts
+            txn.add_outbox(key, encode_frame(consumer, interval, productions))
+            staged.append((key, productions))
         for name, epoch in self._new_sender_epochs.items():
             txn.set_meta(name, _U64.pack(epoch))
         txn.commit()
         self._new_sender_epochs.clear()
-        if checkpoint:
-            self.in_flight.add_group([(p.outbox_key, p.record.event_time_ms) for p in checkpoint])
+        for key, productions in staged:
+            self._track(key, productions)

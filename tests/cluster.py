@@ -211,16 +211,17 @@ class SourceDriver:
     def send(self, records: list[record_pb2.Record]) -> None:
         """Queue records for every consumer of the stream (blocks under backpressure)."""
         by_address: dict[str, list[Production]] = {}
+        routes = [
+            (c.name, c.intervals, self._topology.key_extractor(c.name, self._stream))
+            for c in self._topology.consumers(self._stream)
+        ]
         with self._lock:
             for record in records:
-                for consumer in self._topology.consumers(self._stream):
-                    key = self._topology.key_extractor(consumer.name, self._stream)(
-                        record.key, record.value
-                    )
-                    interval = interval_of(key, consumer.intervals)
-                    production = Production.to(consumer.name, interval, record)
+                for name, intervals, extract in routes:
+                    interval = interval_of(extract(record.key, record.value), intervals)
+                    production = Production.to(name, interval, record)
                     self._unacked[production.outbox_key] = record.event_time_ms
-                    address = self._addresses[(consumer.name, interval)]
+                    address = self._addresses[(name, interval)]
                     by_address.setdefault(address, []).append(production)
                 if self.max_sent_ms is None or record.event_time_ms > self.max_sent_ms:
                     self.max_sent_ms = record.event_time_ms
