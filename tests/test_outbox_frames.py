@@ -55,9 +55,7 @@ def test_a_frame_leaves_the_outbox_when_its_last_production_is_acked(tmp_path: P
     processor.store.close()
     # After a restart the partly acked frame is resent whole (receivers drop duplicates).
     restarted = _processor(tmp_path / "s", epoch=2)
-    assert [p.outbox_key for p in restarted.pending_productions()] == [
-        p.outbox_key for p in second
-    ]
+    assert [p.outbox_key for p in restarted.pending_productions()] == [p.outbox_key for p in second]
     restarted.acknowledge([p.outbox_key for p in second])
     assert _stored_keys(restarted) == [] and len(restarted.in_flight) == 0
     restarted.store.close()
@@ -80,7 +78,10 @@ def test_entries_of_the_older_per_production_format_are_resent_first(tmp_path: P
     new = processor.process_records(numbered_records(0, 4, keys=2)).productions
     pending = processor.pending_productions()
     assert [p.record.record_id for p in pending] == [
-        old[1].record_id, old[2].record_id, old[0].record_id, *(p.record.record_id for p in new)
+        old[1].record_id,
+        old[2].record_id,
+        old[0].record_id,
+        *(p.record.record_id for p in new),
     ], "older entries in their sequence order, then frames"
     processor.acknowledge([p.outbox_key for p in pending])
     assert _stored_keys(processor) == []
