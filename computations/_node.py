@@ -23,7 +23,7 @@ from computations._delivery_service import SERVICE as DELIVERY_SERVICE
 from computations._delivery_service import DeliveryService
 from computations._deployment import Deployment
 from computations._node_metrics import NodeMetrics
-from computations._outbox import Production
+from computations._outbox import Frame, Production
 from computations._processor import BatchOutcome, IntervalProcessor
 from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
 from computations._watermark_link import WatermarkLink
@@ -194,13 +194,13 @@ class Node(WorkerHooks):
 
     # -- worker hooks -----------------------------------------------------------
 
-    def route(self, origin: Origin, productions: list[Production]) -> None:
-        by_address: dict[str, list[Production]] = {}
-        for production in productions:
-            address = self.deployment.address_of(production.consumer, production.interval)
-            by_address.setdefault(address, []).append(production)
+    def route(self, origin: Origin, frames: list[Frame]) -> None:
+        by_address: dict[str, list[Frame]] = {}
+        for frame in frames:
+            address = self.deployment.address_of(frame.consumer, frame.interval)
+            by_address.setdefault(address, []).append(frame)
         for address, items in by_address.items():
-            self._senders.get(address).submit(origin, items)
+            self._senders.get(address).submit_frames(origin, items)
 
     def report(self, worker: IntervalWorker, urgent: bool) -> None:
         processor = worker.processor

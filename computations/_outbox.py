@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from xxhash import xxh3_128_digest
@@ -109,6 +110,84 @@ def frame_seq(key: bytes) -> int:
     return int(_U64.unpack_from(key, 1)[0])
 
 
+@dataclass(slots=True)
+class Frame:
+    """Productions to one destination, in production order, with their wire encoding.
+
+    ``payload`` is a serialized ``DeliveryBatch`` holding ``target`` and ``records``
+    (what the outbox stores): a sender sends it as it is, after a header with the
+    batch's other fields, since concatenated protobuf messages parse as their merge.
+    None when not encoded yet (a sender encodes it when it sends).
+    """
+
+    consumer: str
+    interval: int
+    productions: list[Production]
+    payload: bytes | None = None
+
+    def encoded(self) -> bytes:
+        """``payload``, encoding it first if needed."""
+        if self.payload is None:
+            self.payload = encode_frame(self.consumer, self.interval, self.productions)
+        return self.payload
+
+
+class FrameBuilder:
+    """Collects one commit's productions, building each record in place in its
+    destination's batch (copying a record into a batch costs more than making it)."""
+
+    def __init__(self) -> None:
+        self.productions: list[Production] = []
+        """Every production, in the order they were made."""
+        self._batches: dict[tuple[str, int], tuple[delivery_pb2.DeliveryBatch, list[Production]]]
+        self._batches = {}
+
+    def add(  # noqa: PLR0917 - called per production: positional arguments are cheaper
+        self,
+        consumer: str,
+        interval: int,
+        outbox_key: bytes,
+        record_id: bytes,
+        key: bytes,
+        value: bytes,
+        event_time_ms: int,
+        producer: str,
+        stream: str,
+    ) -> None:
+        """Add the production of one record to ``consumer``'s ``interval``."""
+        entry = self._batches.get((consumer, interval))
+        if entry is None:
+            batch = delivery_pb2.DeliveryBatch()
+            batch.target.computation = consumer
+            batch.target.index = interval
+            entry = self._batches[(consumer, interval)] = (batch, [])
+        record = entry[0].records.add(
+            record_id=record_id,
+            key=key,
+            value=value,
+            event_time_ms=event_time_ms,
+            producer=producer,
+            stream=stream,
+        )
+        production = Production(consumer, interval, record, outbox_key)
+        entry[1].append(production)
+        self.productions.append(production)
+
+    def frames(self, keep: Callable[[Production], bool] | None = None) -> list[Frame]:
+        """One encoded frame per destination; with ``keep``, only the productions it keeps."""
+        frames = []
+        for (consumer, interval), (batch, productions) in self._batches.items():
+            if keep is None:
+                frames.append(Frame(consumer, interval, productions, batch.SerializeToString()))
+                continue
+            kept = [p for p in productions if keep(p)]
+            if len(kept) == len(productions):
+                frames.append(Frame(consumer, interval, productions, batch.SerializeToString()))
+            elif kept:
+                frames.append(Frame(consumer, interval, kept, None))
+        return frames
+
+
 def encode_frame(consumer: str, interval: int, productions: Sequence[Production]) -> bytes:
     """A frame's value: the productions (all to ``consumer``'s ``interval``) as a batch."""
     frame = delivery_pb2.DeliveryBatch(records=[p.record for p in productions])
@@ -117,13 +196,30 @@ def encode_frame(consumer: str, interval: int, productions: Sequence[Production]
     return frame.SerializeToString()
 
 
-def decode_frame(value: bytes) -> list[Production]:
-    """Inverse of :func:`encode_frame`."""
-    frame = delivery_pb2.DeliveryBatch()
-    frame.ParseFromString(value)
-    consumer, interval = frame.target.computation, frame.target.index
+def decode_frame(value: bytes) -> Frame:
+    """Inverse of :func:`encode_frame`; keeps ``value`` as the payload."""
+    batch = delivery_pb2.DeliveryBatch()
+    batch.ParseFromString(value)
+    consumer, interval = batch.target.computation, batch.target.index
     prefix = outbox_key_prefix(consumer, interval)
-    return [Production(consumer, interval, r, prefix + r.record_id) for r in frame.records]
+    productions = [Production(consumer, interval, r, prefix + r.record_id) for r in batch.records]
+    return Frame(consumer, interval, productions, value)
+
+
+def frames_of(productions: Iterable[Production]) -> list[Frame]:
+    """Productions as unencoded frames: one per run of the same destination, in order."""
+    frames: list[Frame] = []
+    current: Frame | None = None
+    for production in productions:
+        if (
+            current is None
+            or current.interval != production.interval
+            or current.consumer != production.consumer
+        ):
+            current = Frame(production.consumer, production.interval, [])
+            frames.append(current)
+        current.productions.append(production)
+    return frames
 
 
 class OldestInFlight:

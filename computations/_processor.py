@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from computations._computation import Computation
 from computations._keys import interval_of
 from computations._outbox import (
+    Frame,
+    FrameBuilder,
     OldestInFlight,
     Production,
     decode_frame,
-    encode_frame,
     frame_key,
     frame_seq,
     is_frame_key,
@@ -65,6 +66,9 @@ class BatchOutcome:
     retry: list[bytes] = field(default_factory=list)
     dead_lettered: list[bytes] = field(default_factory=list)
     productions: list[Production] = field(default_factory=list)
+    """Every production made, in the order they were made."""
+    frames: list[Frame] = field(default_factory=list)
+    """What the commit checkpointed, one frame per destination: what to send."""
     timers_fired: int = 0
 
 
@@ -108,8 +112,8 @@ class IntervalProcessor:
         store.claim_epoch(epoch)
         self._next_frame = 0
         """The sequence number of the next outbox frame."""
-        for key, productions in self._read_outbox():
-            self._track(key, productions)
+        for key, frame in self._read_outbox():
+            self._track(key, frame.productions)
             if is_frame_key(key):
                 self._next_frame = frame_seq(key) + 1
 
@@ -132,6 +136,8 @@ class IntervalProcessor:
         a replay after a crash re-sends the same ids, which receivers drop.
         """
         outcome = BatchOutcome()
+        built = FrameBuilder()
+        outcome.productions = built.productions
         txn = self.store.begin(self.epoch)
         self._forget_acked(txn, acked)
         rids = [r.record_id for r in records]
@@ -163,10 +169,10 @@ class IntervalProcessor:
             scope.apply()
             committed.append(rid)
             if scope.emitted:
-                self._router.route(scope.emitted, self._record_id_prefix + rid, outcome.productions)
+                self._router.route(scope.emitted, self._record_id_prefix + rid, built)
         txn.mark_seen(committed)
         delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
-        self._commit(txn, outcome, skip=delivered)
+        self._commit(txn, outcome, built, skip=delivered)
         if self._attempts:
             for rid in committed:
                 self._attempts.pop(rid, None)
@@ -235,6 +241,8 @@ class IntervalProcessor:
         """Fire event-time timers the input watermark has passed and due processing-time
         timers, in time order, in one commit. Call again while it fires ``limit``."""
         outcome = BatchOutcome()
+        built = FrameBuilder()
+        outcome.productions = built.productions
         now = self._clock()
         due = self.store.due_timers(TimeDomain.PROCESSING_TIME, now, limit)
         if self.input_watermark is not None:
@@ -261,10 +269,10 @@ class IntervalProcessor:
             scope.apply()
             seq += 1
             cause = timer_id_prefix(self.name, self.interval, seq)
-            self._router.route(scope.emitted, cause, outcome.productions)
+            self._router.route(scope.emitted, cause, built)
             outcome.timers_fired += 1
         txn.set_meta(_FIRE_SEQ, _U64.pack(seq))
-        self._commit(txn, outcome)
+        self._commit(txn, outcome, built)
         return outcome
 
     def _timer_failed(
@@ -347,22 +355,26 @@ class IntervalProcessor:
         txn.commit()
 
     def pending_productions(self) -> list[Production]:
-        """Every production in the outbox, in the order they were made (to resend after
-        a restart: a consumer that keeps the latest value per key must see them in order)."""
-        return [p for _, productions in self._read_outbox() for p in productions]
+        """Every production in the outbox, in the order they were made."""
+        return [p for frame in self.pending_frames() for p in frame.productions]
 
-    def _read_outbox(self) -> list[tuple[bytes, list[Production]]]:
+    def pending_frames(self) -> list[Frame]:
+        """The outbox's frames in the order they were made, as stored (to resend after
+        a restart: a consumer that keeps the latest value per key must see them in order)."""
+        return [frame for _, frame in self._read_outbox()]
+
+    def _read_outbox(self) -> list[tuple[bytes, Frame]]:
         """The outbox's entries in production order: per-production entries of the older
         format first (they are older), then the frames by sequence."""
         legacy: list[tuple[int, Production]] = []
-        frames: list[tuple[bytes, list[Production]]] = []
+        frames: list[tuple[bytes, Frame]] = []
         for key, value in self.store.outbox():
             if is_frame_key(key):
                 frames.append((key, decode_frame(value)))
             else:
                 legacy.append(Production.from_outbox(key, value))
         legacy.sort(key=lambda entry: entry[0])
-        return [(p.outbox_key, [p]) for _, p in legacy] + frames
+        return [(p.outbox_key, Frame(p.consumer, p.interval, [p])) for _, p in legacy] + frames
 
     def _track(self, key: bytes, productions: Sequence[Production]) -> int:
         return self.in_flight.add_group(
@@ -410,31 +422,32 @@ class IntervalProcessor:
         )
 
     def _commit(
-        self, txn: Transaction, outcome: BatchOutcome, skip: set[bytes] | None = None
+        self,
+        txn: Transaction,
+        outcome: BatchOutcome,
+        built: FrameBuilder,
+        skip: set[bytes] | None = None,
     ) -> None:
         """Checkpoint the productions (all of them, or all but the already-acked ``skip``),
         one frame per destination, in the same commit as everything else."""
-        frames: dict[tuple[str, int], list[Production]] = {}
         tracked = self.in_flight.tracks
-        for production in outcome.productions:
+
+        def keep(production: Production) -> bool:
             # An identity already in flight has its frame; another would never be deleted.
-            if (skip and production.outbox_key in skip) or tracked(production.outbox_key):
-                continue
-            destination = (production.consumer, production.interval)
-            frame = frames.get(destination)
-            if frame is None:
-                frames[destination] = [production]
-            else:
-                frame.append(production)
-        staged: list[tuple[bytes, list[Production]]] = []
-        for (consumer, interval), productions in frames.items():
+            key = production.outbox_key
+            return not tracked(key) and not (skip and key in skip)
+
+        frames = built.frames(keep if skip or len(self.in_flight) else None)
+        staged: list[tuple[bytes, Frame]] = []
+        for frame in frames:
             key = frame_key(self._next_frame)
             self._next_frame += 1  # gaps after a failed commit are harmless: only order counts
-            txn.add_outbox(key, encode_frame(consumer, interval, productions))
-            staged.append((key, productions))
+            txn.add_outbox(key, frame.encoded())
+            staged.append((key, frame))
         for name, epoch in self._new_sender_epochs.items():
             txn.set_meta(name, _U64.pack(epoch))
         txn.commit()
         self._new_sender_epochs.clear()
-        for key, productions in staged:
-            self._track(key, productions)
+        for key, frame in staged:
+            self._track(key, frame.productions)
+        outcome.frames = frames

@@ -12,10 +12,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from computations._keys import interval_of
-from computations._outbox import Production, outbox_key_prefix, production_id
+from computations._outbox import FrameBuilder, outbox_key_prefix, production_id
 from computations._scope import Emitted
 from computations._topology import Topology
-from millrace.wire.v1 import record_pb2
 
 SINK_PREFIX = "sink:"
 """Consumer name of a sink stream's destination: ``sink:<stream>``, one interval."""
@@ -59,20 +58,14 @@ class ProductionRouter:
             for stream in topology.computations[computation].outputs
         }
 
-    def route(self, emitted: list[Emitted], cause: bytes, productions: list[Production]) -> None:
-        """Append to ``productions`` one production per emitted record and consuming
-        interval. ``cause`` names what emitted them (an input record, a timer fire): the
-        n-th record's id is :func:`~computations._outbox.production_id` of it and n."""
+    def route(self, emitted: list[Emitted], cause: bytes, frames: FrameBuilder) -> None:
+        """Add to ``frames`` one production per emitted record and consuming interval.
+        ``cause`` names what emitted them (an input record, a timer fire): the n-th
+        record's id is :func:`~computations._outbox.production_id` of it and n."""
+        producer = self._producer
+        add = frames.add
         for index, (stream, key, value, timestamp) in enumerate(emitted):
             record_id = production_id(cause, index)
-            record = record_pb2.Record(
-                record_id=record_id,
-                key=key,
-                value=value,
-                event_time_ms=timestamp,
-                producer=self._producer,
-                stream=stream,
-            )
             for route in self._routes[stream]:
                 interval = 0
                 if route.intervals > 1:
@@ -81,4 +74,5 @@ class ProductionRouter:
                     with suppress(Exception):
                         interval = interval_of(route.extract(key, value), route.intervals)
                 outbox_key = route.key_prefixes[interval] + record_id
-                productions.append(Production(route.consumer, interval, record, outbox_key))
+                add(route.consumer, interval, outbox_key, record_id, key, value, timestamp,
+                    producer, stream)  # fmt: skip

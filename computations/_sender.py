@@ -1,14 +1,16 @@
 """``DownstreamSender``: delivers productions to one address until each one is acknowledged.
 
 One bidirectional ``Delivery.Deliver`` stream per destination address. The
-sender groups productions by (origin interval, target interval) into batches
-of at most ``max_batch``, keeps at most ``max_inflight`` batches unacked
-(backpressure: :meth:`submit` blocks once ``max_pending`` productions are
-queued, so a slow consumer slows its producers and memory stays bounded),
-and resends whatever an ack does not confirm after ``retry_s``. A broken
-stream is reopened with exponential backoff and every unacknowledged batch
-is resent; the receiver's dedup makes resends harmless because production
-ids never change.
+sender queues :class:`~computations._outbox.Frame` s per (origin interval,
+target interval) and sends whole frames, up to ``max_batch`` records per
+batch (a bigger frame goes alone): a frame's encoding is sent as it is,
+after a small header, so records are not copied or re-encoded. It keeps at
+most ``max_inflight`` batches unacked (backpressure: :meth:`submit` blocks
+once ``max_pending`` productions are queued, so a slow consumer slows its
+producers and memory stays bounded), and resends whatever an ack does not
+confirm after ``retry_s``. A broken stream is reopened with exponential
+backoff and every unacknowledged batch is resent; the receiver's dedup makes
+resends harmless because production ids never change.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import Protocol
 
 import grpc
 
-from computations._outbox import Production
-from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+from computations._outbox import Frame, Production, frames_of
+from millrace.wire.v1 import delivery_pb2, record_pb2
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ CHANNEL_OPTIONS = [
     # ... and servers (which use the same options) must accept those pings.
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
 ]
+DELIVER_METHOD = "/millrace.wire.v1.Delivery/Deliver"
 STREAM_DEADLINE_S = 600.0
 """Deadline of every long-lived stream (Deliver, the watches): it is then reopened, so no
 call can hang forever on a server that accepted it and stopped answering."""
@@ -107,10 +110,10 @@ class DownstreamSender:
         self._retry_s = retry_s
         self._ack_timeout_s = ack_timeout_s
         self._cond = threading.Condition()
-        self._pending: dict[_Group, deque[Production]] = {}
+        self._pending: dict[_Group, deque[Frame]] = {}
         self._queued = 0
-        self._inflight: dict[int, tuple[_Group, list[Production], float]] = {}
-        self._retries: list[tuple[float, int, _Group, list[Production]]] = []
+        self._inflight: dict[int, tuple[_Group, list[Frame], float]] = {}
+        self._retries: list[tuple[float, int, _Group, list[Frame]]] = []
         self._seq = itertools.count(1)
         self._generation = 0
         self._stopping = False
@@ -122,13 +125,21 @@ class DownstreamSender:
 
     def submit(self, origin: Origin, productions: Sequence[Production]) -> None:
         """Queue productions; blocks while ``max_pending`` are already queued."""
+        self.submit_frames(origin, frames_of(productions))
+
+    def submit_frames(self, origin: Origin, frames: Sequence[Frame]) -> None:
+        """Queue frames (their order is kept per destination); blocks while
+        ``max_pending`` productions are already queued."""
         with self._cond:
             while self._queued >= self._max_pending and not self._stopping:
                 self._cond.wait(0.5)
-            for production in productions:
-                group = (origin, production.consumer, production.interval)
-                self._pending.setdefault(group, deque()).append(production)
-            self._queued += len(productions)
+            for frame in frames:
+                group = (origin, frame.consumer, frame.interval)
+                queue = self._pending.get(group)
+                if queue is None:
+                    queue = self._pending[group] = deque()
+                queue.append(frame)
+                self._queued += len(frame.productions)
             self._cond.notify_all()
 
     @property
@@ -157,8 +168,11 @@ class DownstreamSender:
                 self._generation += 1
                 generation = self._generation
             try:
-                stub = delivery_pb2_grpc.DeliveryStub(channel)
-                acks = stub.Deliver(self._requests(generation), timeout=STREAM_DEADLINE_S)
+                # Requests are already bytes (see _requests): no request serializer.
+                deliver = channel.stream_stream(
+                    DELIVER_METHOD, response_deserializer=delivery_pb2.DeliveryAck.FromString
+                )
+                acks = deliver(self._requests(generation), timeout=STREAM_DEADLINE_S)
                 for ack in acks:
                     self._on_ack(ack)
                     backoff = 0.05
@@ -172,27 +186,28 @@ class DownstreamSender:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
-    def _requests(self, generation: int) -> Iterator[delivery_pb2.DeliveryBatch]:
+    def _requests(self, generation: int) -> Iterator[bytes]:
+        """Serialized ``DeliveryBatch`` es: a header with the batch's own fields, then the
+        frames' encodings (concatenated messages parse as one: records append)."""
         while True:
             with self._cond:
                 taken = self._next_batch(generation)
                 if taken is None:
                     return
-                seq, (origin, consumer, interval), items = taken
-            batch = delivery_pb2.DeliveryBatch(
+                seq, (origin, consumer, interval), frames = taken
+            header = delivery_pb2.DeliveryBatch(
                 batch_seq=seq,
                 target=record_pb2.KeyInterval(computation=consumer, index=interval),
-                records=[p.record for p in items],
             )
-            batch.sender.sender_id = self._sender_id
-            batch.sender.epoch = origin.epoch
+            header.sender.sender_id = self._sender_id
+            header.sender.epoch = origin.epoch
             if origin.computation:
-                batch.sender.interval.computation = origin.computation
-                batch.sender.interval.index = origin.interval
+                header.sender.interval.computation = origin.computation
+                header.sender.interval.index = origin.interval
             self.sent_batches += 1
-            yield batch
+            yield b"".join([header.SerializeToString(), *(f.encoded() for f in frames)])
 
-    def _next_batch(self, generation: int) -> tuple[int, _Group, list[Production]] | None:
+    def _next_batch(self, generation: int) -> tuple[int, _Group, list[Frame]] | None:
         """Under the lock: wait for room and work; None when this stream must end."""
         while True:
             if self._stopping or generation != self._generation:
@@ -200,16 +215,19 @@ class DownstreamSender:
             now = time.monotonic()
             self._expire_unanswered(now)
             while self._retries and self._retries[0][0] <= now:
-                _, _, group, items = heapq.heappop(self._retries)
-                self._pending.setdefault(group, deque()).extendleft(reversed(items))
+                _, _, group, frames = heapq.heappop(self._retries)
+                self._pending.setdefault(group, deque()).extendleft(reversed(frames))
             if len(self._inflight) < self._max_inflight:
                 for group, queue in self._pending.items():
                     if queue:
-                        count = min(len(queue), self._max_batch)
-                        items = [queue.popleft() for _ in range(count)]
+                        frames = [queue.popleft()]
+                        count = len(frames[0].productions)
+                        while queue and count + len(queue[0].productions) <= self._max_batch:
+                            count += len(queue[0].productions)
+                            frames.append(queue.popleft())
                         seq = next(self._seq)
-                        self._inflight[seq] = (group, items, now)
-                        return seq, group, items
+                        self._inflight[seq] = (group, frames, now)
+                        return seq, group, frames
             wait = 0.1
             if self._retries:
                 wait = max(0.001, min(wait, self._retries[0][0] - now))
@@ -229,7 +247,8 @@ class DownstreamSender:
             entry = self._inflight.pop(ack.batch_seq, None)
             if entry is None:
                 return
-            group, items, _ = entry
+            group, frames, _ = entry
+            items = [p for frame in frames for p in frame.productions]
             unanswered: list[Production] = []
             if not ack.rejected and len(ack.committed_ids) + len(ack.duplicate_ids) == len(items):
                 done = items  # the common case: the receiver answered every record
@@ -238,7 +257,7 @@ class DownstreamSender:
             if unanswered:
                 self.retried += len(unanswered)
                 due = time.monotonic() + self._retry_s
-                heapq.heappush(self._retries, (due, next(self._seq), group, unanswered))
+                heapq.heappush(self._retries, (due, next(self._seq), group, frames_of(unanswered)))
             self._queued -= len(items) - len(unanswered)
             self._cond.notify_all()
         origin = group[0]
@@ -259,9 +278,9 @@ class DownstreamSender:
         """Under the lock: return in-flight batches to the front of their queues, in the
         order they were first sent (a consumer keeping the latest value per key needs it)."""
         for seq in sorted(seqs, reverse=True):
-            group, items, _ = self._inflight.pop(seq)
-            self.retried += len(items)
-            self._pending.setdefault(group, deque()).extendleft(reversed(items))
+            group, frames, _ = self._inflight.pop(seq)
+            self.retried += sum(len(frame.productions) for frame in frames)
+            self._pending.setdefault(group, deque()).extendleft(reversed(frames))
 
 
 class SenderPool:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from computations._outbox import Production
+from computations._outbox import Frame, Production, frames_of
 from computations._processor import BatchOutcome, IntervalProcessor
 from computations._sender import Origin
 from millrace.wire.v1 import delivery_pb2, record_pb2
@@ -90,8 +90,8 @@ class _WeakWait:
 class WorkerHooks:
     """What the worker calls out to; the node supplies real ones."""
 
-    def route(self, origin: Origin, productions: list[Production]) -> None:
-        """Hand productions to the senders."""
+    def route(self, origin: Origin, frames: list[Frame]) -> None:
+        """Hand productions, one frame per destination, to the senders."""
 
     def report(self, worker: IntervalWorker, urgent: bool) -> None:
         """Tell the watermark authority this interval's oldest work."""
@@ -134,7 +134,7 @@ class IntervalWorker:
 
     def start(self) -> None:
         """Resend the outbox, then start the loop."""
-        pending = self.processor.pending_productions()
+        pending = self.processor.pending_frames()
         if pending:
             self.hooks.route(self.origin, pending)
         self._thread.start()
@@ -298,8 +298,8 @@ class IntervalWorker:
             )  # fmt: skip
         self._maybe_report(urgent=True)
         self._answer(accepted, records, outcome)
-        if outcome.productions and self._send_first is None:
-            self.hooks.route(self.origin, outcome.productions)
+        if outcome.frames and self._send_first is None:
+            self.hooks.route(self.origin, outcome.frames)
 
     def _answer(
         self,
@@ -338,7 +338,7 @@ class IntervalWorker:
         weak = _WeakWait({p.outbox_key for p in productions})
         self._weak = weak
         try:
-            self.hooks.route(self.origin, productions)
+            self.hooks.route(self.origin, frames_of(productions))
             return weak.wait(self._weak_threshold_s)
         finally:
             self._weak = None
@@ -350,8 +350,8 @@ class IntervalWorker:
                 return
             self.hooks.committed(self, outcome, 0.0)
             self._maybe_report(urgent=True)
-            if outcome.productions:
-                self.hooks.route(self.origin, outcome.productions)
+            if outcome.frames:
+                self.hooks.route(self.origin, outcome.frames)
 
     def _maybe_report(self, *, urgent: bool) -> None:
         oldest = self.processor.oldest_work()
