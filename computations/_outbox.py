@@ -33,6 +33,7 @@ from millrace.wire.v1 import delivery_pb2, record_pb2
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_new = tuple.__new__  # a NamedTuple from a tuple, in C (its own __new__ is Python)
 _FRAME_TAG = b"\x00"  # no consumer name is empty, so no identity starts with 0x00
 
 
@@ -169,7 +170,7 @@ class FrameBuilder:
             producer=producer,
             stream=stream,
         )
-        production = Production(consumer, interval, record, outbox_key)
+        production = _new(Production, (consumer, interval, record, outbox_key))
         entry[1].append(production)
         self.productions.append(production)
 

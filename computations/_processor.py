@@ -50,6 +50,8 @@ MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
 WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 _U64 = struct.Struct(">Q")
+_new = tuple.__new__
+"""Makes a NamedTuple from a tuple in C: its generated ``__new__`` is Python (~0.2 us)."""
 
 
 def _now_ms() -> int:
@@ -161,7 +163,10 @@ class IntervalProcessor:
             scope.reset(key, timestamp)
             try:
                 process(
-                    scope, Record(record.stream, key, record.value, timestamp, rid, record.producer)
+                    scope,
+                    _new(
+                        Record, (record.stream, key, record.value, timestamp, rid, record.producer)
+                    ),
                 )
             except Exception as exc:
                 self._failed(txn, record, exc, outcome)
