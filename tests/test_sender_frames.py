@@ -1,0 +1,121 @@
+"""A sender sends frames as they are: a header, then each frame's stored encoding.
+
+Real gRPC over loopback to a receiver that records every batch it parses.
+Frames encoded by the outbox, frames not encoded yet, several frames in one
+batch and a frame bigger than a batch all have to arrive as well-formed
+``DeliveryBatch`` es: right target and sender, every record once, in order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from computations._outbox import Frame, Production, encode_frame
+from computations._sender import DownstreamSender, Origin
+from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+
+
+class _RecordingReceiver(delivery_pb2_grpc.DeliveryServicer):
+    def __init__(self) -> None:
+        self.batches: list[delivery_pb2.DeliveryBatch] = []
+        self.lock = threading.Lock()
+
+    def Deliver(
+        self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
+    ) -> Iterator[delivery_pb2.DeliveryAck]:
+        for batch in request_iterator:
+            with self.lock:
+                self.batches.append(batch)
+            yield delivery_pb2.DeliveryAck(
+                batch_seq=batch.batch_seq, committed_ids=[r.record_id for r in batch.records]
+            )
+
+
+class _Acks:
+    def __init__(self, total: int) -> None:
+        self.total, self.count, self.done = total, 0, threading.Event()
+
+    def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
+        self.count += len(outbox_keys)
+        if self.count >= self.total:
+            self.done.set()
+
+    def fenced(self, origin: Origin, message: str) -> None:
+        raise AssertionError(message)
+
+    def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
+        raise AssertionError(message)
+
+
+def _frame(consumer: str, start: int, count: int, *, encoded: bool) -> Frame:
+    productions = [
+        Production.to(
+            consumer,
+            3,
+            record_pb2.Record(
+                record_id=f"{consumer}-{i:05d}".encode(),
+                key=b"k%d" % i,
+                value=b"v" * (i % 7),
+                event_time_ms=i,
+                producer="up",
+                stream="s",
+            ),
+        )
+        for i in range(start, start + count)
+    ]
+    frame = Frame(consumer, 3, productions)
+    if encoded:
+        frame.payload = encode_frame(consumer, 3, productions)
+    return frame
+
+
+def test_frames_arrive_as_well_formed_batches_in_order() -> None:
+    receiver = _RecordingReceiver()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    delivery_pb2_grpc.add_DeliveryServicer_to_server(receiver, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sizes = [10, 25, 7, 120, 30, 1, 49, 50, 13]
+    frames: list[Frame] = []
+    start = 0
+    for n, size in enumerate(sizes):
+        for consumer in ("a", "b"):
+            frames.append(_frame(consumer, start, size, encoded=n % 2 == 0))
+        start += size
+    acks = _Acks(total=2 * start)
+    sender = DownstreamSender(f"127.0.0.1:{port}", sender_id="t", callbacks=acks, max_batch=50)
+    origin = Origin("up", 2, 7)
+    sender.submit_frames(origin, frames)
+    sender.start()
+    try:
+        assert acks.done.wait(30), f"only {acks.count} of {acks.total} acknowledged"
+    finally:
+        sender.stop()
+        server.stop(None)
+
+    arrived: dict[str, list[bytes]] = {"a": [], "b": []}
+    for batch in receiver.batches:
+        consumer = batch.target.computation
+        assert batch.target.index == 3 and batch.batch_seq > 0
+        assert (batch.sender.sender_id, batch.sender.epoch) == ("t", 7)
+        assert (batch.sender.interval.computation, batch.sender.interval.index) == ("up", 2)
+        assert len(batch.records) <= 50 or len(batch.records) == 120, "only a big frame goes alone"
+        assert all(r.record_id.startswith(consumer.encode()) for r in batch.records)
+        arrived[consumer] += [r.record_id for r in batch.records]
+    for consumer in ("a", "b"):
+        expected = [
+            p.record.record_id for f in frames if f.consumer == consumer for p in f.productions
+        ]
+        assert arrived[consumer] == expected
+    assert any(
+        len(b.records) > max(sizes[:3]) and len(b.records) <= 50 for b in receiver.batches
+    ), "frames were combined into batches"
+    sample = receiver.batches[0].records[1]
+    assert (sample.value, sample.event_time_ms, sample.producer, sample.stream) == (
+        b"v", 1, "up", "s",
+    )  # fmt: skip
