@@ -114,6 +114,8 @@ class IntervalProcessor:
         store.claim_epoch(epoch)
         self._next_frame = 0
         """The sequence number of the next outbox frame."""
+        self._acked_frames: list[bytes] = []
+        """Frames whose productions are all acknowledged, to delete with the next commit."""
         for key, frame in self._read_outbox():
             self._track(key, frame.productions)
             if is_frame_key(key):
@@ -140,8 +142,8 @@ class IntervalProcessor:
         outcome = BatchOutcome()
         built = FrameBuilder()
         outcome.productions = built.productions
+        self._forget_acked(acked)
         txn = self.store.begin(self.epoch)
-        self._forget_acked(txn, acked)
         rids = [r.record_id for r in records]
         seen = txn.seen(rids)
         now = self._clock()
@@ -327,28 +329,33 @@ class IntervalProcessor:
 
     # -- 3. acks -------------------------------------------------------------
 
-    def acknowledge(self, outbox_keys: Iterable[bytes]) -> None:
-        """Productions acked downstream are forgotten; frames left with none unacked
-        leave the outbox (no fsync: a lost delete only causes a resend, which the
-        receiver deduplicates)."""
-        txn = self.store.begin(self.epoch)
-        if self._forget_acked(txn, outbox_keys):
-            txn.commit(sync=False)
-        else:
-            txn.abort()
+    def acknowledge(self, outbox_keys: Iterable[bytes], *, flush: bool = True) -> None:
+        """Productions acked downstream are forgotten. Frames left with none unacked
+        leave the outbox now (``flush``) or with the next commit (no fsync either way:
+        a lost delete only causes a resend, which the receiver deduplicates)."""
+        self._forget_acked(outbox_keys)
+        if flush:
+            self.flush_acknowledged()
 
-    def _forget_acked(self, txn: Transaction, outbox_keys: Iterable[bytes]) -> bool:
-        """Stop tracking acked productions; stage deletes of the frames they emptied.
-        Done before the commit: if that fails, a frame only stays until the next restart
-        resends it."""
+    def flush_acknowledged(self) -> None:
+        """Commit the deletes of fully acknowledged frames still waiting for a commit."""
+        if self._acked_frames:
+            txn = self.store.begin(self.epoch)
+            self._stage_acked_frames(txn)
+            txn.commit(sync=False)
+            self._acked_frames.clear()
+
+    def _forget_acked(self, outbox_keys: Iterable[bytes]) -> None:
+        """Stop tracking acked productions; queue the frames they emptied for deletion."""
         remove = self.in_flight.remove
-        emptied = False
         for key in outbox_keys:
             frame = remove(key)
             if frame is not None:
-                txn.remove_outbox(frame)  # type: ignore[arg-type]
-                emptied = True
-        return emptied
+                self._acked_frames.append(frame)  # type: ignore[arg-type]
+
+    def _stage_acked_frames(self, txn: Transaction) -> None:
+        for frame in self._acked_frames:
+            txn.remove_outbox(frame)
 
     def refused(self, production: Production, reason: str) -> None:
         """A receiver will never accept ``production``: keep it as a dead letter, with the
@@ -356,8 +363,10 @@ class IntervalProcessor:
         txn = self.store.begin(self.epoch)
         error = f"refused by {production.consumer}/{production.interval}: {reason}"
         self._put_letter(txn, production.record.record_id, production.record, error, 1)
-        self._forget_acked(txn, [production.outbox_key])
+        self._forget_acked([production.outbox_key])
+        self._stage_acked_frames(txn)
         txn.commit()
+        self._acked_frames.clear()
 
     def pending_productions(self) -> list[Production]:
         """Every production in the outbox, in the order they were made."""
@@ -451,8 +460,10 @@ class IntervalProcessor:
             staged.append((key, frame))
         for name, epoch in self._new_sender_epochs.items():
             txn.set_meta(name, _U64.pack(epoch))
+        self._stage_acked_frames(txn)
         txn.commit()
         self._new_sender_epochs.clear()
+        self._acked_frames.clear()
         for key, frame in staged:
             self._track(key, frame.productions)
         outcome.frames = frames

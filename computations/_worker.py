@@ -23,6 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 
 from computations._outbox import Frame, Production, frames_of
@@ -180,6 +181,9 @@ class IntervalWorker:
             items = self._drain()
             if _STOP in items:
                 self._turn([i for i in items if i is not _STOP])
+                if not self.fenced:
+                    with suppress(Exception):  # a failed delete only causes a resend
+                        self.processor.flush_acknowledged()
                 return
             try:
                 self._turn(items)
@@ -219,7 +223,11 @@ class IntervalWorker:
             elif deliveries:
                 self._process(deliveries, acked)
             elif acked:
-                self.processor.acknowledge(acked)
+                # Under load the frame deletes ride along with the next commit; an
+                # idle turn (below) commits them on their own.
+                self.processor.acknowledge(acked, flush=False)
+            elif not items and not self.fenced:
+                self.processor.flush_acknowledged()
             if not self.fenced:
                 self._fire_timers()
                 self._maybe_report(urgent=False)

@@ -86,3 +86,18 @@ def test_entries_of_the_older_per_production_format_are_resent_first(tmp_path: P
     processor.acknowledge([p.outbox_key for p in pending])
     assert _stored_keys(processor) == []
     processor.store.close()
+
+
+def test_deferred_frame_deletes_ride_with_the_next_commit(tmp_path: Path) -> None:
+    processor = _processor(tmp_path / "s", epoch=1)
+    first = processor.process_records(numbered_records(0, 10, keys=3)).productions
+    processor.acknowledge([p.outbox_key for p in first], flush=False)
+    assert len(processor.in_flight) == 0, "acked productions stop holding the watermark at once"
+    assert len(_stored_keys(processor)) == 1, "the delete waits for a commit"
+    processor.process_records(numbered_records(10, 5, keys=3))
+    assert len(_stored_keys(processor)) == 1, "only the new frame is left"
+    second = processor.pending_productions()
+    processor.acknowledge([p.outbox_key for p in second], flush=False)
+    processor.flush_acknowledged()
+    assert _stored_keys(processor) == []
+    processor.store.close()
