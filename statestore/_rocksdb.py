@@ -26,6 +26,11 @@ def _options() -> Options:
     options.create_if_missing(True)
     options.create_missing_column_families(True)
     options.set_write_buffer_size(_WRITE_BUFFER_BYTES)
+    # Reuse old WAL files: overwriting in place keeps the file size, so the WAL
+    # fdatasync of every commit need not wait for a metadata (journal) write:
+    # ~0.13 ms instead of ~0.22 ms per sync on this machine. Recycled records
+    # carry their log number, so a crash never replays a stale one.
+    options.set_recycle_log_file_num(4)
     return options
 
 
