@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.message import DecodeError
 
-from computations._worker import DeliveryWork, IntervalWorker
+from computations._acks import DeliveryWork
+from computations._worker import IntervalWorker
 from millrace.wire.v1 import delivery_pb2
 
 SERVICE = "millrace.wire.v1.Delivery"

@@ -129,6 +129,7 @@ class IntervalProcessor:
         acked: Sequence[bytes] = (),
         *,
         send_first: Callable[[list[Production]], set[bytes]] | None = None,
+        durable: bool = True,
     ) -> BatchOutcome:
         """Dedup, run user code, commit everything in one write. See the module docstring.
 
@@ -138,6 +139,8 @@ class IntervalProcessor:
         commit; returns the outbox keys acknowledged in time. Only the others are
         checkpointed. Safe because production ids derive from the input record ids:
         a replay after a crash re-sends the same ids, which receivers drop.
+        ``durable=False``: the commit is not synced; the caller must call
+        :meth:`make_durable` before acking or sending anything of it.
         """
         outcome = BatchOutcome()
         built = FrameBuilder()
@@ -179,7 +182,7 @@ class IntervalProcessor:
                 self._router.route(scope.emitted, self._record_id_prefix + rid, built)
         txn.mark_seen(committed)
         delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
-        self._commit(txn, outcome, built, skip=delivered)
+        self._commit(txn, outcome, built, skip=delivered, durable=durable)
         if self._attempts:
             for rid in committed:
                 self._attempts.pop(rid, None)
@@ -244,9 +247,10 @@ class IntervalProcessor:
         """Committed timers of both domains (a metric)."""
         return self.store.pending_timers
 
-    def fire_timers(self, limit: int = 1000) -> BatchOutcome:
+    def fire_timers(self, limit: int = 1000, *, durable: bool = True) -> BatchOutcome:
         """Fire event-time timers the input watermark has passed and due processing-time
-        timers, in time order, in one commit. Call again while it fires ``limit``."""
+        timers, in time order, in one commit. Call again while it fires ``limit``.
+        ``durable`` as for :meth:`process_records`."""
         outcome = BatchOutcome()
         built = FrameBuilder()
         outcome.productions = built.productions
@@ -279,7 +283,7 @@ class IntervalProcessor:
             self._router.route(scope.emitted, cause, built)
             outcome.timers_fired += 1
         txn.set_meta(_FIRE_SEQ, _U64.pack(seq))
-        self._commit(txn, outcome, built)
+        self._commit(txn, outcome, built, durable=durable)
         return outcome
 
     def _timer_failed(
@@ -395,6 +399,11 @@ class IntervalProcessor:
             ((p.outbox_key, p.record.event_time_ms) for p in productions), key
         )
 
+    def make_durable(self) -> None:
+        """Sync every commit made so far (see ``durable`` of :meth:`process_records`).
+        Safe to call from another thread than the one committing."""
+        self.store.sync()
+
     # -- watermark inputs ------------------------------------------------------
 
     def advance_watermark(self, low_watermark: int) -> None:
@@ -441,6 +450,8 @@ class IntervalProcessor:
         outcome: BatchOutcome,
         built: FrameBuilder,
         skip: set[bytes] | None = None,
+        *,
+        durable: bool = True,
     ) -> None:
         """Checkpoint the productions (all of them, or all but the already-acked ``skip``),
         one frame per destination, in the same commit as everything else."""
@@ -461,7 +472,7 @@ class IntervalProcessor:
         for name, epoch in self._new_sender_epochs.items():
             txn.set_meta(name, _U64.pack(epoch))
         self._stage_acked_frames(txn)
-        txn.commit()
+        txn.commit(sync=None if durable else False)
         self._new_sender_epochs.clear()
         self._acked_frames.clear()
         for key, frame in staged:

@@ -2,15 +2,18 @@
 
 Its loop, for everything queued since the last turn (group commit):
 
-1. apply acknowledgements from downstream (outbox deletes);
+1. apply acknowledgements from downstream (fully acked frames are deleted
+   with the next commit);
 2. ``process_records`` over every queued delivery at once: dedup, user
-   code, ONE atomic commit;
+   code, ONE atomic commit, not yet synced;
 3. report the interval's oldest work to the watermark authority *before*
    acking if it moved earlier (so no sender can drop its hold on a
    timestamp the authority does not yet see here);
-4. ack each delivery (committed / duplicates / rejections);
-5. hand the productions to the senders;
-6. fire timers that became due.
+4. hand the rest to the :class:`~computations._after_sync.AfterSync` thread,
+   which syncs the WAL and only then acks each delivery (committed /
+   duplicates / rejections) and hands the productions to the senders, while
+   this thread goes on with the next batch;
+5. fire timers that became due (their sends wait for the sync the same way).
 
 Deliveries wait for a slot (``max_queued`` batches): when the worker falls
 behind, the gRPC handler blocks and the sender's window fills up.
@@ -22,27 +25,19 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
+from computations._acks import Ack, DeliveryWork, refusal
+from computations._acks import answer as answer_deliveries
+from computations._after_sync import AfterSync
 from computations._outbox import Frame, Production, frames_of
 from computations._processor import BatchOutcome, IntervalProcessor
 from computations._sender import Origin
-from millrace.wire.v1 import delivery_pb2, record_pb2
+from millrace.wire.v1 import delivery_pb2
 from statestore import EpochFencedError
 
 log = logging.getLogger(__name__)
-
-Ack = delivery_pb2.DeliveryAck
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryWork:
-    """A batch from a sender and where to send its ack."""
-
-    batch: delivery_pb2.DeliveryBatch
-    reply: Callable[[Ack], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +122,13 @@ class IntervalWorker:
         spec = processor.spec
         self._send_first = self._send_weak if spec.productions == "weak" else None
         self._weak_threshold_s = spec.weak_threshold_ms / 1000
-        self._thread = threading.Thread(
-            target=self._run, name=f"worker-{processor.name}-{processor.interval}", daemon=True
+        name = f"{processor.name}-{processor.interval}"
+        self._thread = threading.Thread(target=self._run, name=f"worker-{name}", daemon=True)
+        # Weak productions are sent before their commit: nothing to gain by deferring.
+        self._after_sync = (
+            AfterSync(processor.make_durable, f"after-sync-{name}")
+            if self._send_first is None
+            else None
         )
 
     # -- called from other threads -------------------------------------------
@@ -138,6 +138,8 @@ class IntervalWorker:
         pending = self.processor.pending_frames()
         if pending:
             self.hooks.route(self.origin, pending)
+        if self._after_sync is not None:
+            self._after_sync.start()
         self._thread.start()
 
     def deliver(self, work: DeliveryWork) -> None:
@@ -168,6 +170,8 @@ class IntervalWorker:
         """Finish the current turn and stop."""
         self._inbox.put(_STOP)
         self._thread.join(timeout)
+        if self._after_sync is not None:
+            self._after_sync.stop(timeout)
 
     @property
     def fenced(self) -> bool:
@@ -285,7 +289,9 @@ class IntervalWorker:
         records = [r for work in accepted for r in work.batch.records]
         started = time.perf_counter()
         try:
-            outcome = self.processor.process_records(records, acked, send_first=self._send_first)
+            outcome = self.processor.process_records(
+                records, acked, send_first=self._send_first, durable=self._after_sync is None
+            )
         except BaseException as exc:
             # Nothing was committed: answer every delivery so no sender waits forever.
             fenced = isinstance(exc, EpochFencedError)
@@ -297,7 +303,6 @@ class IntervalWorker:
                         Ack(batch_seq=work.batch.batch_seq, receiver_epoch=self.processor.epoch)
                     )
             raise
-        self.hooks.committed(self, outcome, time.perf_counter() - started)
         for rid in outcome.dead_lettered:
             log.warning(
                 "dead letter in %s/%s: record %s (Admin.ListDeadLetters has the error)",
@@ -305,41 +310,31 @@ class IntervalWorker:
                 extra={"event": "dead_letter", "record_id": rid.hex()},
             )  # fmt: skip
         self._maybe_report(urgent=True)
-        self._answer(accepted, records, outcome)
-        if outcome.frames and self._send_first is None:
-            self.hooks.route(self.origin, outcome.frames)
+        # Weak productions went out before the commit.
+        self._when_durable(outcome, started, send=self._send_first is None, answer=accepted)
 
-    def _answer(
+    def _when_durable(
         self,
-        accepted: list[DeliveryWork],
-        records: list[record_pb2.Record],
         outcome: BatchOutcome,
+        started: float,
+        *,
+        send: bool,
+        answer: list[DeliveryWork] | None = None,
     ) -> None:
-        """Ack each delivery: its committed ids, its duplicates, its rejections."""
-        epoch = self.processor.epoch
-        if len(outcome.committed) == len(records):  # the common case: all of them new
-            start = 0
-            for work in accepted:
-                end = start + len(work.batch.records)
-                ack = Ack(batch_seq=work.batch.batch_seq, receiver_epoch=epoch)
-                ack.committed_ids.extend(outcome.committed[start:end])
-                start = end
-                work.reply(ack)
-            return
-        committed, duplicates = set(outcome.committed), set(outcome.duplicates)
-        rejected = {rid: (reason, message) for rid, reason, message in outcome.rejected}
-        for work in accepted:
-            ack = Ack(batch_seq=work.batch.batch_seq, receiver_epoch=epoch)
-            for record in work.batch.records:
-                rid = record.record_id
-                if rid in committed:
-                    ack.committed_ids.append(rid)
-                elif rid in duplicates:
-                    ack.duplicate_ids.append(rid)
-                elif rid in rejected:
-                    code, detail = rejected[rid]
-                    ack.rejected.add(record_id=rid, reason=code, message=detail)
-            work.reply(ack)
+        """Once the commit is synced: metrics, ack the deliveries in ``answer``, send the
+        productions (``send``). On the after-sync thread, in commit order, if there is one."""
+
+        def act() -> None:
+            self.hooks.committed(self, outcome, time.perf_counter() - started)
+            if answer:
+                answer_deliveries(answer, outcome, self.processor.epoch)
+            if send and outcome.frames:
+                self.hooks.route(self.origin, outcome.frames)
+
+        if self._after_sync is None:
+            act()
+        else:
+            self._after_sync.submit(act)
 
     def _send_weak(self, productions: list[Production]) -> set[bytes]:
         """Weak productions: send now, wait up to the threshold, return what was acked."""
@@ -353,13 +348,12 @@ class IntervalWorker:
 
     def _fire_timers(self) -> None:
         while True:
-            outcome = self.processor.fire_timers()
+            started = time.perf_counter()
+            outcome = self.processor.fire_timers(durable=self._after_sync is None)
             if not outcome.timers_fired:
                 return
-            self.hooks.committed(self, outcome, 0.0)
             self._maybe_report(urgent=True)
-            if outcome.frames:
-                self.hooks.route(self.origin, outcome.frames)
+            self._when_durable(outcome, started, send=True)
 
     def _maybe_report(self, *, urgent: bool) -> None:
         oldest = self.processor.oldest_work()
@@ -383,9 +377,4 @@ class IntervalWorker:
             self.fenced_reason = reason or "fenced"
 
     def _refusal(self, batch: delivery_pb2.DeliveryBatch, reason: int, message: str) -> Ack:
-        ack = Ack(
-            batch_seq=batch.batch_seq, receiver_epoch=0 if self.fenced else self.processor.epoch
-        )
-        for record in batch.records:
-            ack.rejected.add(record_id=record.record_id, reason=reason, message=message)
-        return ack
+        return refusal(batch, reason, message, 0 if self.fenced else self.processor.epoch)

@@ -65,5 +65,8 @@ class Engine(Protocol):
     def write(self, batch: Batch, *, sync: bool) -> None:
         """Apply every write of ``batch`` atomically; ``sync`` fsyncs before returning."""
 
+    def sync(self) -> None:
+        """Make every write so far durable (after writes made with ``sync`` off)."""
+
     def close(self) -> None:
         """Release the engine; later calls fail."""

@@ -102,5 +102,8 @@ class MemoryEngine:
                 else:
                     col.delete_range(key, value)
 
+    def sync(self) -> None:
+        """Memory has nothing to flush."""
+
     def close(self) -> None:
         """Nothing to release: the data stays for a later reopen."""

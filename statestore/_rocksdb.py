@@ -116,6 +116,9 @@ class RocksDBEngine:
         finally:
             batch.release()
 
+    def sync(self) -> None:
+        self._db.flush_wal(True)  # syncs the WAL without holding the GIL
+
     def close(self) -> None:
         for family in self._columns:
             family.close()

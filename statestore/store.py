@@ -151,6 +151,17 @@ class StateStore:
         self._require_open()
         self._engine.write(batch, sync=sync)
 
+    def sync(self) -> None:
+        """Make every commit so far durable, when the store syncs at all (``config.sync``).
+
+        For callers that pipeline: commit with ``sync=False``, go on working, and act
+        on those commits (ack, send) only after this returns. Thread-safe against a
+        concurrent commit; the sync then may or may not cover that commit.
+        """
+        self._require_open()
+        if self.config.sync:
+            self._engine.sync()
+
     def _committed(
         self,
         epoch: int,
