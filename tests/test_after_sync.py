@@ -13,22 +13,14 @@ import sys
 import threading
 from pathlib import Path
 
-from computations import IntervalProcessor, Topology
 from computations._acks import DeliveryWork
 from computations._after_sync import EXIT_SYNC_FAILED, AfterSync
 from computations._outbox import Frame
 from computations._sender import Origin
 from computations._worker import IntervalWorker, WorkerHooks
 from millrace.wire.v1 import delivery_pb2
-from statestore import StateStore
 from tests.cluster import numbered_records
-
-TOPOLOGY = {
-    "streams": {"in": {}, "ok": {}},
-    "computations": {
-        "fwd": {"handler": "tests.workloads:Poison", "inputs": {"in": "key"}, "outputs": ["ok"]}
-    },
-}
+from tests.delivery_helpers import forwarding_processor
 
 
 def test_actions_run_after_one_sync_in_the_order_submitted() -> None:
@@ -60,11 +52,8 @@ class _Hooks(WorkerHooks):
 def test_a_delivery_is_acked_and_its_productions_sent_only_after_the_sync(
     tmp_path: Path,
 ) -> None:
-    store = StateStore.open_rocksdb(tmp_path / "s")
-    processor = IntervalProcessor(
-        topology=Topology.from_dict(TOPOLOGY), computation="fwd", interval=0, store=store,
-        epoch=1,
-    )  # fmt: skip
+    processor = forwarding_processor(tmp_path / "s", epoch=1)
+    store = processor.store
     gate, syncing = threading.Event(), threading.Event()
     real_sync = processor.make_durable
 

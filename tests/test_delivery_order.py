@@ -16,31 +16,15 @@ from typing import Any
 
 import grpc
 
-from computations import IntervalProcessor, Topology
 from computations._outbox import Production
 from computations._sender import DownstreamSender, Origin
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
-from statestore import StateStore
 from tests.cluster import numbered_records
-
-TOPOLOGY = {
-    "streams": {"in": {}, "ok": {}},
-    "computations": {
-        "fwd": {"handler": "tests.workloads:Poison", "inputs": {"in": "key"}, "outputs": ["ok"]}
-    },
-}
-
-
-def _processor(path: Path, epoch: int) -> IntervalProcessor:
-    store = StateStore.open_rocksdb(path)
-    return IntervalProcessor(
-        topology=Topology.from_dict(TOPOLOGY), computation="fwd", interval=0, store=store,
-        epoch=epoch,
-    )  # fmt: skip
+from tests.delivery_helpers import CountingAcks, forwarding_processor
 
 
 def test_outbox_resends_in_production_order_after_a_restart(tmp_path: Path) -> None:
-    processor = _processor(tmp_path / "s", epoch=1)
+    processor = forwarding_processor(tmp_path / "s", epoch=1)
     made: list[bytes] = []
     for start in range(0, 600, 100):  # six commits, nothing acknowledged
         outcome = processor.process_records(numbered_records(start, 100, keys=7))
@@ -49,11 +33,11 @@ def test_outbox_resends_in_production_order_after_a_restart(tmp_path: Path) -> N
     assert sorted(made) != made
     processor.store.close()
 
-    restarted = _processor(tmp_path / "s", epoch=2)
+    restarted = forwarding_processor(tmp_path / "s", epoch=2)
     assert [p.record.record_id for p in restarted.pending_productions()] == made
     more = restarted.process_records(numbered_records(600, 50, keys=7)).productions
     restarted.store.close()
-    again = _processor(tmp_path / "s", epoch=3)
+    again = forwarding_processor(tmp_path / "s", epoch=3)
     expected = made + [p.record.record_id for p in more]
     assert [p.record.record_id for p in again.pending_productions()] == expected
     again.store.close()
@@ -88,31 +72,13 @@ class _BreakingReceiver(delivery_pb2_grpc.DeliveryServicer):
             )
 
 
-class _Acks:
-    def __init__(self) -> None:
-        self.count = 0
-        self.done = threading.Event()
-        self.total = 0
-
-    def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
-        self.count += len(outbox_keys)
-        if self.count >= self.total:
-            self.done.set()
-
-    def fenced(self, origin: Origin, message: str) -> None:
-        raise AssertionError(message)
-
-    def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
-        raise AssertionError(message)
-
-
 def test_sender_resends_unacknowledged_batches_in_their_first_order() -> None:
     receiver = _BreakingReceiver(every=5)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     delivery_pb2_grpc.add_DeliveryServicer_to_server(receiver, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    acks = _Acks()
+    acks = CountingAcks()
     productions = [
         Production.to("sink:ok", 0, record_pb2.Record(record_id=f"p{i:06d}".encode(), key=b"k"))
         for i in range(3000)

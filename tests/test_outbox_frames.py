@@ -10,26 +10,12 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from computations import IntervalProcessor, Topology
+from computations import IntervalProcessor
 from computations._outbox import is_frame_key, outbox_key
 from millrace.wire.v1 import record_pb2
 from statestore import StateStore
 from tests.cluster import numbered_records
-
-TOPOLOGY = {
-    "streams": {"in": {}, "ok": {}},
-    "computations": {
-        "fwd": {"handler": "tests.workloads:Poison", "inputs": {"in": "key"}, "outputs": ["ok"]}
-    },
-}
-
-
-def _processor(path: Path, epoch: int) -> IntervalProcessor:
-    store = StateStore.open_rocksdb(path)
-    return IntervalProcessor(
-        topology=Topology.from_dict(TOPOLOGY), computation="fwd", interval=0, store=store,
-        epoch=epoch,
-    )  # fmt: skip
+from tests.delivery_helpers import forwarding_processor
 
 
 def _stored_keys(processor: IntervalProcessor) -> list[bytes]:
@@ -37,7 +23,7 @@ def _stored_keys(processor: IntervalProcessor) -> list[bytes]:
 
 
 def test_a_frame_leaves_the_outbox_when_its_last_production_is_acked(tmp_path: Path) -> None:
-    processor = _processor(tmp_path / "s", epoch=1)
+    processor = forwarding_processor(tmp_path / "s", epoch=1)
     first = processor.process_records(numbered_records(0, 40, keys=5)).productions
     second = processor.process_records(numbered_records(40, 30, keys=5)).productions
     frames = _stored_keys(processor)
@@ -54,7 +40,7 @@ def test_a_frame_leaves_the_outbox_when_its_last_production_is_acked(tmp_path: P
     processor.acknowledge([p.outbox_key for p in second[::2]])
     processor.store.close()
     # After a restart the partly acked frame is resent whole (receivers drop duplicates).
-    restarted = _processor(tmp_path / "s", epoch=2)
+    restarted = forwarding_processor(tmp_path / "s", epoch=2)
     assert [p.outbox_key for p in restarted.pending_productions()] == [p.outbox_key for p in second]
     restarted.acknowledge([p.outbox_key for p in second])
     assert _stored_keys(restarted) == [] and len(restarted.in_flight) == 0
@@ -74,7 +60,7 @@ def test_entries_of_the_older_per_production_format_are_resent_first(tmp_path: P
     txn.commit()
     store.close()
 
-    processor = _processor(tmp_path / "s", epoch=2)
+    processor = forwarding_processor(tmp_path / "s", epoch=2)
     new = processor.process_records(numbered_records(0, 4, keys=2)).productions
     pending = processor.pending_productions()
     assert [p.record.record_id for p in pending] == [
@@ -89,7 +75,7 @@ def test_entries_of_the_older_per_production_format_are_resent_first(tmp_path: P
 
 
 def test_deferred_frame_deletes_ride_with_the_next_commit(tmp_path: Path) -> None:
-    processor = _processor(tmp_path / "s", epoch=1)
+    processor = forwarding_processor(tmp_path / "s", epoch=1)
     first = processor.process_records(numbered_records(0, 10, keys=3)).productions
     processor.acknowledge([p.outbox_key for p in first], flush=False)
     assert len(processor.in_flight) == 0, "acked productions stop holding the watermark at once"

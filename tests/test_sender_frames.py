@@ -18,6 +18,7 @@ import grpc
 from computations._outbox import Frame, Production, encode_frame
 from computations._sender import DownstreamSender, Origin
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+from tests.delivery_helpers import CountingAcks
 
 
 class _RecordingReceiver(delivery_pb2_grpc.DeliveryServicer):
@@ -34,22 +35,6 @@ class _RecordingReceiver(delivery_pb2_grpc.DeliveryServicer):
             yield delivery_pb2.DeliveryAck(
                 batch_seq=batch.batch_seq, committed_ids=[r.record_id for r in batch.records]
             )
-
-
-class _Acks:
-    def __init__(self, total: int) -> None:
-        self.total, self.count, self.done = total, 0, threading.Event()
-
-    def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
-        self.count += len(outbox_keys)
-        if self.count >= self.total:
-            self.done.set()
-
-    def fenced(self, origin: Origin, message: str) -> None:
-        raise AssertionError(message)
-
-    def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
-        raise AssertionError(message)
 
 
 def _frame(consumer: str, start: int, count: int, *, encoded: bool) -> Frame:
@@ -87,7 +72,7 @@ def test_frames_arrive_as_well_formed_batches_in_order() -> None:
         for consumer in ("a", "b"):
             frames.append(_frame(consumer, start, size, encoded=n % 2 == 0))
         start += size
-    acks = _Acks(total=2 * start)
+    acks = CountingAcks(total=2 * start)
     sender = DownstreamSender(f"127.0.0.1:{port}", sender_id="t", callbacks=acks, max_batch=50)
     origin = Origin("up", 2, 7)
     sender.submit_frames(origin, frames)
