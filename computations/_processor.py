@@ -255,8 +255,13 @@ class IntervalProcessor:
         built = FrameBuilder()
         outcome.productions = built.productions
         now = self._clock()
-        due = self.store.due_timers(TimeDomain.PROCESSING_TIME, now, limit)
-        if self.input_watermark is not None:
+        due: list[Timer] = []
+        # The cached earliest timer spares a RocksDB scan on the (usual) turn with none due.
+        if self._any_due(TimeDomain.PROCESSING_TIME, now):
+            due = self.store.due_timers(TimeDomain.PROCESSING_TIME, now, limit)
+        if self.input_watermark is not None and self._any_due(
+            TimeDomain.EVENT_TIME, self.input_watermark - 1
+        ):
             # An event-time timer at T fires once the low watermark is past T.
             due += self.store.due_timers(TimeDomain.EVENT_TIME, self.input_watermark - 1, limit)
         if not due:
@@ -285,6 +290,10 @@ class IntervalProcessor:
         txn.set_meta(_FIRE_SEQ, _U64.pack(seq))
         self._commit(txn, outcome, built, durable=durable)
         return outcome
+
+    def _any_due(self, domain: TimeDomain, up_to_ms: int) -> bool:
+        earliest = self.store.next_timer_ms(domain)
+        return earliest is not None and earliest <= up_to_ms
 
     def _timer_failed(
         self, txn: Transaction, key: bytes, fired: FiredTimer, exc: Exception
