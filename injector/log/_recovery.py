@@ -9,6 +9,10 @@
    sealing it and creating the next one). Otherwise it is the active segment:
    scan it, and cut everything after the last valid COMMIT (a torn or bad
    entry, records without their COMMIT), reported as a :class:`RecoveryReport`.
+   Unless a valid COMMIT of a *later* request lies beyond the bad entry: a
+   crash only tears the tail, and a request is written after the one before
+   it was synced, so the damaged request was acknowledged. Cutting it would
+   hand its offsets (record ids) to new records: :class:`LogCorruptedError`.
 4. Check the segments chain: each starts where the previous one ends.
 
 Read-only opens change nothing on disk: they only stop at the valid end.
@@ -19,14 +23,19 @@ from __future__ import annotations
 import logging
 import os
 import re
+import zlib
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import BinaryIO
 
 from injector.log._format import (
+    COMMIT,
+    ENTRY_PREFIX,
     HEADER_SIZE,
+    PREFIX_SIZE,
     EntryError,
+    decode_commit,
     decode_header,
     header_is_torn,
     index_name,
@@ -42,6 +51,9 @@ from injector.log.errors import LogCorruptedError
 logger = logging.getLogger(__name__)
 
 _TMP_NAME = re.compile(r"segment-\d{20}\.idx\.tmp")
+# Where a COMMIT entry may start: a body length below 16 MiB (first byte 0) and the
+# COMMIT type byte right after the 8-byte prefix. Overlapping, hence the lookahead.
+_COMMIT_CANDIDATE = re.compile(rb"(?=\x00.{7}" + re.escape(bytes([COMMIT])) + rb")", re.DOTALL)
 
 
 def load_segments(
@@ -213,6 +225,18 @@ def _load_last(
         if found != base:
             raise LogCorruptedError(str(path), 0, f"header says base offset {found}, name {base}")
         error = rebuild(segment, f, size)
+        later = None if error is None else _later_commit(f, error.position, size, segment)
+    if error is not None and later is not None:
+        position, first = later
+        message = (
+            f"{error.reason} at byte {error.position}, yet a valid commit of offsets from "
+            f"{first} follows at byte {position}: acknowledged records lie past the damage. "
+            "The log will not cut them and reuse their offsets; restore this segment from "
+            "a copy"
+        )
+        if not read_only:
+            raise LogCorruptedError(str(path), error.position, message)
+        logger.warning("%s: %s (reading up to the damage)", path, message)
     if error is None:
         return segment, RecoveryReport(
             segment=str(path), truncated_bytes=0, dropped_entries=0, reason=""
@@ -233,6 +257,28 @@ def _load_last(
     if not read_only:
         _truncate(path, segment.size, fsync=config.fsync)
     return segment, report
+
+
+def _later_commit(
+    f: BinaryIO, position: int, file_size: int, segment: Segment
+) -> tuple[int, int] | None:
+    """A valid COMMIT past the bad entry at ``position`` of a request after the damaged
+    one (which starts at ``segment.end_offset``): its byte position and first offset."""
+    f.seek(position + 1)
+    data = f.read(file_size - position - 1)
+    for match in _COMMIT_CANDIDATE.finditer(data):
+        at = match.start()
+        length, crc = ENTRY_PREFIX.unpack_from(data, at)
+        body = data[at + PREFIX_SIZE : at + PREFIX_SIZE + length]
+        if len(body) != length or zlib.crc32(body) != crc:
+            continue
+        try:
+            commit = decode_commit(body, position + 1 + at)
+        except EntryError:
+            continue
+        if commit.first_offset > segment.end_offset:
+            return position + 1 + at, commit.first_offset
+    return None
 
 
 def _reset_torn_header(

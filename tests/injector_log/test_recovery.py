@@ -249,3 +249,29 @@ def test_any_cut_keeps_exactly_the_requests_that_end_before_it(
         assert log.next_offset == expected
         got = log.read(0, 10_000)
         assert [r.offset for r in got] == list(range(expected))
+
+
+def test_damage_before_later_commits_is_corruption_not_a_torn_tail(tmp_path: Path) -> None:
+    """Requests are appended after the one before was synced, so a bad entry followed by
+    a later request's valid COMMIT is damage to acknowledged records: cutting there would
+    give their offsets (record ids) to new records."""
+    source = tmp_path / "source"
+    offset_before, _ = make_log(source, range(6))
+    data = active_path(source).read_bytes()
+    bounds = entry_bounds(active_path(source))
+    commits = [(start, end) for start, end, kind in bounds if kind == 2]
+    work = tmp_path / "work"
+    # A byte in every entry of the first four requests (records and commits alike).
+    damaged_entries = [(s, e) for s, e, _ in bounds if e <= commits[3][1]]
+    for start, end in damaged_entries:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(source, work)
+        damaged = bytearray(data)
+        damaged[(start + end) // 2] ^= 0x10
+        active_path(work).write_bytes(bytes(damaged))
+        with pytest.raises(LogCorruptedError, match="acknowledged records lie past the damage"):
+            StreamLog.open(work / STREAM, STREAM, config=CONFIG)
+        assert active_path(work).read_bytes() == bytes(damaged), "nothing is cut"
+        # A read-only open (the CLI, Spark jobs) still reads what precedes the damage.
+        with StreamLog.open(work / STREAM, STREAM, config=CONFIG, read_only=True) as log:
+            assert log.next_offset < offset_before
