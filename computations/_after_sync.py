@@ -15,6 +15,8 @@ import queue
 import threading
 from collections.abc import Callable
 
+from statestore import StoreClosedError
+
 log = logging.getLogger(__name__)
 
 EXIT_SYNC_FAILED = 75
@@ -53,8 +55,8 @@ class AfterSync:
                 except queue.Empty:
                     break
             actions = [item for item in items if item is not _STOP and callable(item)]
-            if actions:
-                self._sync_or_exit()
+            if actions and not self._sync_or_exit():
+                return
             for action in actions:
                 try:
                     action()
@@ -63,9 +65,14 @@ class AfterSync:
             if len(actions) < len(items):
                 return
 
-    def _sync_or_exit(self) -> None:
+    def _sync_or_exit(self) -> bool:
+        """True once synced; False when the store was closed under us (a shutdown that
+        did not wait): then nothing queued is acted on, and senders resend it later."""
         try:
             self._sync()
+        except StoreClosedError:
+            log.info("store closed before its last sync; %s unacknowledged", self._thread.name)
+            return False
         except Exception:
             # Commits after the failed sync sit in RocksDB's memory and were read by
             # later batches: the only safe state is the one on disk. Stop; the
@@ -73,3 +80,4 @@ class AfterSync:
             log.critical("syncing the write-ahead log failed; stopping", exc_info=True)
             logging.shutdown()
             os._exit(EXIT_SYNC_FAILED)
+        return True

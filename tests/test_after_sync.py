@@ -19,6 +19,7 @@ from computations._outbox import Frame
 from computations._sender import Origin
 from computations._worker import IntervalWorker, WorkerHooks
 from millrace.wire.v1 import delivery_pb2
+from statestore import StoreClosedError
 from tests.cluster import numbered_records
 from tests.delivery_helpers import forwarding_processor
 
@@ -109,3 +110,15 @@ print("SURVIVED", flush=True)
     assert done.returncode == EXIT_SYNC_FAILED, done.stderr
     assert "ACTED" not in done.stdout and "SURVIVED" not in done.stdout
     assert "syncing the write-ahead log failed" in done.stderr
+
+
+def test_a_store_closed_by_a_shutdown_drops_the_actions_without_exiting() -> None:
+    def sync() -> None:
+        raise StoreClosedError("closed")
+
+    acted: list[str] = []
+    after = AfterSync(sync, "t")
+    after.start()
+    after.submit(lambda: acted.append("a"))
+    after.stop()
+    assert acted == [], "nothing may be acked or sent without its sync"
