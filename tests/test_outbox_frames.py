@@ -87,3 +87,18 @@ def test_deferred_frame_deletes_ride_with_the_next_commit(tmp_path: Path) -> Non
     processor.flush_acknowledged()
     assert _stored_keys(processor) == []
     processor.store.close()
+
+
+def test_a_refused_production_is_dead_lettered_and_its_frame_still_leaves(
+    tmp_path: Path,
+) -> None:
+    processor = forwarding_processor(tmp_path / "s", epoch=1)
+    made = processor.process_records(numbered_records(0, 10, keys=3)).productions
+    processor.refused(made[4], "WRONG_INTERVAL: not mine")
+    [letter] = processor.dead_letters()
+    assert letter.record.record_id == made[4].record.record_id
+    assert letter.error == "refused by sink:ok/0: WRONG_INTERVAL: not mine"
+    assert len(processor.in_flight) == 9 and len(_stored_keys(processor)) == 1
+    processor.acknowledge([p.outbox_key for i, p in enumerate(made) if i != 4])
+    assert _stored_keys(processor) == [] and len(processor.in_flight) == 0
+    processor.store.close()
