@@ -64,7 +64,8 @@ def _run(
     processor: IntervalProcessor, batches: list[list[record_pb2.Record]], acked: list[bytes]
 ) -> list[bytes]:
     for records in batches:
-        outcome = processor.process_records(records, acked)
+        processor.acknowledge(acked, flush=False)  # the deletes ride with the commit
+        outcome = processor.process_records(records)
         acked = [p.outbox_key for p in outcome.productions]
     return acked
 

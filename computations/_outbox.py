@@ -29,11 +29,11 @@ from typing import NamedTuple
 
 from xxhash import xxh3_128_digest
 
+from computations._records import new_tuple
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
-_new = tuple.__new__  # a NamedTuple from a tuple, in C (its own __new__ is Python)
 _FRAME_TAG = b"\x00"  # no consumer name is empty, so no identity starts with 0x00
 
 
@@ -170,17 +170,15 @@ class FrameBuilder:
             producer=producer,
             stream=stream,
         )
-        production = _new(Production, (consumer, interval, record, outbox_key))
+        production = new_tuple(Production, (consumer, interval, record, outbox_key))
         entry[1].append(production)
         self.productions.append(production)
 
-    def frames(self, keep: Callable[[Production], bool] | None = None) -> list[Frame]:
-        """One encoded frame per destination; with ``keep``, only the productions it keeps."""
+    def frames(self, keep: Callable[[Production], bool]) -> list[Frame]:
+        """One frame per destination with the productions ``keep`` keeps (encoded as built
+        when it keeps them all)."""
         frames = []
         for (consumer, interval), (batch, productions) in self._batches.items():
-            if keep is None:
-                frames.append(Frame(consumer, interval, productions, batch.SerializeToString()))
-                continue
             kept = [p for p in productions if keep(p)]
             if len(kept) == len(productions):
                 frames.append(Frame(consumer, interval, productions, batch.SerializeToString()))
@@ -238,10 +236,9 @@ class OldestInFlight:
         self._groups: dict[Hashable, list[float]] = {}  # group -> [min ts, live, added at]
         self._next_group = 0
 
-    def add_group(self, items: Iterable[tuple[bytes, int]], group: Hashable = None) -> int:
+    def add_group(self, items: Iterable[tuple[bytes, int]], group: Hashable = None) -> None:
         """Track productions ``(identity, event timestamp)`` as one group, named ``group``
-        (a fresh name when None). Identities already tracked stay in their first group;
-        returns how many were new (0: no group was made)."""
+        (a fresh name when None). Identities already tracked stay in their first group."""
         if group is None:
             group = self._next_group
             self._next_group += 1
@@ -256,7 +253,6 @@ class OldestInFlight:
                 oldest = timestamp_ms
         if count and oldest is not None:
             self._groups[group] = [oldest, count, time.monotonic()]
-        return count
 
     def add(self, key: bytes, timestamp_ms: int) -> None:
         """Track one unacknowledged production."""

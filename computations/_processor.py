@@ -8,7 +8,8 @@ all drive this one class:
    what to ack and what to send; the caller acks, then sends.
 2. ``fire_timers``: due timers, in time order, each fire deleting its timer
    in the same commit as its effects.
-3. ``acknowledge``: productions acked downstream leave the outbox.
+3. ``acknowledge``: productions acked downstream leave the outbox
+   (:class:`~computations._outbox_ledger.OutboxLedger` keeps its books).
 
 It keeps no process-global state, so many run side by side in one process.
 """
@@ -19,39 +20,34 @@ import struct
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from computations._computation import Computation
+from computations._dead_letters import read_letters, stage_letter
 from computations._keys import interval_of
 from computations._outbox import (
     Frame,
     FrameBuilder,
-    OldestInFlight,
     Production,
-    decode_frame,
-    frame_key,
-    frame_seq,
-    is_frame_key,
     record_id_prefix,
     timer_id_prefix,
 )
-from computations._records import FiredTimer, Record
+from computations._outbox_ledger import OutboxLedger
+from computations._records import FiredTimer, Record, new_tuple
 from computations._routing import ProductionRouter
-from computations._scope import RESERVED_PREFIX, RecordScope
+from computations._scope import RecordScope
+from computations._sender_epochs import SenderEpochs
 from computations._topology import Topology
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
 from statestore import StateStore, Transaction
 from statestore.types import TimeDomain, Timer
 
-DEAD_LETTER_PREFIX = RESERVED_PREFIX + b"dead-letter/"
 _FIRE_SEQ = "timer-fire-seq"
-_SENDER_EPOCH = "sender-epoch"
 MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
 WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 _U64 = struct.Struct(">Q")
-_new = tuple.__new__
-"""Makes a NamedTuple from a tuple in C: its generated ``__new__`` is Python (~0.2 us)."""
 
 
 def _now_ms() -> int:
@@ -107,34 +103,24 @@ class IntervalProcessor:
         self._attempts: dict[bytes, int] = {}
         self.records_committed = 0
         """Records newly committed since this processor started (a status figure)."""
-        self._sender_epochs: dict[str, int] = {}
-        self._new_sender_epochs: dict[str, int] = {}
+        self._sender_epochs = SenderEpochs(store)
         self.input_watermark: int | None = None
-        self.in_flight = OldestInFlight()
         store.claim_epoch(epoch)
-        self._next_frame = 0
-        """The sequence number of the next outbox frame."""
-        self._acked_frames: list[bytes] = []
-        """Frames whose productions are all acknowledged, to delete with the next commit."""
-        for key, frame in self._read_outbox():
-            self._track(key, frame.productions)
-            if is_frame_key(key):
-                self._next_frame = frame_seq(key) + 1
+        self._outbox = OutboxLedger(store)
+        self.in_flight = self._outbox.in_flight
+        """Productions not acknowledged downstream yet (also holding the watermark back)."""
 
     # -- 1. records --------------------------------------------------------
 
     def process_records(
         self,
         records: Sequence[record_pb2.Record],
-        acked: Sequence[bytes] = (),
         *,
         send_first: Callable[[list[Production]], set[bytes]] | None = None,
         durable: bool = True,
     ) -> BatchOutcome:
         """Dedup, run user code, commit everything in one write. See the module docstring.
 
-        ``acked``: outbox keys acknowledged downstream since the last commit; their
-        deletes ride along in the same write.
         ``send_first`` (weak productions): called with the productions *before* the
         commit; returns the outbox keys acknowledged in time. Only the others are
         checkpointed. Safe because production ids derive from the input record ids:
@@ -145,7 +131,6 @@ class IntervalProcessor:
         outcome = BatchOutcome()
         built = FrameBuilder()
         outcome.productions = built.productions
-        self._forget_acked(acked)
         txn = self.store.begin(self.epoch)
         rids = [r.record_id for r in records]
         seen = txn.seen(rids)
@@ -169,7 +154,7 @@ class IntervalProcessor:
             try:
                 process(
                     scope,
-                    _new(
+                    new_tuple(
                         Record, (record.stream, key, record.value, timestamp, rid, record.producer)
                     ),
                 )
@@ -315,30 +300,14 @@ class IntervalProcessor:
     def _put_letter(
         self, txn: Transaction, ident: bytes, record: record_pb2.Record, error: str, attempts: int
     ) -> None:
-        """Stage a dead letter (the record, why, after how many attempts) in ``txn``."""
-        letter = admin_pb2.DeadLetter(
-            computation=self.name, error=error, attempts=attempts, failed_at_ms=self._clock()
-        )
-        letter.record.CopyFrom(record)
-        txn.put(DEAD_LETTER_PREFIX + ident, letter.SerializeToString())
+        stage_letter(txn, self.name, ident, record, error, attempts, self._clock())
 
     # -- fencing of senders --------------------------------------------------
 
     def accept_sender(self, computation: str, interval: int, epoch: int) -> bool:
         """False when ``(computation, interval)`` has already been seen at a newer epoch:
         the sender is a zombie. A newer epoch is remembered durably with the next commit."""
-        name = f"{_SENDER_EPOCH}/{computation}/{interval}"
-        known = self._sender_epochs.get(name)
-        if known is None:
-            raw = self.store.get_meta(name)
-            known = _U64.unpack(raw)[0] if raw else 0
-            self._sender_epochs[name] = known
-        if epoch < known:
-            return False
-        if epoch > known:
-            self._sender_epochs[name] = epoch
-            self._new_sender_epochs[name] = epoch
-        return True
+        return self._sender_epochs.accept(computation, interval, epoch)
 
     # -- 3. acks -------------------------------------------------------------
 
@@ -346,29 +315,17 @@ class IntervalProcessor:
         """Productions acked downstream are forgotten. Frames left with none unacked
         leave the outbox now (``flush``) or with the next commit (no fsync either way:
         a lost delete only causes a resend, which the receiver deduplicates)."""
-        self._forget_acked(outbox_keys)
+        self._outbox.acknowledged(outbox_keys)
         if flush:
             self.flush_acknowledged()
 
     def flush_acknowledged(self) -> None:
         """Commit the deletes of fully acknowledged frames still waiting for a commit."""
-        if self._acked_frames:
+        if self._outbox.has_emptied:
             txn = self.store.begin(self.epoch)
-            self._stage_acked_frames(txn)
+            staged = self._outbox.stage(txn)
             txn.commit(sync=False)
-            self._acked_frames.clear()
-
-    def _forget_acked(self, outbox_keys: Iterable[bytes]) -> None:
-        """Stop tracking acked productions; queue the frames they emptied for deletion."""
-        remove = self.in_flight.remove
-        for key in outbox_keys:
-            frame = remove(key)
-            if frame is not None:
-                self._acked_frames.append(frame)  # type: ignore[arg-type]
-
-    def _stage_acked_frames(self, txn: Transaction) -> None:
-        for frame in self._acked_frames:
-            txn.remove_outbox(frame)
+            self._outbox.committed(staged)
 
     def refused(self, production: Production, reason: str) -> None:
         """A receiver will never accept ``production``: keep it as a dead letter, with the
@@ -376,10 +333,10 @@ class IntervalProcessor:
         txn = self.store.begin(self.epoch)
         error = f"refused by {production.consumer}/{production.interval}: {reason}"
         self._put_letter(txn, production.record.record_id, production.record, error, 1)
-        self._forget_acked([production.outbox_key])
-        self._stage_acked_frames(txn)
+        self._outbox.acknowledged([production.outbox_key])
+        staged = self._outbox.stage(txn)
         txn.commit()
-        self._acked_frames.clear()
+        self._outbox.committed(staged)
 
     def pending_productions(self) -> list[Production]:
         """Every production in the outbox, in the order they were made."""
@@ -388,25 +345,7 @@ class IntervalProcessor:
     def pending_frames(self) -> list[Frame]:
         """The outbox's frames in the order they were made, as stored (to resend after
         a restart: a consumer that keeps the latest value per key must see them in order)."""
-        return [frame for _, frame in self._read_outbox()]
-
-    def _read_outbox(self) -> list[tuple[bytes, Frame]]:
-        """The outbox's entries in production order: per-production entries of the older
-        format first (they are older), then the frames by sequence."""
-        legacy: list[tuple[int, Production]] = []
-        frames: list[tuple[bytes, Frame]] = []
-        for key, value in self.store.outbox():
-            if is_frame_key(key):
-                frames.append((key, decode_frame(value)))
-            else:
-                legacy.append(Production.from_outbox(key, value))
-        legacy.sort(key=lambda entry: entry[0])
-        return [(p.outbox_key, Frame(p.consumer, p.interval, [p])) for _, p in legacy] + frames
-
-    def _track(self, key: bytes, productions: Sequence[Production]) -> int:
-        return self.in_flight.add_group(
-            ((p.outbox_key, p.record.event_time_ms) for p in productions), key
-        )
+        return self._outbox.pending_frames()
 
     def make_durable(self) -> None:
         """Sync every commit made so far (see ``durable`` of :meth:`process_records`).
@@ -432,12 +371,7 @@ class IntervalProcessor:
 
     def dead_letters(self) -> list[admin_pb2.DeadLetter]:
         """Records and timers that failed ``max_attempts`` times, with their errors."""
-        letters = []
-        for _, raw in self.store.scan_state(DEAD_LETTER_PREFIX):
-            letter = admin_pb2.DeadLetter()
-            letter.ParseFromString(raw)
-            letters.append(letter)
-        return letters
+        return read_letters(self.store)
 
     # -- shared steps ------------------------------------------------------------
 
@@ -458,32 +392,15 @@ class IntervalProcessor:
         txn: Transaction,
         outcome: BatchOutcome,
         built: FrameBuilder,
-        skip: set[bytes] | None = None,
+        skip: AbstractSet[bytes] = frozenset(),
         *,
         durable: bool = True,
     ) -> None:
         """Checkpoint the productions (all of them, or all but the already-acked ``skip``),
         one frame per destination, in the same commit as everything else."""
-        tracked = self.in_flight.tracks
-
-        def keep(production: Production) -> bool:
-            # An identity already in flight has its frame; another would never be deleted.
-            key = production.outbox_key
-            return not tracked(key) and not (skip and key in skip)
-
-        frames = built.frames(keep if skip or len(self.in_flight) else None)
-        staged: list[tuple[bytes, Frame]] = []
-        for frame in frames:
-            key = frame_key(self._next_frame)
-            self._next_frame += 1  # gaps after a failed commit are harmless: only order counts
-            txn.add_outbox(key, frame.encoded())
-            staged.append((key, frame))
-        for name, epoch in self._new_sender_epochs.items():
-            txn.set_meta(name, _U64.pack(epoch))
-        self._stage_acked_frames(txn)
+        staged = self._outbox.stage(txn, built, skip)
+        self._sender_epochs.stage(txn)
         txn.commit(sync=None if durable else False)
-        self._new_sender_epochs.clear()
-        self._acked_frames.clear()
-        for key, frame in staged:
-            self._track(key, frame.productions)
-        outcome.frames = frames
+        self._sender_epochs.committed()
+        self._outbox.committed(staged)
+        outcome.frames = [frame for _, frame in staged]

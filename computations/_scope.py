@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, TypeVar
 
+from computations._records import new_tuple
 from computations._serde import BYTES, Serde
 from computations.errors import ProduceError, TimerError
 from statestore import Transaction
@@ -18,7 +19,6 @@ from statestore.types import TimeDomain, Timer
 
 T = TypeVar("T")
 _U32 = struct.Struct(">I")
-_new = tuple.__new__  # a NamedTuple from a tuple, in C (its own __new__ is Python)
 
 RESERVED_PREFIX = b"\xff\xff\xff\xff"
 """State keys of user state start with a 4-byte key length, never this."""
@@ -126,7 +126,7 @@ class RecordScope:
                 f"which is not among its declared outputs {sorted(self._outputs)}"
             )
         ts = self._timestamp_ms if timestamp_ms is None else int(timestamp_ms)
-        self.emitted.append(_new(Emitted, (stream, bytes(key), bytes(value), ts)))
+        self.emitted.append(new_tuple(Emitted, (stream, bytes(key), bytes(value), ts)))
 
     def apply(self) -> None:
         """Move the buffered state and timer changes into the transaction."""

@@ -218,19 +218,15 @@ class IntervalWorker:
     def _turn(self, items: list[object]) -> None:
         deliveries = [i for i in items if isinstance(i, DeliveryWork)]
         try:
-            acked = self._control(items)
+            self._control(items)
             if self.fenced:
                 for work in deliveries:
                     work.reply(
                         self._refusal(work.batch, delivery_pb2.NOT_OWNER, self.fenced_reason)
                     )
             elif deliveries:
-                self._process(deliveries, acked)
-            elif acked:
-                # Under load the frame deletes ride along with the next commit; an
-                # idle turn (below) commits them on their own.
-                self.processor.acknowledge(acked, flush=False)
-            elif not items and not self.fenced:
+                self._process(deliveries)
+            elif not items:
                 self.processor.flush_acknowledged()
             if not self.fenced:
                 self._fire_timers()
@@ -239,12 +235,13 @@ class IntervalWorker:
             for _ in deliveries:
                 self._slots.release()
 
-    def _control(self, items: list[object]) -> list[bytes]:
-        """Apply watermarks, fences and refusals; return the acknowledged outbox keys."""
-        acked: list[bytes] = []
+    def _control(self, items: list[object]) -> None:
+        """Apply acknowledgements, watermarks, fences and refusals."""
         for item in items:
             if isinstance(item, _Acked):
-                acked.extend(item.outbox_keys)
+                # Under load the frame deletes ride along with the next commit; an idle
+                # turn commits them on their own.
+                self.processor.acknowledge(item.outbox_keys, flush=False)
             elif isinstance(item, tuple) and item[0] == "watermark":
                 self.processor.advance_watermark(int(item[1]))
             elif isinstance(item, _Fence) and not self.fenced:
@@ -252,9 +249,8 @@ class IntervalWorker:
                 self._become_fenced(item.reason)
             elif isinstance(item, _Refused) and not self.fenced:
                 self.processor.refused(item.production, item.reason)
-        return acked
 
-    def _process(self, deliveries: list[DeliveryWork], acked: list[bytes]) -> None:
+    def _process(self, deliveries: list[DeliveryWork]) -> None:
         accepted: list[DeliveryWork] = []
         for work in deliveries:
             sender = work.batch.sender
@@ -283,14 +279,12 @@ class IntervalWorker:
                 work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, self.fenced_reason))
             return
         if not accepted:
-            if acked:
-                self.processor.acknowledge(acked)
             return
         records = [r for work in accepted for r in work.batch.records]
         started = time.perf_counter()
         try:
             outcome = self.processor.process_records(
-                records, acked, send_first=self._send_first, durable=self._after_sync is None
+                records, send_first=self._send_first, durable=self._after_sync is None
             )
         except BaseException as exc:
             # Nothing was committed: answer every delivery so no sender waits forever.

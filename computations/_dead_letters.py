@@ -1,0 +1,41 @@
+"""Dead letters: records and timer fires that failed for good, with why, in the state store.
+
+Each is an ``admin_pb2.DeadLetter`` under a reserved state key (user state keys
+start with a key length, never with the reserved prefix), written in the same
+commit that gives up on the record, so it is never lost or written twice.
+"""
+
+from __future__ import annotations
+
+from computations._scope import RESERVED_PREFIX
+from millrace.wire.v1 import admin_pb2, record_pb2
+from statestore import StateStore, Transaction
+
+DEAD_LETTER_PREFIX = RESERVED_PREFIX + b"dead-letter/"
+
+
+def stage_letter(  # noqa: PLR0917 - a letter has this many parts
+    txn: Transaction,
+    computation: str,
+    ident: bytes,
+    record: record_pb2.Record,
+    error: str,
+    attempts: int,
+    failed_at_ms: int,
+) -> None:
+    """Stage in ``txn`` the dead letter of ``record`` (``ident``: a record or timer id)."""
+    letter = admin_pb2.DeadLetter(
+        computation=computation, error=error, attempts=attempts, failed_at_ms=failed_at_ms
+    )
+    letter.record.CopyFrom(record)
+    txn.put(DEAD_LETTER_PREFIX + ident, letter.SerializeToString())
+
+
+def read_letters(store: StateStore) -> list[admin_pb2.DeadLetter]:
+    """Every dead letter of ``store``, in key order."""
+    letters = []
+    for _, raw in store.scan_state(DEAD_LETTER_PREFIX):
+        letter = admin_pb2.DeadLetter()
+        letter.ParseFromString(raw)
+        letters.append(letter)
+    return letters

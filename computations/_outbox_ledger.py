@@ -1,0 +1,120 @@
+"""``OutboxLedger``: one interval's outbox, as stored and as still unacknowledged.
+
+It knows which frames the store holds, which productions in them await an
+ack (:class:`~computations._outbox.OldestInFlight`, which also holds the
+watermark back) and which frames every ack has emptied. The processor goes
+through it in each of its commits:
+
+1. :meth:`stage` puts the commit's new frames (one per destination) and the
+   deletes of emptied frames in the transaction;
+2. after the commit, :meth:`committed` starts tracking the new frames.
+
+Acks (:meth:`acknowledged`) only touch memory: the deletes they make due ride
+along with the next commit. Losing them in a crash only resends frames, which
+receivers deduplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+
+from computations._outbox import (
+    Frame,
+    FrameBuilder,
+    OldestInFlight,
+    Production,
+    decode_frame,
+    frame_key,
+    frame_seq,
+    is_frame_key,
+)
+from statestore import StateStore, Transaction
+
+Staged = list[tuple[bytes, Frame]]
+"""The frames one transaction checkpoints, with their outbox keys."""
+
+
+class OutboxLedger:
+    """The outbox of one interval's store; driven by the interval's one thread."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self.in_flight = OldestInFlight()
+        """Productions not acknowledged yet, grouped by frame."""
+        self._next_frame = 0
+        self._emptied: list[bytes] = []
+        """Frames whose productions are all acknowledged, to delete with the next commit."""
+        for key, frame in self._read():
+            self._track(key, frame)
+            if is_frame_key(key):
+                self._next_frame = frame_seq(key) + 1
+
+    def pending_frames(self) -> list[Frame]:
+        """The stored frames in the order they were made, as stored (to resend after a
+        restart: a consumer that keeps the latest value per key must see them in order)."""
+        return [frame for _, frame in self._read()]
+
+    @property
+    def has_emptied(self) -> bool:
+        """True when fully acknowledged frames wait for a commit to delete them."""
+        return bool(self._emptied)
+
+    def acknowledged(self, outbox_keys: Iterable[bytes]) -> None:
+        """Forget acked productions; frames they empty wait for the next :meth:`stage`."""
+        remove = self.in_flight.remove
+        for key in outbox_keys:
+            frame = remove(key)
+            if frame is not None:
+                self._emptied.append(frame)  # type: ignore[arg-type]
+
+    def stage(
+        self,
+        txn: Transaction,
+        built: FrameBuilder | None = None,
+        skip: AbstractSet[bytes] = frozenset(),
+    ) -> Staged:
+        """Stage in ``txn`` the deletes of emptied frames and, from ``built``, one new frame
+        per destination with every production but those in ``skip`` (acked already)."""
+        for key in self._emptied:
+            txn.remove_outbox(key)
+        if built is None:
+            return []
+        tracked = self.in_flight.tracks
+
+        def keep(production: Production) -> bool:
+            # An identity already in flight has its frame; another would never be deleted.
+            key = production.outbox_key
+            return key not in skip and not tracked(key)
+
+        staged = []
+        for frame in built.frames(keep):
+            key = frame_key(self._next_frame)
+            self._next_frame += 1  # gaps after a failed commit are harmless: only order counts
+            txn.add_outbox(key, frame.encoded())
+            staged.append((key, frame))
+        return staged
+
+    def committed(self, staged: Staged) -> None:
+        """The transaction :meth:`stage` filled is committed: track its frames."""
+        self._emptied.clear()
+        for key, frame in staged:
+            self._track(key, frame)
+
+    def _track(self, key: bytes, frame: Frame) -> None:
+        self.in_flight.add_group(
+            ((p.outbox_key, p.record.event_time_ms) for p in frame.productions), key
+        )
+
+    def _read(self) -> Staged:
+        """The outbox's entries in production order: per-production entries of the older
+        format first (they are older), then the frames by sequence."""
+        legacy: list[tuple[int, Production]] = []
+        frames: Staged = []
+        for key, value in self._store.outbox():
+            if is_frame_key(key):
+                frames.append((key, decode_frame(value)))
+            else:
+                legacy.append(Production.from_outbox(key, value))
+        legacy.sort(key=lambda entry: entry[0])
+        return [(p.outbox_key, Frame(p.consumer, p.interval, [p])) for _, p in legacy] + frames
