@@ -16,20 +16,17 @@ reaches only the supervising process, which then stops them in order.
 
 from __future__ import annotations
 
-import collections
 import logging
-import os
 import shlex
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import Enum
 from pathlib import Path
-from typing import IO
+
+from millrace._child_logs import copy_lines, describe_exit, tail_lines
+from millrace._supervised_child import ChildState, SupervisedChild
 
 log = logging.getLogger(__name__)
 
@@ -54,46 +51,6 @@ class ChildStartError(SupervisorError):
 
 class StartInterruptedError(SupervisorError):
     """:meth:`Supervisor.request_stop` was called while :meth:`Supervisor.start` was waiting."""
-
-
-class _State(Enum):
-    IDLE = "idle"  # not started yet, or stopped
-    STARTING = "starting"  # spawned, ready line not seen yet
-    RUNNING = "running"
-    WAITING = "waiting"  # exited; restart scheduled
-
-
-@dataclass
-class _Child:
-    name: str
-    argv: list[str]
-    log_path: Path
-    ready_prefix: str
-    tier: int
-    state: _State = _State.IDLE
-    supervised: bool = False
-    process: subprocess.Popen[bytes] | None = None
-    ready: threading.Event = field(default_factory=threading.Event)
-    ready_line: str | None = None
-    spawned_at: float = 0.0
-    ready_deadline: float = 0.0
-    next_start: float = 0.0
-    backoff_s: float = 0.0
-    restarts: int = 0
-    recent: collections.deque[float] = field(default_factory=collections.deque)
-    last_exit: str = ""
-    last_delay_s: float = 0.0
-    crash_loop: str = ""
-
-
-def describe_exit(code: int) -> str:
-    """``"exit code 1"`` or ``"exit code -9 (SIGKILL)"`` for a :class:`subprocess.Popen` code."""
-    if code < 0:
-        try:
-            return f"exit code {code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"exit code {code}"
-    return f"exit code {code}"
 
 
 class Supervisor:
@@ -130,7 +87,7 @@ class Supervisor:
         self.poll_interval_s = poll_interval_s
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
-        self._children: dict[str, _Child] = {}
+        self._children: dict[str, SupervisedChild] = {}
         self._lock = threading.RLock()
         # A plain flag, not an Event: it is set from signal handlers, which must not take locks.
         self._stop_requested = False
@@ -158,7 +115,7 @@ class Supervisor:
                 raise ValueError(f"a child named {name!r} was already added")
             if self._watcher is not None:
                 raise RuntimeError("children cannot be added after start()")
-            self._children[name] = _Child(
+            self._children[name] = SupervisedChild(
                 name=name,
                 argv=list(argv),
                 log_path=Path(log_path),
@@ -185,7 +142,7 @@ class Supervisor:
         """The current process id of ``name`` (None while it is down)."""
         with self._lock:
             child = self._children[name]
-            if child.process is None or child.state in (_State.IDLE, _State.WAITING):
+            if child.process is None or child.state in (ChildState.IDLE, ChildState.WAITING):
                 return None
             return child.process.pid
 
@@ -197,7 +154,7 @@ class Supervisor:
     def is_running(self, name: str) -> bool:
         """Whether ``name`` is up and has printed its ready line."""
         with self._lock:
-            return self._children[name].state is _State.RUNNING
+            return self._children[name].state is ChildState.RUNNING
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -251,13 +208,13 @@ class Supervisor:
                 group = [c for c in self._children.values() if c.tier == tier]
             self._stop_group(group)
 
-    def _stop_group(self, group: list[_Child]) -> None:
-        live: list[tuple[_Child, subprocess.Popen[bytes]]] = []
+    def _stop_group(self, group: list[SupervisedChild]) -> None:
+        live: list[tuple[SupervisedChild, subprocess.Popen[bytes]]] = []
         with self._lock:
             for child in group:
                 if child.process is not None and child.process.poll() is None:
                     live.append((child, child.process))
-                child.state = _State.IDLE
+                child.state = ChildState.IDLE
         for child, process in live:
             log.info("stopping %s (pid %d)", child.name, process.pid)
             process.terminate()
@@ -278,7 +235,7 @@ class Supervisor:
 
     # -- internals ------------------------------------------------------------------
 
-    def _start_and_wait(self, child: _Child) -> None:
+    def _start_and_wait(self, child: SupervisedChild) -> None:
         if self._stop_requested:
             raise StartInterruptedError(f"stop requested before {child.name} was started")
         try:
@@ -298,7 +255,7 @@ class Supervisor:
                     child.name,
                     child.log_path,
                     f"no ready line within {self.ready_timeout_s:g} s",
-                    _tail(child.log_path),
+                    tail_lines(child.log_path),
                 )
         line = child.ready_line
         if line is None or not line.startswith(child.ready_prefix):
@@ -312,13 +269,13 @@ class Supervisor:
                     reason = "it closed its stdout without a ready line"
                 else:
                     reason = f"its first line was {line!r}, expected {child.ready_prefix!r}..."
-            raise ChildStartError(child.name, child.log_path, reason, _tail(child.log_path))
+            raise ChildStartError(child.name, child.log_path, reason, tail_lines(child.log_path))
         with self._lock:
-            child.state = _State.RUNNING
+            child.state = ChildState.RUNNING
             child.supervised = True
         log.info("%s ready (pid %d): %s", child.name, child.process.pid, line)
 
-    def _spawn(self, child: _Child) -> None:
+    def _spawn(self, child: SupervisedChild) -> None:
         """Start one incarnation of ``child`` (lock held); its ready line is read by a thread."""
         child.log_path.parent.mkdir(parents=True, exist_ok=True)
         child.ready = threading.Event()
@@ -334,7 +291,7 @@ class Supervisor:
                 start_new_session=True,
             )
         child.process = process
-        child.state = _State.STARTING
+        child.state = ChildState.STARTING
         child.spawned_at = time.monotonic()
         child.ready_deadline = child.spawned_at + self.ready_timeout_s
         command = shlex.join(child.argv).replace("\n", "\\n")
@@ -347,7 +304,7 @@ class Supervisor:
         ).start()
 
     def _pump(
-        self, child: _Child, process: subprocess.Popen[bytes], ready: threading.Event
+        self, child: SupervisedChild, process: subprocess.Popen[bytes], ready: threading.Event
     ) -> None:
         """Read the ready line, then copy the rest of stdout to the log file."""
         stdout = process.stdout
@@ -360,7 +317,7 @@ class Supervisor:
             if not first:
                 return
             with open(child.log_path, "ab", buffering=0) as sink:
-                _copy(stdout, sink)
+                copy_lines(stdout, sink)
         finally:
             ready.set()
             stdout.close()
@@ -376,26 +333,26 @@ class Supervisor:
                     except Exception:  # keep supervising the others; retry this one later
                         log.exception("supervising %s failed; retrying", child.name)
 
-    def _check(self, child: _Child, now: float) -> None:
+    def _check(self, child: SupervisedChild, now: float) -> None:
         """One supervision step for one child (lock held)."""
         if not child.supervised:
             return  # start() is still waiting for its first ready line
         process = child.process
-        if child.state in (_State.STARTING, _State.RUNNING) and process is not None:
+        if child.state in (ChildState.STARTING, ChildState.RUNNING) and process is not None:
             code = process.poll()
             if code is not None:
                 self._exited(child, code, now)
-            elif child.state is _State.STARTING and child.ready.is_set():
+            elif child.state is ChildState.STARTING and child.ready.is_set():
                 line = child.ready_line
                 if line is not None and line.startswith(child.ready_prefix):
-                    child.state = _State.RUNNING
+                    child.state = ChildState.RUNNING
                     log.debug("%s ready again (pid %d)", child.name, process.pid)
                 else:
                     log.warning(
                         "%s printed %r instead of its ready line: SIGKILL", child.name, line
                     )
                     process.kill()
-            elif child.state is _State.STARTING and now >= child.ready_deadline:
+            elif child.state is ChildState.STARTING and now >= child.ready_deadline:
                 log.warning(
                     "%s (pid %d) not ready within %g s: SIGKILL",
                     child.name,
@@ -403,7 +360,7 @@ class Supervisor:
                     self.ready_timeout_s,
                 )
                 process.kill()
-        elif child.state is _State.WAITING and now >= child.next_start:
+        elif child.state is ChildState.WAITING and now >= child.next_start:
             child.restarts += 1
             try:
                 self._spawn(child)
@@ -423,7 +380,7 @@ class Supervisor:
                 child.crash_loop,
             )
 
-    def _exited(self, child: _Child, code: int, now: float) -> None:
+    def _exited(self, child: SupervisedChild, code: int, now: float) -> None:
         """Schedule the restart of a child that exited on its own (lock held)."""
         child.last_exit = describe_exit(code)
         self._mark(child, f"exited ({child.last_exit})")
@@ -441,9 +398,9 @@ class Supervisor:
             child.crash_loop = f" (crash loop: {len(child.recent)} exits in {window})"
         child.last_delay_s = delay
         child.next_start = now + delay
-        child.state = _State.WAITING
+        child.state = ChildState.WAITING
 
-    def _mark(self, child: _Child, event: str) -> None:
+    def _mark(self, child: SupervisedChild, event: str) -> None:
         """Append a marker line to the child's log."""
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
         try:
@@ -451,38 +408,3 @@ class Supervisor:
                 handle.write(f"--- {stamp} supervisor: {child.name} {event}\n")
         except OSError as error:
             log.warning("cannot write to %s: %s", child.log_path, error)
-
-
-def _copy(source: IO[bytes], sink: IO[bytes], max_pending: int = 1 << 16) -> None:
-    """Copy ``source`` to ``sink`` until EOF, whole lines per write where possible.
-
-    The child's stderr goes to the same file directly; writing whole lines keeps
-    a stdout line from being split by a stderr line (an unbuffered child writes
-    a ``print``'s text and its newline separately).
-    """
-    pending = b""
-    while True:
-        chunk = source.read1(65536) if hasattr(source, "read1") else source.read(65536)
-        if not chunk:
-            if pending:
-                sink.write(pending)
-            return
-        pending += chunk
-        cut = pending.rfind(b"\n") + 1
-        if cut == 0 and len(pending) >= max_pending:
-            cut = len(pending)  # one very long line: do not hold it back forever
-        if cut:
-            sink.write(pending[:cut])
-            pending = pending[cut:]
-
-
-def _tail(path: Path, lines: int = 10) -> list[str]:
-    """The last ``lines`` lines of a log file (none if it cannot be read)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 8192))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return []
-    return text.splitlines()[-lines:]

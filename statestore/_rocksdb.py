@@ -112,7 +112,7 @@ class RocksDBEngine:
             # caller acks only after this returns, so durability is the same.
             self._db.write(batch.batch, self._nosync)
             if sync:
-                self._db.flush_wal(True)
+                self.sync()
         finally:
             batch.release()
 
