@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 import grpc  # noqa: E402
 
 from computations import MIN_TIME  # noqa: E402
+from millrace._runtime_tuning import tune_threads  # noqa: E402
 from millrace.wire.v1 import (  # noqa: E402
     delivery_pb2,
     ingest_pb2,
@@ -696,5 +697,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.setswitchinterval(0.0005)
+    tune_threads()
     raise SystemExit(main())

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from computations import Topology  # noqa: E402
+from millrace._runtime_tuning import settle_garbage_collector, tune_threads  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
 from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port  # noqa: E402
 
@@ -137,6 +138,8 @@ address = "{sink.address}"
         node.start()
     topology = Topology.load(work / "topology.toml")
     driver = SourceDriver(topology, "clicks", {("enrich", 0): f"127.0.0.1:{ports['enrich']}"})
+    # The load generator and sink share this process: GC pauses here would count as latency.
+    settle_garbage_collector()
     try:
         cpu_before = [cpu_seconds(node) for node in nodes]
         throughput = saturated(driver, sink, args.records)
@@ -144,9 +147,16 @@ address = "{sink.address}"
             (cpu_seconds(node) - before) / args.records * 1e6
             for node, before in zip(nodes, cpu_before, strict=True)
         ]
+        cpu_before = [cpu_seconds(node) for node in nodes]
+        own_before = time.process_time()
         latencies = half_load(
             driver, sink, throughput * args.load, args.latency_seconds, args.records
         )
+        half_cpu_us = [
+            (cpu_seconds(node) - before) / max(1, len(latencies)) * 1e6
+            for node, before in zip(nodes, cpu_before, strict=True)
+        ]
+        own_us = (time.process_time() - own_before) / max(1, len(latencies)) * 1e6
     finally:
         driver.stop()
         for node in nodes:
@@ -165,6 +175,11 @@ address = "{sink.address}"
     rate = throughput * args.load
     print(f"  latency at {args.load:.0%} load ({rate:,.0f} records/s, {len(latencies):,} records):")
     print(f"    p50 {p50:.2f} ms   p95 {p95:.2f} ms   p99 {p99:.2f} ms")
+    print(
+        "    CPU per record: "
+        + ", ".join(f"{node.name} {us:.1f} us" for node, us in zip(nodes, half_cpu_us, strict=True))
+        + f", source and sink (this process) {own_us:.1f} us"
+    )
     print(f"RESULT bench=node records_per_s={throughput:.1f}")
     for node, us in zip(nodes, cpu_us, strict=True):
         print(f"RESULT bench=node_cpu stage={node.name} cpu_us_per_record={us:.2f}")
@@ -222,5 +237,5 @@ def percentile(values: list[float], q: float) -> float:
 
 
 if __name__ == "__main__":
-    sys.setswitchinterval(0.0005)
+    tune_threads()
     raise SystemExit(main())

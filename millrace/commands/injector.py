@@ -8,6 +8,7 @@ import sys
 
 from computations._deployment import Deployment
 from millrace._logging import configure_logging
+from millrace._runtime_tuning import settle_garbage_collector, tune_threads
 from millrace._service_support import StopSignals, enable_stack_dumps
 from millrace.commands._options import add_config_argument
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from injector.log import LogConfig
     from injector.server import Injector, InjectorConfig
 
-    sys.setswitchinterval(0.0005)
+    tune_threads()
     configure_logging()
     enable_stack_dumps()
     signals = StopSignals()  # before the ready line: a SIGTERM right after it drains
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=placement.metrics_port,
     )
     injector.start()
+    settle_garbage_collector()
     metrics = f", metrics on :{injector.metrics_port}" if injector.metrics_port else ""
     streams = ", ".join(sorted(injector.streams))
     print(f"injector serving [{streams}] on {placement.address}{metrics}", flush=True)

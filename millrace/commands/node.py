@@ -19,6 +19,7 @@ from computations._deployment import Deployment, NodePlacement
 from computations._node import Node
 from millrace._grpc_errors import CommandError, load_deployment
 from millrace._logging import configure_logging
+from millrace._runtime_tuning import settle_garbage_collector, tune_threads
 from millrace._service_support import StopSignals, enable_stack_dumps
 from millrace.commands._options import add_config_argument
 from statestore import StoreConfig
@@ -78,9 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Start the node, print where it listens, serve until signalled, drain, exit 0."""
-    # A record crosses several threads per hop (gRPC reader, worker, sender); with the
-    # default 5 ms GIL switch interval each handoff can wait that long behind a busy worker.
-    sys.setswitchinterval(0.0005)
+    tune_threads()
     configure_logging()
     enable_stack_dumps()
     signals = StopSignals()  # before the ready line: a SIGTERM right after it drains
@@ -106,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         address=resolved.listen,
     )
     node.start()
+    settle_garbage_collector()
     placement = node.placement
     metrics = f", metrics on :{node.metrics_port}" if node.metrics_port else ""
     print(
