@@ -7,9 +7,11 @@ both stages. Two runs:
 1. saturated: push ``--records`` as fast as backpressure allows; throughput is
    records fully delivered to the sink per second;
 2. half load: send at 50 % of that rate for ``--latency-seconds``; each value
-   carries its send time, the sink records end-to-end latency per record.
+   carries its send time, the sink records end-to-end latency per record
+   (``--rate R`` sends R records/s instead: a fixed load for A/B comparisons on
+   a machine whose speed drifts).
 
-    python bench/node_bench.py [--records N] [--latency-seconds S]
+    python bench/node_bench.py [--records N] [--latency-seconds S] [--rate R]
 """
 
 from __future__ import annotations
@@ -112,6 +114,11 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--load", type=float, default=0.5, help="latency run's share of max")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="latency run at this many records/s instead of a share of max (for A/B runs)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="millrace-node-bench-"))
     sink = LatencySink()
@@ -150,7 +157,7 @@ address = "{sink.address}"
         cpu_before = [cpu_seconds(node) for node in nodes]
         own_before = time.process_time()
         latencies = half_load(
-            driver, sink, throughput * args.load, args.latency_seconds, args.records
+            driver, sink, args.rate or throughput * args.load, args.latency_seconds, args.records
         )
         half_cpu_us = [
             (cpu_seconds(node) - before) / max(1, len(latencies)) * 1e6
@@ -172,8 +179,9 @@ address = "{sink.address}"
         "  CPU per record (all threads of the node process): "
         + ", ".join(f"{node.name} {us:.1f} us" for node, us in zip(nodes, cpu_us, strict=True))
     )
-    rate = throughput * args.load
-    print(f"  latency at {args.load:.0%} load ({rate:,.0f} records/s, {len(latencies):,} records):")
+    rate = args.rate or throughput * args.load
+    load = rate / throughput
+    print(f"  latency at {load:.0%} load ({rate:,.0f} records/s, {len(latencies):,} records):")
     print(f"    p50 {p50:.2f} ms   p95 {p95:.2f} ms   p99 {p99:.2f} ms")
     print(
         "    CPU per record: "
@@ -184,7 +192,7 @@ address = "{sink.address}"
     for node, us in zip(nodes, cpu_us, strict=True):
         print(f"RESULT bench=node_cpu stage={node.name} cpu_us_per_record={us:.2f}")
     print(
-        f"RESULT bench=node_latency load={args.load} "
+        f"RESULT bench=node_latency load={round(load, 2) if args.rate else args.load} "
         f"p50_ms={p50:.2f} p95_ms={p95:.2f} p99_ms={p99:.2f}"
     )
     return 0
