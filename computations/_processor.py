@@ -54,6 +54,10 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+HOLD_TIMEOUT_MS = 60_000
+"""How long a key waits for its failed record's retry before later records go ahead."""
+
+
 @dataclass
 class BatchOutcome:
     """What one commit did: ids to ack, ids to leave unacked, productions to send."""
@@ -101,6 +105,11 @@ class IntervalProcessor:
         self._router = ProductionRouter(topology, computation)
         self._record_id_prefix = record_id_prefix(computation)
         self._attempts: dict[bytes, int] = {}
+        self._held_keys: dict[bytes, tuple[bytes, int]] = {}
+        """Key -> (id, until ms) of the record whose user code failed and will be
+        retried: later records of that key wait (unacked) behind it, so a key's records
+        are processed in order even when one of them is retried. A hold lapses after
+        ``HOLD_TIMEOUT_MS`` in case the failed record never comes back."""
         self.records_committed = 0
         """Records newly committed since this processor started (a status figure)."""
         self._sender_epochs = SenderEpochs(store)
@@ -148,6 +157,9 @@ class IntervalProcessor:
             key = self._key_of(txn, record, outcome)
             if key is None:
                 continue
+            if self._held_keys and self._held_by_another(key, rid, now):
+                outcome.retry.append(rid)  # resent after the record holding its key
+                continue
             in_batch.add(rid)
             timestamp = record.event_time_ms
             scope.reset(key, timestamp)
@@ -159,8 +171,10 @@ class IntervalProcessor:
                     ),
                 )
             except Exception as exc:
-                self._failed(txn, record, exc, outcome)
+                self._failed(txn, record, key, exc, outcome)
                 continue
+            if self._held_keys:
+                self._held_keys.pop(key, None)
             scope.apply()
             committed.append(rid)
             if scope.emitted:
@@ -200,15 +214,31 @@ class IntervalProcessor:
             return None
         return key
 
+    def _held_by_another(self, key: bytes, rid: bytes, now: int) -> bool:
+        held = self._held_keys.get(key)
+        if held is None or held[0] == rid:
+            return False
+        if now > held[1]:
+            del self._held_keys[key]
+            return False
+        return True
+
     def _failed(
-        self, txn: Transaction, record: record_pb2.Record, exc: Exception, outcome: BatchOutcome
+        self,
+        txn: Transaction,
+        record: record_pb2.Record,
+        key: bytes,
+        exc: Exception,
+        outcome: BatchOutcome,
     ) -> None:
         rid = record.record_id
         attempts = self._attempts.get(rid, 0) + 1
         self._attempts[rid] = attempts
         if attempts < self.spec.max_attempts:
             outcome.retry.append(rid)
+            self._held_keys[key] = (rid, self._clock() + HOLD_TIMEOUT_MS)
             return
+        self._held_keys.pop(key, None)
         error = "".join(traceback.format_exception_only(exc)).strip()
         self._dead_letter(txn, record, error, attempts, outcome)
 

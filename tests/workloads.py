@@ -70,6 +70,21 @@ class Poison(Computation):
         ctx.produce("ok", ctx.key, record.value)
 
 
+class FailsOnce(Computation):
+    """Appends each value to its key's ``seen`` list; the first call for a value starting
+    with ``b"flaky"`` raises (a transient failure: the retry succeeds)."""
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        self._failed: set[bytes] = set()
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value.startswith(b"flaky") and record.value not in self._failed:
+            self._failed.add(record.value)
+            raise RuntimeError("transient")
+        ctx.put_state("seen", [*(ctx.get_state("seen", JSON) or []), record.value.decode()], JSON)
+        ctx.produce("ok", ctx.key, record.value)
+
+
 def two_stage_topology(intervals: tuple[int, int] = (2, 2), window_ms: int = WINDOW_MS) -> Topology:
     """events -> WindowCounts -> window_counts -> WindowTotals -> window_totals."""
     return Topology.from_dict(

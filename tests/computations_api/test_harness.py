@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
 from computations import JSON, Computation, Context, FiredTimer, Record, TimeDomain, Topology
+from computations._processor import HOLD_TIMEOUT_MS, IntervalProcessor
 from computations.testing import TestHarness
+from millrace.wire.v1 import record_pb2
+from statestore import StateStore, StoreConfig
 from tests.workloads import (
     WINDOW_MS,
     expected_totals,
@@ -163,6 +167,67 @@ def test_poison_record_is_dead_lettered_and_others_proceed() -> None:
     assert harness.state("poison", b"a", "n", JSON) == 2
     assert harness.state("poison", b"bad", "n", JSON) == 1, "the failing call changed nothing"
     assert [r.value for r in harness.outputs("ok")] == [b"fine", b"fine again", b"fine too"]
+
+
+def test_a_retried_record_keeps_its_place_among_its_keys_records() -> None:
+    topology = Topology.from_dict(
+        {
+            "streams": {"in": {}, "ok": {}},
+            "computations": {
+                "once": {
+                    "handler": "tests.workloads:FailsOnce",
+                    "intervals": 1,
+                    "inputs": {"in": "key"},
+                    "outputs": ["ok"],
+                    "max_attempts": 3,
+                }
+            },
+        }
+    )
+    harness = TestHarness(topology)
+    for ts, (key, value) in enumerate(
+        [(b"k", b"v1"), (b"k", b"flaky"), (b"j", b"x"), (b"k", b"v3"), (b"k", b"v4")]
+    ):
+        harness.feed("in", key, value, ts)
+    harness.run()
+    # The failed record is retried after v3 and v4 arrived; they wait for it.
+    assert harness.state("once", b"k", "seen", JSON) == ["v1", "flaky", "v3", "v4"]
+    assert harness.state("once", b"j", "seen", JSON) == ["x"], "other keys do not wait"
+    assert [r.value for r in harness.outputs("ok") if r.key == b"k"] == [
+        b"v1", b"flaky", b"v3", b"v4"
+    ]  # fmt: skip
+    assert harness.dead_letters("once") == []
+
+
+def test_a_key_waits_for_its_failed_record_only_until_the_hold_lapses(tmp_path: Path) -> None:
+    topology = Topology.from_dict(
+        {
+            "streams": {"in": {}, "ok": {}},
+            "computations": {
+                "once": {
+                    "handler": "tests.workloads:FailsOnce",
+                    "intervals": 1,
+                    "inputs": {"in": "key"},
+                    "outputs": ["ok"],
+                }
+            },
+        }
+    )
+    now = [1_000]
+    store = StateStore.open_rocksdb(tmp_path / "s", config=StoreConfig(sync=True))
+    processor = IntervalProcessor(
+        topology=topology, computation="once", interval=0, store=store, epoch=1,
+        clock=lambda: now[0],
+    )  # fmt: skip
+    flaky, later = (
+        record_pb2.Record(record_id=bytes([i]) * 16, key=b"k", value=v, stream="in")
+        for i, v in ((1, b"flaky"), (2, b"later"))
+    )
+    assert processor.process_records([flaky]).retry == [flaky.record_id]
+    assert processor.process_records([later]).retry == [later.record_id], "held"
+    now[0] += HOLD_TIMEOUT_MS + 1  # the failed record never came back
+    assert processor.process_records([later]).committed == [later.record_id]
+    store.close()
 
 
 @pytest.mark.parametrize("crash_every", [3, 7])
