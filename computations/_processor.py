@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from computations._computation import Computation
 from computations._dead_letters import read_letters, stage_letter
+from computations._failures import FailureBook
 from computations._keys import interval_of
 from computations._outbox import (
     Frame,
@@ -52,10 +53,6 @@ _U64 = struct.Struct(">Q")
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-HOLD_TIMEOUT_MS = 60_000
-"""How long a key waits for its failed record's retry before later records go ahead."""
 
 
 @dataclass
@@ -104,12 +101,7 @@ class IntervalProcessor:
         }
         self._router = ProductionRouter(topology, computation)
         self._record_id_prefix = record_id_prefix(computation)
-        self._attempts: dict[bytes, int] = {}
-        self._held_keys: dict[bytes, tuple[bytes, int]] = {}
-        """Key -> (id, until ms) of the record whose user code failed and will be
-        retried: later records of that key wait (unacked) behind it, so a key's records
-        are processed in order even when one of them is retried. A hold lapses after
-        ``HOLD_TIMEOUT_MS`` in case the failed record never comes back."""
+        self._failures = FailureBook(self.spec.max_attempts)
         self.records_committed = 0
         """Records newly committed since this processor started (a status figure)."""
         self._sender_epochs = SenderEpochs(store)
@@ -157,7 +149,7 @@ class IntervalProcessor:
             key = self._key_of(txn, record, outcome)
             if key is None:
                 continue
-            if self._held_keys and self._held_by_another(key, rid, now):
+            if self._failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
             in_batch.add(rid)
@@ -173,8 +165,7 @@ class IntervalProcessor:
             except Exception as exc:
                 self._failed(txn, record, key, exc, outcome)
                 continue
-            if self._held_keys:
-                self._held_keys.pop(key, None)
+            self._failures.succeeded(key)
             scope.apply()
             committed.append(rid)
             if scope.emitted:
@@ -182,9 +173,7 @@ class IntervalProcessor:
         txn.mark_seen(committed)
         delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
         self._commit(txn, outcome, built, skip=delivered, durable=durable)
-        if self._attempts:
-            for rid in committed:
-                self._attempts.pop(rid, None)
+        self._failures.committed(committed)
         self.records_committed += len(committed)
         return outcome
 
@@ -214,15 +203,6 @@ class IntervalProcessor:
             return None
         return key
 
-    def _held_by_another(self, key: bytes, rid: bytes, now: int) -> bool:
-        held = self._held_keys.get(key)
-        if held is None or held[0] == rid:
-            return False
-        if now > held[1]:
-            del self._held_keys[key]
-            return False
-        return True
-
     def _failed(
         self,
         txn: Transaction,
@@ -232,13 +212,10 @@ class IntervalProcessor:
         outcome: BatchOutcome,
     ) -> None:
         rid = record.record_id
-        attempts = self._attempts.get(rid, 0) + 1
-        self._attempts[rid] = attempts
-        if attempts < self.spec.max_attempts:
-            outcome.retry.append(rid)
-            self._held_keys[key] = (rid, self._clock() + HOLD_TIMEOUT_MS)
+        attempts = self._failures.failed(rid, key, self._clock())
+        if attempts is None:
+            outcome.retry.append(rid)  # its key is held until the retry
             return
-        self._held_keys.pop(key, None)
         error = "".join(traceback.format_exception_only(exc)).strip()
         self._dead_letter(txn, record, error, attempts, outcome)
 
@@ -314,13 +291,11 @@ class IntervalProcessor:
         self, txn: Transaction, key: bytes, fired: FiredTimer, exc: Exception
     ) -> None:
         ident = b"timer/" + fired.tag.encode() + b"/" + _U64.pack(fired.time_ms) + key
-        attempts = self._attempts.get(ident, 0) + 1
-        self._attempts[ident] = attempts
-        if attempts < self.spec.max_attempts:
+        attempts = self._failures.failed(ident, None, self._clock())
+        if attempts is None:
             # Keep the timer: undo the delete staged above; it fires again next round.
             txn.set_timer(Timer(domain=fired.domain, key=key, tag=fired.tag, time_ms=fired.time_ms))
             return
-        self._attempts.pop(ident, None)
         record = record_pb2.Record(
             key=key, event_time_ms=fired.time_ms, stream=f"timer:{fired.tag}"
         )

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from computations import JSON, Computation, Context, FiredTimer, Record, TimeDomain, Topology
-from computations._processor import HOLD_TIMEOUT_MS, IntervalProcessor
+from computations._failures import HOLD_TIMEOUT_MS
+from computations._processor import IntervalProcessor
 from computations.testing import TestHarness
 from millrace.wire.v1 import record_pb2
 from statestore import StateStore, StoreConfig

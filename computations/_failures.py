@@ -1,0 +1,65 @@
+"""``FailureBook``: what an interval remembers about user code that raised.
+
+Two things, both in memory only (a restart resets them, and every unacked
+record is resent anyway):
+
+* attempts per record id (or timer identity), so a record is dead-lettered
+  after ``max_attempts`` instead of being retried forever;
+* which keys are *held*: while a key's failed record waits for its retry, the
+  later records of that key are left unacked too, so the key's records are
+  still processed in order. A hold lapses after ``HOLD_TIMEOUT_MS`` in case the
+  failed record never comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+HOLD_TIMEOUT_MS = 60_000
+"""How long a key waits for its failed record's retry before later records go ahead."""
+
+
+class FailureBook:
+    """Attempts per failed record, and the keys their failures hold."""
+
+    def __init__(self, max_attempts: int) -> None:
+        self.max_attempts = max_attempts
+        self._attempts: dict[bytes, int] = {}
+        self._held: dict[bytes, tuple[bytes, int]] = {}  # key -> (record id, until ms)
+
+    def held_by_another(self, key: bytes, rid: bytes, now_ms: int) -> bool:
+        """True when ``key`` waits for the retry of a record other than ``rid``."""
+        if not self._held:
+            return False
+        held = self._held.get(key)
+        if held is None or held[0] == rid:
+            return False
+        if now_ms > held[1]:
+            del self._held[key]
+            return False
+        return True
+
+    def failed(self, ident: bytes, key: bytes | None, now_ms: int) -> int | None:
+        """Count a failure of ``ident``: None while it may be retried (``key``, if
+        given, is held meanwhile), else the number of attempts (give up: dead-letter)."""
+        attempts = self._attempts.get(ident, 0) + 1
+        if attempts < self.max_attempts:
+            self._attempts[ident] = attempts
+            if key is not None:
+                self._held[key] = (ident, now_ms + HOLD_TIMEOUT_MS)
+            return None
+        self._attempts.pop(ident, None)
+        if key is not None:
+            self._held.pop(key, None)
+        return attempts
+
+    def succeeded(self, key: bytes) -> None:
+        """A record of ``key`` went through: no hold on it any more."""
+        if self._held:
+            self._held.pop(key, None)
+
+    def committed(self, idents: Iterable[bytes]) -> None:
+        """These records are done: forget their attempts."""
+        if self._attempts:
+            for ident in idents:
+                self._attempts.pop(ident, None)
