@@ -91,11 +91,6 @@ def stream(port: int, rate: float, messages: int, size: int) -> list[float]:
     return trips
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="400,0", help="messages/s, comma-separated; 0 = flood")
@@ -106,6 +101,7 @@ def main() -> int:
     if args.serve:
         serve(args.serve)
         return 0
+    from bench._measure import process_cpu_s
     from tests.cluster import free_port
 
     print(
@@ -119,10 +115,10 @@ def main() -> int:
         )
         try:
             assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-            server_before, client_before = cpu_seconds(server.pid), time.process_time()
+            server_before, client_before = process_cpu_s(server.pid), time.process_time()
             trips = stream(port, rate, args.messages, args.bytes)
             client_us = (time.process_time() - client_before) / args.messages * 1e6
-            server_us = (cpu_seconds(server.pid) - server_before) / args.messages * 1e6
+            server_us = (process_cpu_s(server.pid) - server_before) / args.messages * 1e6
         finally:
             server.kill()
             server.wait()

@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
 
+from bench._measure import percentile, process_cpu_s  # noqa: E402
 from computations import MIN_TIME  # noqa: E402
 from millrace._runtime_tuning import tune_threads  # noqa: E402
 from millrace.wire.v1 import (  # noqa: E402
@@ -72,7 +73,6 @@ IDLE_TIMEOUT_MS = 60_000
 STAGES = ("stage1", "stage2", "stage3")
 SAMPLE_EVERY_S = 0.02
 SEND_EVERY_S = 0.01
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 INGEST_TOPOLOGY = """
 [streams.events]
@@ -119,27 +119,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far, from ``/proc``."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return float("nan")
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
-
-
 def self_cpu_s() -> float:
     """CPU seconds this benchmark process has used so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q``-th percentile (inclusive method), nan for no values."""
-    if len(values) < 2:
-        return values[0] if values else float("nan")
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
 class InjectorProcess:

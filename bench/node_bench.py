@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import percentile, process_cpu_s  # noqa: E402
 from computations import Topology  # noqa: E402
 from millrace._runtime_tuning import settle_garbage_collector, tune_threads  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
@@ -150,19 +150,12 @@ address = "{sink.address}"
     try:
         cpu_before = [cpu_seconds(node) for node in nodes]
         throughput = saturated(driver, sink, args.records)
-        cpu_us = [
-            (cpu_seconds(node) - before) / args.records * 1e6
-            for node, before in zip(nodes, cpu_before, strict=True)
-        ]
+        cpu_us = cpu_us_per_record(nodes, cpu_before, args.records)
+        rate = args.rate or throughput * args.load
         cpu_before = [cpu_seconds(node) for node in nodes]
         own_before = time.process_time()
-        latencies = half_load(
-            driver, sink, args.rate or throughput * args.load, args.latency_seconds, args.records
-        )
-        half_cpu_us = [
-            (cpu_seconds(node) - before) / max(1, len(latencies)) * 1e6
-            for node, before in zip(nodes, cpu_before, strict=True)
-        ]
+        latencies = half_load(driver, sink, rate, args.latency_seconds, args.records)
+        half_cpu_us = cpu_us_per_record(nodes, cpu_before, len(latencies))
         own_us = (time.process_time() - own_before) / max(1, len(latencies)) * 1e6
     finally:
         driver.stop()
@@ -179,7 +172,6 @@ address = "{sink.address}"
         "  CPU per record (all threads of the node process): "
         + ", ".join(f"{node.name} {us:.1f} us" for node, us in zip(nodes, cpu_us, strict=True))
     )
-    rate = args.rate or throughput * args.load
     load = rate / throughput
     print(f"  latency at {load:.0%} load ({rate:,.0f} records/s, {len(latencies):,} records):")
     print(f"    p50 {p50:.2f} ms   p95 {p95:.2f} ms   p99 {p99:.2f} ms")
@@ -198,11 +190,18 @@ address = "{sink.address}"
     return 0
 
 
+def cpu_us_per_record(nodes: list[NodeProcess], before: list[float], records: int) -> list[float]:
+    """Per node, CPU microseconds per record since ``before`` (from :func:`cpu_seconds`)."""
+    return [
+        (cpu_seconds(node) - then) / max(1, records) * 1e6
+        for node, then in zip(nodes, before, strict=True)
+    ]
+
+
 def cpu_seconds(node: NodeProcess) -> float:
-    """User + system CPU time a node process has used so far (Linux ``/proc``)."""
+    """User + system CPU time a node process has used so far."""
     assert node.process is not None
-    fields = Path(f"/proc/{node.process.pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_cpu_s(node.process.pid)
 
 
 def saturated(driver: SourceDriver, sink: LatencySink, count: int) -> float:
@@ -236,12 +235,6 @@ def half_load(
     while sink.count < offset + (i - offset) and time.monotonic() < deadline:
         time.sleep(0.01)
     return sink.latencies_ms()
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,27 @@
+"""Measuring helpers the benchmarks share: a process's CPU time, percentiles."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far, from ``/proc``
+    (nan once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (inclusive method), nan for no values."""
+    if len(values) < 2:
+        return values[0] if values else float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
