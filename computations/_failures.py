@@ -25,17 +25,17 @@ class FailureBook:
     def __init__(self, max_attempts: int) -> None:
         self.max_attempts = max_attempts
         self._attempts: dict[bytes, int] = {}
-        self._held: dict[bytes, tuple[bytes, int]] = {}  # key -> (record id, until ms)
+        self.held: dict[bytes, tuple[bytes, int]] = {}
+        """Key -> (id of the failed record it waits for, until when in ms). Read it to
+        skip the calls below on the usual path (nothing held); change it through them."""
 
     def held_by_another(self, key: bytes, rid: bytes, now_ms: int) -> bool:
         """True when ``key`` waits for the retry of a record other than ``rid``."""
-        if not self._held:
-            return False
-        held = self._held.get(key)
+        held = self.held.get(key)
         if held is None or held[0] == rid:
             return False
         if now_ms > held[1]:
-            del self._held[key]
+            del self.held[key]
             return False
         return True
 
@@ -46,17 +46,16 @@ class FailureBook:
         if attempts < self.max_attempts:
             self._attempts[ident] = attempts
             if key is not None:
-                self._held[key] = (ident, now_ms + HOLD_TIMEOUT_MS)
+                self.held[key] = (ident, now_ms + HOLD_TIMEOUT_MS)
             return None
         self._attempts.pop(ident, None)
         if key is not None:
-            self._held.pop(key, None)
+            self.held.pop(key, None)
         return attempts
 
     def succeeded(self, key: bytes) -> None:
         """A record of ``key`` went through: no hold on it any more."""
-        if self._held:
-            self._held.pop(key, None)
+        self.held.pop(key, None)
 
     def committed(self, idents: Iterable[bytes]) -> None:
         """These records are done: forget their attempts."""

@@ -140,6 +140,7 @@ class IntervalProcessor:
         scope = self._scope(txn, b"", 0, now)
         process = self._user.process_record
         committed = outcome.committed
+        failures = self._failures
         # Per-record work is kept inline: at tens of thousands of records per
         # second, each avoided call and temporary object shows in throughput.
         for record, rid, duplicate in zip(records, rids, seen, strict=True):
@@ -149,7 +150,7 @@ class IntervalProcessor:
             key = self._key_of(txn, record, outcome)
             if key is None:
                 continue
-            if self._failures.held_by_another(key, rid, now):
+            if failures.held and failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
             in_batch.add(rid)
@@ -165,7 +166,8 @@ class IntervalProcessor:
             except Exception as exc:
                 self._failed(txn, record, key, exc, outcome)
                 continue
-            self._failures.succeeded(key)
+            if failures.held:
+                failures.succeeded(key)
             scope.apply()
             committed.append(rid)
             if scope.emitted:

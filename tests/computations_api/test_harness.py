@@ -139,22 +139,16 @@ def test_timers_fire_in_time_order_once() -> None:
     assert [r.value for r in harness.outputs("out")] == [b"t10", b"t20", b"t30", b"p"]
 
 
-def test_poison_record_is_dead_lettered_and_others_proceed() -> None:
-    topology = Topology.from_dict(
-        {
-            "streams": {"in": {}, "ok": {}},
-            "computations": {
-                "poison": {
-                    "handler": "tests.workloads:Poison",
-                    "intervals": 1,
-                    "inputs": {"in": "key"},
-                    "outputs": ["ok"],
-                    "max_attempts": 3,
-                }
-            },
-        }
+def in_to_ok(name: str, handler: str, **settings: object) -> Topology:
+    """One computation ``name`` (one interval) reading ``in`` and producing ``ok``."""
+    spec = {"handler": handler, "intervals": 1, "inputs": {"in": "key"}, "outputs": ["ok"]}
+    return Topology.from_dict(
+        {"streams": {"in": {}, "ok": {}}, "computations": {name: {**spec, **settings}}}
     )
-    harness = TestHarness(topology)
+
+
+def test_poison_record_is_dead_lettered_and_others_proceed() -> None:
+    harness = TestHarness(in_to_ok("poison", "tests.workloads:Poison", max_attempts=3))
     harness.feed("in", b"a", b"fine", 1)
     harness.feed("in", b"bad", b"poison", 2)
     harness.feed("in", b"a", b"fine again", 3)
@@ -171,21 +165,7 @@ def test_poison_record_is_dead_lettered_and_others_proceed() -> None:
 
 
 def test_a_retried_record_keeps_its_place_among_its_keys_records() -> None:
-    topology = Topology.from_dict(
-        {
-            "streams": {"in": {}, "ok": {}},
-            "computations": {
-                "once": {
-                    "handler": "tests.workloads:FailsOnce",
-                    "intervals": 1,
-                    "inputs": {"in": "key"},
-                    "outputs": ["ok"],
-                    "max_attempts": 3,
-                }
-            },
-        }
-    )
-    harness = TestHarness(topology)
+    harness = TestHarness(in_to_ok("once", "tests.workloads:FailsOnce", max_attempts=3))
     for ts, (key, value) in enumerate(
         [(b"k", b"v1"), (b"k", b"flaky"), (b"j", b"x"), (b"k", b"v3"), (b"k", b"v4")]
     ):
@@ -201,19 +181,7 @@ def test_a_retried_record_keeps_its_place_among_its_keys_records() -> None:
 
 
 def test_a_key_waits_for_its_failed_record_only_until_the_hold_lapses(tmp_path: Path) -> None:
-    topology = Topology.from_dict(
-        {
-            "streams": {"in": {}, "ok": {}},
-            "computations": {
-                "once": {
-                    "handler": "tests.workloads:FailsOnce",
-                    "intervals": 1,
-                    "inputs": {"in": "key"},
-                    "outputs": ["ok"],
-                }
-            },
-        }
-    )
+    topology = in_to_ok("once", "tests.workloads:FailsOnce")
     now = [1_000]
     store = StateStore.open_rocksdb(tmp_path / "s", config=StoreConfig(sync=True))
     processor = IntervalProcessor(
