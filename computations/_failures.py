@@ -5,10 +5,11 @@ record is resent anyway):
 
 * attempts per record id (or timer identity), so a record is dead-lettered
   after ``max_attempts`` instead of being retried forever;
-* which keys are *held*: while a key's failed record waits for its retry, the
-  later records of that key are left unacked too, so the key's records are
-  still processed in order. A hold lapses after ``HOLD_TIMEOUT_MS`` in case the
-  failed record never comes back.
+* which keys are *held*: while a key's failed record (or timer) waits for its
+  retry, the later records of that key are left unacked and its later timers
+  stay pending, so the key's work is still done in order. A hold lapses after
+  ``HOLD_TIMEOUT_MS`` in case a failed record never comes back (a failed
+  timer stays in the store and is retried every turn).
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ class FailureBook:
         self.max_attempts = max_attempts
         self._attempts: dict[bytes, int] = {}
         self.held: dict[bytes, tuple[bytes, int]] = {}
-        """Key -> (id of the failed record it waits for, until when in ms). Read it to
-        skip the calls below on the usual path (nothing held); change it through them."""
+        """Key -> (ident of the failed record or timer it waits for, until when in ms).
+        Read it to skip the calls below on the usual path (nothing held); change it
+        through them."""
 
-    def held_by_another(self, key: bytes, rid: bytes, now_ms: int) -> bool:
-        """True when ``key`` waits for the retry of a record other than ``rid``."""
+    def held_by_another(self, key: bytes, ident: bytes, now_ms: int) -> bool:
+        """True when ``key`` waits for the retry of a record or timer other than ``ident``."""
         held = self.held.get(key)
-        if held is None or held[0] == rid:
+        if held is None or held[0] == ident:
             return False
         if now_ms > held[1]:
             del self.held[key]
@@ -53,9 +55,11 @@ class FailureBook:
             self.held.pop(key, None)
         return attempts
 
-    def succeeded(self, key: bytes) -> None:
-        """A record of ``key`` went through: no hold on it any more."""
-        self.held.pop(key, None)
+    def succeeded(self, key: bytes, ident: bytes) -> None:
+        """``ident`` (of ``key``) went through: if it held its key, it does no more."""
+        held = self.held.get(key)
+        if held is not None and held[0] == ident:
+            del self.held[key]
 
     def committed(self, idents: Iterable[bytes]) -> None:
         """These records are done: forget their attempts."""

@@ -55,6 +55,12 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _timer_ident(timer: Timer) -> bytes:
+    """A timer's identity for attempts and key holds (never equal to a record id)."""
+    head = b"timer/%d/%s/" % (timer.domain, timer.tag.encode())
+    return head + _U64.pack(timer.time_ms) + timer.key
+
+
 @dataclass
 class BatchOutcome:
     """What one commit did: ids to ack, ids to leave unacked, productions to send."""
@@ -69,6 +75,8 @@ class BatchOutcome:
     frames: list[Frame] = field(default_factory=list)
     """What the commit checkpointed, one frame per destination: what to send."""
     timers_fired: int = 0
+    timers_failed: int = 0
+    """Timers whose user code raised: kept for a retry next round, or dead-lettered."""
 
 
 class IntervalProcessor:
@@ -167,7 +175,7 @@ class IntervalProcessor:
                 self._failed(txn, record, key, exc, outcome)
                 continue
             if failures.held:
-                failures.succeeded(key)
+                failures.succeeded(key, rid)
             scope.apply()
             committed.append(rid)
             if scope.emitted:
@@ -244,7 +252,12 @@ class IntervalProcessor:
     def fire_timers(self, limit: int = 1000, *, durable: bool = True) -> BatchOutcome:
         """Fire event-time timers the input watermark has passed and due processing-time
         timers, in time order, in one commit. Call again while it fires ``limit``.
-        ``durable`` as for :meth:`process_records`."""
+        ``durable`` as for :meth:`process_records`.
+
+        A timer whose user code raises stays pending and holds its key: the key's
+        later timers wait in the store and its records are left unacked until the
+        timer succeeds or is dead-lettered (after ``max_attempts`` rounds). Retry it
+        in a later round, not at once: the failure may be transient."""
         outcome = BatchOutcome()
         built = FrameBuilder()
         outcome.productions = built.productions
@@ -265,7 +278,11 @@ class IntervalProcessor:
         txn = self.store.begin(self.epoch)
         raw_seq = txn.get_meta(_FIRE_SEQ)
         seq = _U64.unpack(raw_seq)[0] if raw_seq else 0
+        failures = self._failures
         for timer in due:
+            ident = _timer_ident(timer)
+            if failures.held and failures.held_by_another(timer.key, ident, now):
+                continue  # stays pending: it fires after what holds its key
             txn.delete_timer(timer.domain, timer.key, timer.tag)
             scope = self._scope(txn, timer.key, timer.time_ms, now)
             fired = FiredTimer(
@@ -274,8 +291,12 @@ class IntervalProcessor:
             try:
                 self._user.process_timer(scope, fired)
             except Exception as exc:
-                self._timer_failed(txn, timer.key, fired, exc)
+                self._timer_failed(txn, ident, timer, exc)
+                outcome.timers_failed += 1
                 continue
+            if failures.held:
+                failures.succeeded(timer.key, ident)
+            failures.committed((ident,))
             scope.apply()
             seq += 1
             cause = timer_id_prefix(self.name, self.interval, seq)
@@ -289,17 +310,14 @@ class IntervalProcessor:
         earliest = self.store.next_timer_ms(domain)
         return earliest is not None and earliest <= up_to_ms
 
-    def _timer_failed(
-        self, txn: Transaction, key: bytes, fired: FiredTimer, exc: Exception
-    ) -> None:
-        ident = b"timer/" + fired.tag.encode() + b"/" + _U64.pack(fired.time_ms) + key
-        attempts = self._failures.failed(ident, None, self._clock())
+    def _timer_failed(self, txn: Transaction, ident: bytes, timer: Timer, exc: Exception) -> None:
+        attempts = self._failures.failed(ident, timer.key, self._clock())
         if attempts is None:
-            # Keep the timer: undo the delete staged above; it fires again next round.
-            txn.set_timer(Timer(domain=fired.domain, key=key, tag=fired.tag, time_ms=fired.time_ms))
+            # Keep the timer (undo the delete staged above): it fires again next round.
+            txn.set_timer(timer)
             return
         record = record_pb2.Record(
-            key=key, event_time_ms=fired.time_ms, stream=f"timer:{fired.tag}"
+            key=timer.key, event_time_ms=timer.time_ms, stream=f"timer:{timer.tag}"
         )
         error = "timer: " + "".join(traceback.format_exception_only(exc)).strip()
         self._put_letter(txn, ident, record, error, attempts)

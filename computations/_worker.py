@@ -58,6 +58,8 @@ class _Fence:
 
 
 _STOP = object()
+TIMER_RETRY_S = 0.2
+"""Pause before firing timers again after one raised (records are resent after as long)."""
 
 
 class _WeakWait:
@@ -117,6 +119,7 @@ class IntervalWorker:
         self.fenced_reason = ""
         self._reported_oldest: int | None = None
         self._report_due = 0.0
+        self._timer_retry_at = 0.0
         self.origin = Origin(processor.name, processor.interval, processor.epoch)
         self._weak: _WeakWait | None = None
         spec = processor.spec
@@ -341,13 +344,21 @@ class IntervalWorker:
             self._weak = None
 
     def _fire_timers(self) -> None:
+        if self._timer_retry_at and time.monotonic() < self._timer_retry_at:
+            return
         while True:
             started = time.perf_counter()
             outcome = self.processor.fire_timers(durable=self._after_sync is None)
-            if not outcome.timers_fired:
+            if outcome.timers_fired:
+                self._maybe_report(urgent=True)
+                self._when_durable(outcome, started, send=True)
+            # A failed timer is retried a little later (the failure may be transient),
+            # not at once in this loop; the interval's other timers wait that long too.
+            self._timer_retry_at = (
+                time.monotonic() + TIMER_RETRY_S if outcome.timers_failed else 0.0
+            )
+            if not outcome.timers_fired or outcome.timers_failed:
                 return
-            self._maybe_report(urgent=True)
-            self._when_durable(outcome, started, send=True)
 
     def _maybe_report(self, *, urgent: bool) -> None:
         oldest = self.processor.oldest_work()

@@ -136,27 +136,18 @@ class TestHarness:
 
     def step(self) -> bool:
         """Deliver the next in-flight message; False when the network is empty."""
-        if not self._network:
-            return False
-        delivery = self._network.popleft()
-        production = delivery.production
-        if production.consumer.startswith(SINK_PREFIX):
-            self._to_sink(production)
-            self._acknowledged(delivery)
-            return True
-        target = self.processors[(production.consumer, production.interval)]
-        outcome = target.process_records([production.record])
-        self._enqueue(target, outcome)
-        if production.record.record_id in outcome.committed + outcome.duplicates:
-            self._acknowledged(delivery)
-        else:
-            self._network.append(delivery)  # not acked: the sender retries
-        return True
+        return self._deliver_next() is not None
 
     def run(self, max_steps: int = 1_000_000) -> None:
-        """Deliver until the network is empty, firing timers that become due."""
+        """Deliver until the network is empty, firing timers that become due.
+
+        Timers also get a turn after every delivery left unacked: a record may be
+        waiting for a failed timer of its key to be retried."""
         for _ in range(max_steps):
-            if not self.step() and not self._fire_due_timers():
+            acked = self._deliver_next()
+            if acked:
+                continue
+            if not self._fire_due_timers() and acked is None:
                 return
         raise RuntimeError(f"topology did not settle within {max_steps} steps")
 
@@ -220,6 +211,26 @@ class TestHarness:
 
     # -- internals ----------------------------------------------------------
 
+    def _deliver_next(self) -> bool | None:
+        """Deliver the next in-flight message: None if there is none, else whether it was
+        acknowledged (if not, it goes to the back of the network: the sender retries)."""
+        if not self._network:
+            return None
+        delivery = self._network.popleft()
+        production = delivery.production
+        if production.consumer.startswith(SINK_PREFIX):
+            self._to_sink(production)
+            self._acknowledged(delivery)
+            return True
+        target = self.processors[(production.consumer, production.interval)]
+        outcome = target.process_records([production.record])
+        self._enqueue(target, outcome)
+        if production.record.record_id in outcome.committed + outcome.duplicates:
+            self._acknowledged(delivery)
+            return True
+        self._network.append(delivery)
+        return False
+
     def _fire_due_timers(self) -> bool:
         fired = False
         marks = self.watermarks()
@@ -227,8 +238,8 @@ class TestHarness:
             if marks[name].input_ms > MIN_TIME:
                 processor.advance_watermark(marks[name].input_ms)
             outcome = processor.fire_timers()
-            if outcome.timers_fired:
-                fired = True
+            if outcome.timers_fired or outcome.timers_failed:
+                fired = True  # a failed timer is retried next round, until dead-lettered
                 self._enqueue(processor, outcome)
         return fired
 

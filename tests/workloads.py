@@ -131,3 +131,35 @@ def totals_from_outputs(values: Iterable[bytes]) -> dict[int, dict[str, int]]:
         assert body["window"] not in result, f"window {body['window']} emitted twice"
         result[body["window"]] = body
     return result
+
+
+class FlakyTimers(Computation):
+    """Appends records' values and fired timers' tags to its key's ``seen`` list.
+
+    A record ``b"timers:T1@10,T2@20"`` sets event-time timers ``T1`` and ``T2`` that
+    many ms after the record. A timer whose tag starts with ``flaky`` raises the
+    first time it fires; one starting with ``poison`` raises every time.
+    """
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        self._failed: set[str] = set()
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value.startswith(b"timers:"):
+            for spec in record.value[len(b"timers:") :].decode().split(","):
+                tag, offset = spec.split("@")
+                ctx.set_timer(tag, record.timestamp_ms + int(offset))
+            return
+        self._see(ctx, record.value.decode())
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        if timer.tag.startswith("poison") or (
+            timer.tag.startswith("flaky") and timer.tag not in self._failed
+        ):
+            self._failed.add(timer.tag)
+            raise RuntimeError(f"timer {timer.tag} failed")
+        self._see(ctx, timer.tag)
+
+    def _see(self, ctx: Context, item: str) -> None:
+        ctx.put_state("seen", [*(ctx.get_state("seen", JSON) or []), item], JSON)
+        ctx.produce("ok", ctx.key, item.encode())

@@ -11,6 +11,7 @@ import pytest
 from computations import JSON, Computation, Context, FiredTimer, Record, TimeDomain, Topology
 from computations._failures import HOLD_TIMEOUT_MS
 from computations._processor import IntervalProcessor
+from computations._scope import state_key
 from computations.testing import TestHarness
 from millrace.wire.v1 import record_pb2
 from statestore import StateStore, StoreConfig
@@ -196,6 +197,55 @@ def test_a_key_waits_for_its_failed_record_only_until_the_hold_lapses(tmp_path: 
     assert processor.process_records([later]).retry == [later.record_id], "held"
     now[0] += HOLD_TIMEOUT_MS + 1  # the failed record never came back
     assert processor.process_records([later]).committed == [later.record_id]
+    store.close()
+
+
+def test_a_failed_timer_fires_again_before_its_keys_later_timers() -> None:
+    harness = TestHarness(in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3))
+    harness.feed("in", b"k", b"timers:flaky@10,t2@20", 0)
+    harness.feed("in", b"j", b"timers:j1@15", 0)
+    harness.run()
+    harness.advance_watermark(100)
+    assert harness.state("timers", b"k", "seen", JSON) == ["flaky", "t2"]
+    assert harness.state("timers", b"j", "seen", JSON) == ["j1"]
+    assert harness.dead_letters("timers") == []
+
+
+def test_a_poison_timer_is_dead_lettered_then_its_key_goes_on() -> None:
+    harness = TestHarness(in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3))
+    harness.feed("in", b"k", b"timers:poison@10,t2@20", 0)
+    harness.run()
+    harness.advance_watermark(100)
+    (letter,) = harness.dead_letters("timers")
+    assert letter.attempts == 3
+    assert "RuntimeError: timer poison failed" in letter.error
+    assert letter.record.stream == "timer:poison"
+    assert harness.state("timers", b"k", "seen", JSON) == ["t2"]
+
+
+def test_a_failed_timer_holds_its_keys_records(tmp_path: Path) -> None:
+    topology = in_to_ok("timers", "tests.workloads:FlakyTimers")
+    store = StateStore.open_rocksdb(tmp_path / "s", config=StoreConfig(sync=True))
+    processor = IntervalProcessor(
+        topology=topology, computation="timers", interval=0, store=store, epoch=1
+    )
+    records = [
+        record_pb2.Record(record_id=bytes([i]) * 16, key=key, value=value, stream="in")
+        for i, (key, value) in enumerate(
+            [(b"k", b"timers:flaky@10"), (b"k", b"after"), (b"j", b"other")]
+        )
+    ]
+    setter, after, other = records
+    assert processor.process_records([setter]).committed == [setter.record_id]
+    processor.advance_watermark(100)
+    assert processor.fire_timers().timers_failed == 1
+    outcome = processor.process_records([after, other])
+    assert outcome.retry == [after.record_id], "k waits for its timer's retry"
+    assert outcome.committed == [other.record_id], "other keys do not"
+    assert processor.fire_timers().timers_fired == 1
+    assert processor.process_records([after]).committed == [after.record_id]
+    raw = store.get(state_key(b"k", "seen"))
+    assert raw is not None and json.loads(raw) == ["flaky", "after"]
     store.close()
 
 
