@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -32,6 +33,14 @@ from computations._sender import Origin, SenderPool
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def chaos_rng(default_seed: int) -> random.Random:
+    """The random source of a chaos test: ``MILLRACE_CHAOS_SEED`` if set (to hunt for
+    failures with other kill schedules), else the test's own fixed seed."""
+    seed = int(os.environ.get("MILLRACE_CHAOS_SEED", default_seed))
+    print(f"chaos seed {seed}")  # pytest shows it with a failure's captured output
+    return random.Random(seed)
 
 
 def free_port() -> int:

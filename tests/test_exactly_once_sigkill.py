@@ -23,7 +23,7 @@ from computations import MAX_TIME
 from injector.authority_service import create_authority_server
 from injector.watermark_authority import WatermarkAuthority
 from millrace.wire.v1 import record_pb2
-from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port
+from tests.cluster import CollectingSink, NodeProcess, SourceDriver, chaos_rng, free_port
 from tests.workloads import expected_totals, totals_from_outputs, two_stage_topology
 
 pytestmark = pytest.mark.slow
@@ -112,7 +112,7 @@ def wait_for(predicate: object, timeout: float, what: str) -> None:
 
 
 def test_two_stage_outputs_are_exact_under_sigkill(tmp_path: Path) -> None:
-    rng = random.Random(20261122)
+    rng = chaos_rng(20261122)
     topology = two_stage_topology((2, 2), window_ms=WINDOW_MS)
     authority = WatermarkAuthority(topology)
     authority_server, authority_port = create_authority_server(authority, "127.0.0.1:0")

@@ -9,7 +9,6 @@ at the offsets its acknowledgement named, with nothing partial.
 
 from __future__ import annotations
 
-import random
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 
 from injector.client import IngestClient
 from injector.log import StreamLog, offset_of
-from tests.cluster import ROOT, free_port, stop_gracefully
+from tests.cluster import ROOT, chaos_rng, free_port, stop_gracefully
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +88,7 @@ class InjectorProcess:
 
 
 def test_acknowledged_records_survive_sigkill_exactly_once(tmp_path: Path) -> None:
-    rng = random.Random(4)
+    rng = chaos_rng(4)
     port = free_port()
     deployment = write_deployment(tmp_path, port)
     log_dir = tmp_path / "log"

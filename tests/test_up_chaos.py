@@ -10,7 +10,6 @@ any record twice.
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import threading
 import time
@@ -33,7 +32,7 @@ from examples.clickstream.generate import (
     generate,
     write_jsonl,
 )
-from tests.cluster import ROOT
+from tests.cluster import ROOT, chaos_rng
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +52,7 @@ def pid_of(deployment: Path, service: str) -> int | None:
 
 
 def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
-    rng = random.Random(5)
+    rng = chaos_rng(5)
     clicks = generate(11, sessions=1_500)
     regular, stragglers = clicks[:-25], clicks[-25:]
     end = {"key": "demo", "value": {"user": "demo", "page": "/end-of-input"},
