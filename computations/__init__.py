@@ -21,7 +21,8 @@ The user API and topology import nothing from gRPC or RocksDB.
 
 from computations._computation import Computation, Context
 from computations._keys import interval_of, key_hash
-from computations._processor import BatchOutcome, IntervalProcessor
+from computations._outcome import BatchOutcome
+from computations._processor import IntervalProcessor
 from computations._records import FiredTimer, Record
 from computations._serde import BYTES, JSON, BytesSerde, JsonSerde, ProtobufSerde, Serde
 from computations._topology import ComputationSpec, InputSpec, Topology

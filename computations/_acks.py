@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from computations._processor import BatchOutcome
+from computations._outcome import BatchOutcome
 from millrace.wire.v1 import delivery_pb2
 
 Ack = delivery_pb2.DeliveryAck

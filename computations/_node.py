@@ -24,7 +24,8 @@ from computations._delivery_service import DeliveryService
 from computations._deployment import Deployment
 from computations._node_metrics import NodeMetrics
 from computations._outbox import Frame, Production
-from computations._processor import BatchOutcome, IntervalProcessor
+from computations._outcome import BatchOutcome
+from computations._processor import IntervalProcessor
 from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
 from computations._watermark_link import WatermarkLink
 from computations._worker import IntervalWorker, WorkerHooks

@@ -21,10 +21,10 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 
 from computations._computation import Computation
 from computations._dead_letters import read_letters, stage_letter
+from computations._due_timers import due_timers, timer_ident
 from computations._failures import FailureBook
 from computations._keys import interval_of
 from computations._outbox import (
@@ -35,6 +35,7 @@ from computations._outbox import (
     timer_id_prefix,
 )
 from computations._outbox_ledger import OutboxLedger
+from computations._outcome import BatchOutcome
 from computations._records import FiredTimer, Record, new_tuple
 from computations._routing import ProductionRouter
 from computations._scope import RecordScope
@@ -53,30 +54,6 @@ _U64 = struct.Struct(">Q")
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _timer_ident(timer: Timer) -> bytes:
-    """A timer's identity for attempts and key holds (never equal to a record id)."""
-    head = b"timer/%d/%s/" % (timer.domain, timer.tag.encode())
-    return head + _U64.pack(timer.time_ms) + timer.key
-
-
-@dataclass
-class BatchOutcome:
-    """What one commit did: ids to ack, ids to leave unacked, productions to send."""
-
-    committed: list[bytes] = field(default_factory=list)
-    duplicates: list[bytes] = field(default_factory=list)
-    rejected: list[tuple[bytes, int, str]] = field(default_factory=list)
-    retry: list[bytes] = field(default_factory=list)
-    dead_lettered: list[bytes] = field(default_factory=list)
-    productions: list[Production] = field(default_factory=list)
-    """Every production made, in the order they were made."""
-    frames: list[Frame] = field(default_factory=list)
-    """What the commit checkpointed, one frame per destination: what to send."""
-    timers_fired: int = 0
-    timers_failed: int = 0
-    """Timers whose user code raised: kept for a retry next round, or dead-lettered."""
 
 
 class IntervalProcessor:
@@ -262,25 +239,15 @@ class IntervalProcessor:
         built = FrameBuilder()
         outcome.productions = built.productions
         now = self._clock()
-        due: list[Timer] = []
-        # The cached earliest timer spares a RocksDB scan on the (usual) turn with none due.
-        if self._any_due(TimeDomain.PROCESSING_TIME, now):
-            due = self.store.due_timers(TimeDomain.PROCESSING_TIME, now, limit)
-        if self.input_watermark is not None and self._any_due(
-            TimeDomain.EVENT_TIME, self.input_watermark - 1
-        ):
-            # An event-time timer at T fires once the low watermark is past T.
-            due += self.store.due_timers(TimeDomain.EVENT_TIME, self.input_watermark - 1, limit)
+        due = due_timers(self.store, now, self.input_watermark, limit)
         if not due:
             return outcome
-        due.sort(key=lambda t: t.time_ms)
-        due = due[:limit]
         txn = self.store.begin(self.epoch)
         raw_seq = txn.get_meta(_FIRE_SEQ)
         seq = _U64.unpack(raw_seq)[0] if raw_seq else 0
         failures = self._failures
         for timer in due:
-            ident = _timer_ident(timer)
+            ident = timer_ident(timer)
             if failures.held and failures.held_by_another(timer.key, ident, now):
                 continue  # stays pending: it fires after what holds its key
             txn.delete_timer(timer.domain, timer.key, timer.tag)
@@ -305,10 +272,6 @@ class IntervalProcessor:
         txn.set_meta(_FIRE_SEQ, _U64.pack(seq))
         self._commit(txn, outcome, built, durable=durable)
         return outcome
-
-    def _any_due(self, domain: TimeDomain, up_to_ms: int) -> bool:
-        earliest = self.store.next_timer_ms(domain)
-        return earliest is not None and earliest <= up_to_ms
 
     def _timer_failed(self, txn: Transaction, ident: bytes, timer: Timer, exc: Exception) -> None:
         attempts = self._failures.failed(ident, timer.key, self._clock())

@@ -32,7 +32,8 @@ from computations._acks import Ack, DeliveryWork, refusal
 from computations._acks import answer as answer_deliveries
 from computations._after_sync import AfterSync
 from computations._outbox import Frame, Production, frames_of
-from computations._processor import BatchOutcome, IntervalProcessor
+from computations._outcome import BatchOutcome
+from computations._processor import IntervalProcessor
 from computations._sender import Origin
 from millrace.wire.v1 import delivery_pb2
 from statestore import EpochFencedError

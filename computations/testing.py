@@ -27,7 +27,8 @@ from typing import TypeVar
 
 from computations._keys import interval_of
 from computations._outbox import Production
-from computations._processor import BatchOutcome, IntervalProcessor
+from computations._outcome import BatchOutcome
+from computations._processor import IntervalProcessor
 from computations._records import Record
 from computations._routing import SINK_PREFIX
 from computations._scope import state_key

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from millrace._child_logs import copy_lines, describe_exit, tail_lines
+from millrace._child_logs import describe_exit, tail_lines
 from millrace._supervised_child import ChildState, SupervisedChild
 
 log = logging.getLogger(__name__)
@@ -276,51 +276,10 @@ class Supervisor:
         log.info("%s ready (pid %d): %s", child.name, child.process.pid, line)
 
     def _spawn(self, child: SupervisedChild) -> None:
-        """Start one incarnation of ``child`` (lock held); its ready line is read by a thread."""
-        child.log_path.parent.mkdir(parents=True, exist_ok=True)
-        child.ready = threading.Event()
-        child.ready_line = None
-        with open(child.log_path, "ab") as stderr:
-            process = subprocess.Popen(
-                child.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=self._env,
-                cwd=self._cwd,
-                start_new_session=True,
-            )
-        child.process = process
-        child.state = ChildState.STARTING
-        child.spawned_at = time.monotonic()
-        child.ready_deadline = child.spawned_at + self.ready_timeout_s
+        """Start one incarnation of ``child`` (lock held)."""
+        process = child.spawn(env=self._env, cwd=self._cwd, ready_timeout_s=self.ready_timeout_s)
         command = shlex.join(child.argv).replace("\n", "\\n")
         self._mark(child, f"started (pid {process.pid}): {command}")
-        threading.Thread(
-            target=self._pump,
-            args=(child, process, child.ready),
-            name=f"millrace-supervisor-{child.name}",
-            daemon=True,
-        ).start()
-
-    def _pump(
-        self, child: SupervisedChild, process: subprocess.Popen[bytes], ready: threading.Event
-    ) -> None:
-        """Read the ready line, then copy the rest of stdout to the log file."""
-        stdout = process.stdout
-        assert stdout is not None
-        try:
-            first = stdout.readline()
-            if first:
-                child.ready_line = first.decode("utf-8", "replace").rstrip("\r\n")
-            ready.set()
-            if not first:
-                return
-            with open(child.log_path, "ab", buffering=0) as sink:
-                copy_lines(stdout, sink)
-        finally:
-            ready.set()
-            stdout.close()
 
     def _watch(self) -> None:
         while not self._stopping.wait(self.poll_interval_s):

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from injector.log import StreamLog
+from millrace.commands import _inject_progress as progress_line
 from millrace.commands import deadletters, inject, state, status, watermarks
 from tests.cluster import ROOT, CollectingSink, NodeProcess, free_port
 from tests.test_injector_sigkill import InjectorProcess
@@ -239,7 +240,7 @@ def test_progress_line_only_on_a_terminal() -> None:
             return True
 
     terminal = Terminal()
-    progress = inject.Progress(terminal)
+    progress = progress_line.Progress(terminal)
     totals = inject.Totals()
     totals.add(1000, replayed=False)
     progress.update(totals, force=True)
@@ -248,10 +249,10 @@ def test_progress_line_only_on_a_terminal() -> None:
     assert text.startswith("\rsent 1,000 records in 1 batches (") and "records/s)" in text
     assert text.endswith("\r")
     plain = io.StringIO()
-    inject.Progress(plain).update(totals, force=True)
+    progress_line.Progress(plain).update(totals, force=True)
     assert plain.getvalue() == ""
     sized = Terminal()
-    inject.Progress(sized, total_bytes=4000).update(totals, 1000, force=True)
+    progress_line.Progress(sized, total_bytes=4000).update(totals, 1000, force=True)
     bar = "[" + "#" * 6 + "." * 18 + "]  25%  sent 1,000 records"
     assert sized.getvalue().startswith("\r" + bar), sized.getvalue()
 
@@ -260,10 +261,10 @@ def test_the_bar_measures_the_input_read(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"a\nbb\n")
     with open(path, "rb") as handle:
-        assert inject.input_size(handle) == 5
-        lines = inject.CountedLines(handle)
+        assert progress_line.input_size(handle) == 5
+        lines = progress_line.CountedLines(handle)
         assert list(lines) == [b"a\n", b"bb\n"] and lines.bytes_read == 5
-    assert inject.input_size(io.BytesIO(b"x")) is None  # no file behind it: no bar
+    assert progress_line.input_size(io.BytesIO(b"x")) is None  # no file behind it: no bar
 
 
 def test_batches_and_idempotency_keys_derive_from_the_input() -> None:

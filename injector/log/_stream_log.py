@@ -6,14 +6,14 @@ import fcntl
 import os
 import struct
 import threading
-from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from time import time_ns
 from types import TracebackType
 
 from injector.log._fileio import fsync_dir
-from injector.log._format import HEADER_SIZE, EntryError, iter_requests, stream_tag
+from injector.log._format import stream_tag
+from injector.log._reading import iter_commits, read_records
 from injector.log._recovery import load_segments
 from injector.log._segment import PendingChunk, Segment
 from injector.log._types import (
@@ -27,7 +27,6 @@ from injector.log._types import (
 )
 from injector.log.errors import (
     LogClosedError,
-    LogCorruptedError,
     LogLockedError,
     LogWriteError,
     OffsetDeletedError,
@@ -315,33 +314,12 @@ class StreamLog:
         :class:`LogCorruptedError` if an entry on the way fails its checks.
         Safe from any thread while another appends.
         """
-        if from_offset < 0:
-            raise ValueError(f"offsets are not negative, got {from_offset}")
         stop = self._next_offset  # before the segments: every offset below it is in them
         segments = self._segments
-        if max_records <= 0 or from_offset >= stop:
-            return []
-        first = segments[0].base_offset
-        if from_offset < first:
-            raise OffsetDeletedError(from_offset, first)
-        at = bisect_right(segments, from_offset, key=_base_offset) - 1
-        out: list[LogRecord] = []
-        offset = from_offset
-        while True:
-            segment = segments[at]
-            try:
-                records = segment.read(offset, stop, max_records - len(out), self._prefix)
-            except FileNotFoundError:
-                raise OffsetDeletedError(offset, self.first_offset) from None
-            out.extend(records)
-            offset += len(records)
-            if len(out) >= max_records or offset >= stop:
-                return out
-            at += 1
-            if at == len(segments) or segments[at].base_offset != offset:
-                raise LogCorruptedError(
-                    str(segment.path), None, f"it ends before offset {offset}, which it should hold"
-                )
+        try:
+            return read_records(segments, stop, from_offset, max_records, self._prefix)
+        except FileNotFoundError:  # retention deleted a segment while we read it
+            raise OffsetDeletedError(from_offset, self.first_offset) from None
 
     def offset_for_time(self, event_time_ms: int) -> int:
         """Where to start scanning for records with event time >= ``event_time_ms``.
@@ -365,23 +343,7 @@ class StreamLog:
         the epoch); whole segments whose last append is older are skipped
         without being read. Segments deleted by retention meanwhile are skipped.
         """
-        for segment in self._segments:
-            end = segment.size  # durable, and always the end of a COMMIT
-            if not segment.commits:
-                continue
-            if since_ms is not None and segment.max_ingest_ms < since_ms:
-                continue
-            try:
-                with open(segment.path, "rb") as f:
-                    for _records, commit, _end in iter_requests(
-                        f, segment.base_offset, HEADER_SIZE, end, keep_records=False
-                    ):
-                        if since_ms is None or commit.committed_at_ms >= since_ms:
-                            yield commit
-            except FileNotFoundError:
-                continue
-            except EntryError as error:
-                raise LogCorruptedError(str(segment.path), error.position, error.reason) from error
+        return iter_commits(self._segments, since_ms)
 
     def segments(self) -> list[SegmentInfo]:
         """Every segment, oldest first; the last one is the active segment of a writable log."""
@@ -415,10 +377,6 @@ class StreamLog:
 
     def __repr__(self) -> str:
         return f"StreamLog({str(self._directory)!r}, next_offset={self._next_offset})"
-
-
-def _base_offset(segment: Segment) -> int:
-    return segment.base_offset
 
 
 def _lock(path: Path) -> int:

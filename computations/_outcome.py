@@ -1,0 +1,25 @@
+"""``BatchOutcome``: what one commit of an interval did, for whoever acks and sends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from computations._outbox import Frame, Production
+
+
+@dataclass
+class BatchOutcome:
+    """What one commit did: ids to ack, ids to leave unacked, productions to send."""
+
+    committed: list[bytes] = field(default_factory=list)
+    duplicates: list[bytes] = field(default_factory=list)
+    rejected: list[tuple[bytes, int, str]] = field(default_factory=list)
+    retry: list[bytes] = field(default_factory=list)
+    dead_lettered: list[bytes] = field(default_factory=list)
+    productions: list[Production] = field(default_factory=list)
+    """Every production made, in the order they were made."""
+    frames: list[Frame] = field(default_factory=list)
+    """What the commit checkpointed, one frame per destination: what to send."""
+    timers_fired: int = 0
+    timers_failed: int = 0
+    """Timers whose user code raised: kept for a retry next round, or dead-lettered."""

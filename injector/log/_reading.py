@@ -1,0 +1,72 @@
+"""Reading a stream log's segments: records by offset, and its COMMIT markers.
+
+Functions over a snapshot of the segment list (``StreamLog`` replaces the list
+and never mutates it), so readers need no lock while a writer appends.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+
+from injector.log._format import HEADER_SIZE, EntryError, iter_requests
+from injector.log._segment import Segment
+from injector.log._types import Commit, LogRecord
+from injector.log.errors import LogCorruptedError, OffsetDeletedError
+
+
+def read_records(
+    segments: Sequence[Segment], stop: int, from_offset: int, max_records: int, prefix: bytes
+) -> list[LogRecord]:
+    """Up to ``max_records`` records from ``from_offset`` on, below ``stop`` (the durable
+    end). Raises :class:`OffsetDeletedError` below the first segment,
+    :class:`LogCorruptedError` on a bad entry or a gap, and ``FileNotFoundError`` if
+    a segment was deleted meanwhile."""
+    if from_offset < 0:
+        raise ValueError(f"offsets are not negative, got {from_offset}")
+    if max_records <= 0 or from_offset >= stop:
+        return []
+    first = segments[0].base_offset
+    if from_offset < first:
+        raise OffsetDeletedError(from_offset, first)
+    at = bisect_right(segments, from_offset, key=_base_offset) - 1
+    out: list[LogRecord] = []
+    offset = from_offset
+    while True:
+        segment = segments[at]
+        records = segment.read(offset, stop, max_records - len(out), prefix)
+        out.extend(records)
+        offset += len(records)
+        if len(out) >= max_records or offset >= stop:
+            return out
+        at += 1
+        if at == len(segments) or segments[at].base_offset != offset:
+            raise LogCorruptedError(
+                str(segment.path), None, f"it ends before offset {offset}, which it should hold"
+            )
+
+
+def iter_commits(segments: Sequence[Segment], since_ms: int | None) -> Iterator[Commit]:
+    """COMMIT markers in log order (made at or after ``since_ms``, if given); segments
+    deleted meanwhile are skipped."""
+    for segment in segments:
+        end = segment.size  # durable, and always the end of a COMMIT
+        if not segment.commits:
+            continue
+        if since_ms is not None and segment.max_ingest_ms < since_ms:
+            continue
+        try:
+            with open(segment.path, "rb") as f:
+                for _records, commit, _end in iter_requests(
+                    f, segment.base_offset, HEADER_SIZE, end, keep_records=False
+                ):
+                    if since_ms is None or commit.committed_at_ms >= since_ms:
+                        yield commit
+        except FileNotFoundError:
+            continue
+        except EntryError as error:
+            raise LogCorruptedError(str(segment.path), error.position, error.reason) from error
+
+
+def _base_offset(segment: Segment) -> int:
+    return segment.base_offset
