@@ -1,91 +1,34 @@
-"""Randomized delivery chaos between two interval processors over real RocksDB stores.
-
-Acceptance: *a randomized test that reorders, duplicates and redelivers batches
-between two nodes and always converges to the same state and outputs.*
-
-Per seed, ``two_stage_topology((1, 1))`` runs as two :class:`IntervalProcessor`
-instances (``counts``/0 with ``WindowCounts``, ``totals``/0 with
-``WindowTotals``), each over its own RocksDB store in ``tmp_path``, driven the
-way a node's worker drives them (sender-epoch fencing, group commit, ack
-after commit, outbox resend on restart). Between them, and between them and
-the source and the sink, sits a chaotic in-test network that:
-
-- delivers any batch in flight next (reordering), and sometimes keeps a copy
-  to deliver again later (duplication);
-- delivers part of a batch, putting back or losing the rest;
-- groups several batches for one receiver into one commit;
-- loses batches and acks (the sender then resends its unacked productions,
-  which is a redelivery of the same production ids);
-- replays already-acked source records (an injector that lost its position);
-- "crashes" ``counts`` or ``totals``: closes the store, reopens it, builds a
-  new processor at ``owner_epoch + 1`` and resends its outbox, while batches
-  of the dead incarnation are still in flight (they must be rejected as a
-  stale sender epoch, or be harmless duplicates);
-- advances the low watermarks (computed exactly as the authority does, from
-  the source and each interval's oldest work) and fires timers, sometimes a
-  few at a time, at random points.
-
-Phase 1 runs the chaos with the source watermark capped at a random
-checkpoint, then settles (fault-free delivery, resends, timers) at that
-checkpoint; phase 2 does the same up to the end of time. At both points the
-committed state of both stores (state entries, pending timers, timer-fire
-sequence, outbox) and the sink's outputs (deduplicated by record id, as a sink
-does) must equal a fault-free run of the same input through
-:class:`~computations.testing.TestHarness`, and the sink must hold exactly the
-oracle's per-window totals, each window once.
-"""
+"""The chaotic network of the randomized delivery test, and the two stages it connects."""
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from computations import interval_of
 from computations._outbox import Production
-from computations._processor import _FIRE_SEQ, IntervalProcessor
+from computations._processor import IntervalProcessor
 from computations._routing import SINK_PREFIX
-from computations._watermarks import MAX_TIME, MIN_TIME, ComputationWatermark, compute_watermarks
-from computations.testing import TestHarness
+from computations._watermarks import MIN_TIME, ComputationWatermark, compute_watermarks
 from millrace.wire.v1 import record_pb2
-from statestore import StateStore, StoreConfig, TimeDomain, Timer
-from tests.workloads import expected_totals, totals_from_outputs, two_stage_topology
-
-SEEDS = range(30)
-TOPOLOGY = two_stage_topology((1, 1))
-SOURCE_STREAM = "events"
-SINK_STREAM = "window_totals"
-STAGES = ("counts", "totals")
-SOURCE = "source"
-"""Sender name of the injector (owns no interval, epoch 0)."""
-SINK = "sink"
-"""Destination name of the sink stream."""
-STEPS_PER_PHASE = 200
-STORE_CONFIG = StoreConfig(sync=False)
-"""Crashes here close the store (a process crash): no fsync needed for durability."""
-
-EVENT_SPAN_MS = 60_000  # six 10 s windows
-
-# Weights of the chaos actions (an action with nothing to act on is skipped).
-WEIGHTS = {
-    "feed": 3.0,
-    "deliver": 12.0,
-    "lose": 1.0,
-    "resend": 1.5,
-    "replay": 0.7,
-    "crash": 0.3,
-    "watermark": 2.0,
-}
-DUPLICATE_P = 0.15  # a delivered batch stays in flight to be delivered again
-PARTIAL_P = 0.15  # only part of a batch gets through
-GROUP_P = 0.3  # more batches for the same receiver join the commit
-ACK_LOSS_P = 0.15
-
+from statestore import StateStore
+from tests.randomized_delivery._setup import (
+    ACK_LOSS_P,
+    DUPLICATE_P,
+    GROUP_P,
+    PARTIAL_P,
+    SINK,
+    SOURCE,
+    SOURCE_STREAM,
+    STAGES,
+    STORE_CONFIG,
+    TOPOLOGY,
+    WEIGHTS,
+    Event,
+)
 
 # -- the network's messages ------------------------------------------------------------
 
@@ -110,89 +53,6 @@ class Ack:
 
 
 Message = Batch | Ack
-Event = tuple[bytes, bytes, int]  # record id, key, event time
-
-
-# -- what is compared --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Committed state of both intervals and the sink's outputs at one watermark."""
-
-    sink: dict[bytes, bytes]  # record id -> value, once each
-    state: dict[str, list[tuple[bytes, bytes]]]  # every state entry, in key order
-    timers: dict[str, list[Timer]]  # every pending timer, in time order
-    fire_seq: dict[str, bytes | None]  # the committed timer-fire sequence
-    outbox: dict[str, list[bytes]]  # committed, unacknowledged productions
-
-
-def snapshot(processors: Mapping[str, IntervalProcessor], sink: Mapping[bytes, bytes]) -> Snapshot:
-    """Read what is committed in ``processors``' stores, plus the sink's outputs."""
-    stores = {name: processor.store for name, processor in processors.items()}
-    return Snapshot(
-        sink=dict(sink),
-        state={name: list(store.scan_state(b"")) for name, store in stores.items()},
-        timers={
-            name: store.due_timers(TimeDomain.EVENT_TIME, None)
-            + store.due_timers(TimeDomain.PROCESSING_TIME, None)
-            for name, store in stores.items()
-        },
-        fire_seq={name: store.get_meta(_FIRE_SEQ) for name, store in stores.items()},
-        outbox={name: [key for key, _ in store.outbox()] for name, store in stores.items()},
-    )
-
-
-def no_duplicate_effects(sink: Mapping[bytes, bytes]) -> bool:
-    """Every window was emitted under one record id only: a resend keeps its id (and the
-    sink drops it), so a second id for a window means an effect happened twice."""
-    windows = [json.loads(value)["window"] for value in sink.values()]
-    return len(windows) == len(set(windows))
-
-
-def matches_oracle(sink: Mapping[bytes, bytes], events: Sequence[Event]) -> bool:
-    """The sink holds exactly the oracle's per-window totals of ``events``."""
-    expected = expected_totals((key, ts) for _, key, ts in events)
-    return totals_from_outputs(sink.values()) == expected
-
-
-def converges_to_fault_free_run(run: Snapshot, reference: Snapshot) -> bool:
-    """Same outputs and the same committed state as the run without faults."""
-    return run == reference
-
-
-def divergence(run: Snapshot, reference: Snapshot) -> str:
-    """Where ``run`` differs from ``reference``, readably (for failure messages)."""
-    lines = []
-    for field in ("sink", "state", "timers", "fire_seq", "outbox"):
-        ours, theirs = getattr(run, field), getattr(reference, field)
-        if field == "sink":
-            ours, theirs = {"sink": sorted(ours.values())}, {"sink": sorted(theirs.values())}
-        for name in sorted(set(ours) | set(theirs)):
-            if ours.get(name) != theirs.get(name):
-                lines.append(
-                    f"{field}[{name}]: {ours.get(name)!r} != fault-free {theirs.get(name)!r}"
-                )
-    return "\n".join(lines)
-
-
-def fault_free_run(events: Sequence[Event], checkpoint_ms: int) -> tuple[Snapshot, Snapshot]:
-    """The reference: ``events`` through :class:`TestHarness` (FIFO, no faults), snapshotted
-    at source watermark ``checkpoint_ms`` and at the end of time."""
-    harness = TestHarness(TOPOLOGY)
-    for record_id, key, ts in events:
-        harness.feed(SOURCE_STREAM, key, b"", ts, record_id=record_id)
-    harness.run()
-    snapshots = []
-    for mark in (checkpoint_ms, MAX_TIME):
-        harness.advance_watermark(mark)
-        processors = {name: harness.processors[(name, 0)] for name in STAGES}
-        sink = {r.record_id: r.value for r in harness.outputs(SINK_STREAM)}
-        snapshots.append(snapshot(processors, sink))
-    return snapshots[0], snapshots[1]
-
-
-# -- the two "nodes" and the chaotic network ----------------------------------------------
 
 
 class Stage:
@@ -507,88 +367,3 @@ class ChaosRun:
                     break
         self.stats["timers_fired"] += fired
         return fired
-
-
-# -- the test -----------------------------------------------------------------------------
-
-
-def generate_events(rng: random.Random) -> list[Event]:
-    """30-80 records over 1-6 keys, timestamps anywhere in the first minute."""
-    keys = rng.randint(1, 6)
-    return [
-        (f"e{i:04d}".encode(), f"user{rng.randrange(keys)}".encode(), rng.randrange(EVENT_SPAN_MS))
-        for i in range(rng.randint(30, 80))
-    ]
-
-
-def run_seed(seed: int, root: Path) -> Counter[str]:
-    """One randomized run; asserts every invariant and returns what chaos happened."""
-    rng = random.Random(seed)
-    events = generate_events(rng)
-    checkpoint = rng.randrange(5_000, EVENT_SPAN_MS - 5_000)
-    reference_mid, reference_end = fault_free_run(events, checkpoint)
-    assert matches_oracle(reference_end.sink, events)
-
-    run = ChaosRun(seed, events, root)
-    try:
-        run.chaos(checkpoint, STEPS_PER_PHASE)
-        run.settle(checkpoint)
-        mid = snapshot(run.processors(), run.sink)
-        run.chaos(MAX_TIME, STEPS_PER_PHASE)
-        run.settle(MAX_TIME)
-        end = snapshot(run.processors(), run.sink)
-    finally:
-        run.close()
-
-    where = f"seed {seed}, checkpoint {checkpoint}; last actions: {run.trace[-30:]}"
-    assert converges_to_fault_free_run(mid, reference_mid), (
-        f"at the checkpoint: {divergence(mid, reference_mid)}\n{where}"
-    )
-    assert converges_to_fault_free_run(end, reference_end), (
-        f"at the end: {divergence(end, reference_end)}\n{where}"
-    )
-    assert no_duplicate_effects(end.sink), where
-    assert matches_oracle(end.sink, events), where
-    assert end.timers == {"counts": [], "totals": []} and end.outbox == {"counts": [], "totals": []}
-    assert len(end.sink) > 0
-    return run.stats
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-def test_chaotic_delivery_converges_to_the_fault_free_run(seed: int, tmp_path: Path) -> None:
-    """Reordered, duplicated, partial, lost and resent batches, crashes of either stage and
-    watermarks at random points: the same state and outputs as without faults."""
-    stats = run_seed(seed, tmp_path)
-    # The chaos of this seed actually happened.
-    for kind in ("reordered", "duplicated", "resent", "duplicates_dropped", "timers_fired"):
-        assert stats[kind] > 0, (kind, stats)
-    assert stats["crashes_counts"] >= 2 and stats["crashes_totals"] >= 2, stats
-
-
-FAULT_KINDS = (
-    "reordered",
-    "duplicated",
-    "partial",
-    "group_commits",
-    "lost_batches",
-    "lost_acks",
-    "resent",
-    "replayed",
-    "crashes_counts",
-    "crashes_totals",
-    "zombie_batches_rejected",
-    "acks_for_dead_incarnation",
-    "duplicates_dropped",
-    "sink_duplicates",
-    "timer_fires_cut_short",
-)
-
-
-def test_every_kind_of_fault_was_exercised(tmp_path: Path) -> None:
-    """Over the first seeds, every fault the network injects happened at least once
-    (re-runs them, so it holds under any test selection or order)."""
-    totals: Counter[str] = Counter()
-    for seed in list(SEEDS)[:5]:
-        totals.update(run_seed(seed, tmp_path / str(seed)))
-    missing = [kind for kind in FAULT_KINDS if totals[kind] == 0]
-    assert not missing, (missing, totals)
