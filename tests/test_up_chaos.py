@@ -83,11 +83,14 @@ def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
         wait_ready(up, "millrace up: running", "millrace up")
 
         kills: list[str] = []
+        schedule = [rng.choice(SERVICES) for _ in range(KILLS)]
+        if "injector" not in schedule:  # every seed must kill the injector at least once
+            schedule[rng.randrange(KILLS)] = "injector"
 
         def chaos() -> None:
             while len(kills) < KILLS:
                 time.sleep(rng.uniform(0.3, 0.9))
-                service = rng.choice(SERVICES)
+                service = schedule[len(kills)]
                 pid = pid_of(deployment, service)
                 if pid is not None:
                     subprocess.run(["kill", "-9", str(pid)], check=False)
