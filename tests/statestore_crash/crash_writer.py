@@ -1,6 +1,6 @@
 """Crash-test writer: commits numbered transactions to a RocksDB state store, forever.
 
-Run as ``python tests/crash_writer.py STORE_DIR``. ``tests/test_statestore_crash.py``
+Run as ``python tests/statestore_crash/crash_writer.py STORE_DIR``. ``test_statestore_crash.py``
 starts it, SIGKILLs it at a random instant and checks what the store kept.
 
 The writer opens the store with ``sync=True`` and resumes after the newest
