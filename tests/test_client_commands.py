@@ -1,19 +1,17 @@
 """The operator commands against a real injector and node process.
 
 ``inject`` (summary, exactly-once re-runs), ``watermarks`` (one-shot and
-``--watch``), ``status``, ``state get``, ``deadletters``, and the helpful
-errors when nothing listens. The commands run in-process through a parser
+``--watch``), ``status``, ``state get``, ``deadletters`` (errors when nothing
+listens: ``test_client_errors.py``). The commands run in-process through a parser
 built from their ``register`` functions; the servers are real processes.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +23,8 @@ import pytest
 
 from injector.log import StreamLog
 from millrace.commands import _inject_progress as progress_line
-from millrace.commands import deadletters, inject, state, status, watermarks
+from millrace.commands import inject, state
+from tests.client_cli import build_parser, cli, write_deployment
 from tests.cluster import ROOT, CollectingSink, NodeProcess, free_port
 from tests.test_injector_sigkill import InjectorProcess
 
@@ -36,39 +35,6 @@ RECORDS = 40
 BATCH = 16
 POISON_AT = 17  # key k1
 MALFORMED_LINES = {6: "not JSON", 22: "missing field(s): value"}
-
-TOPOLOGY = """
-[streams.events]
-[streams.ok]
-[computations.count]
-handler = "tests.workloads:Poison"
-intervals = 2
-inputs = { events = "key" }
-outputs = ["ok"]
-max_attempts = 2
-"""
-
-
-def write_deployment(directory: Path, injector: str, node: str, sink: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "topology.toml").write_text(TOPOLOGY)
-    deployment = directory / "deployment.toml"
-    deployment.write_text(
-        f"""
-topology = "topology.toml"
-[injector]
-address = "{injector}"
-out_of_orderness_ms = 1000
-idle_timeout_ms = 1000
-[nodes.p]
-computation = "count"
-intervals = [0, 1]
-address = "{node}"
-[sinks.ok]
-address = "{sink}"
-"""
-    )
-    return deployment
 
 
 def input_lines() -> list[str]:
@@ -85,21 +51,6 @@ def input_lines() -> list[str]:
     lines.insert(5, "{not json")  # line 6
     lines.insert(21, json.dumps({"key": "x", "ts": 1}))  # line 22: no value
     return lines
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="millrace")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (inject, watermarks, status, state, deadletters):
-        module.register(subparsers)
-    return parser
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    args = build_parser().parse_args(list(argv))
-    code: int = args.handler(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def summary_numbers(out: str) -> dict[str, int]:
@@ -407,73 +358,3 @@ def test_deadletters_lists_the_poison_record(
     assert lines[2:] == ["1 dead letter"]
     code, out, _ = cli(capsys, "deadletters", "--deployment", str(cluster.deployment))
     assert code == 0 and out.splitlines()[1:] == lines[1:]
-
-
-def test_unreachable_services_get_one_helpful_message(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    injector, node = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    deployment = str(write_deployment(tmp_path, injector, node, f"127.0.0.1:{free_port()}"))
-    data = tmp_path / "in.jsonl"
-    data.write_text('{"key": "a", "value": "b", "ts": 1}\n')
-
-    for argv, address in [
-        (("inject", "--deployment", deployment, "--stream", "events", str(data)), injector),
-        (("inject", "--injector", injector, "--stream", "events", str(data)), injector),
-        (("watermarks", "--deployment", deployment), injector),
-        (("state", "get", "--deployment", deployment, "--computation", "count", "--key", "a"),
-         node),
-        (("deadletters", "--deployment", deployment), node),
-    ]:  # fmt: skip
-        code, out, err = cli(capsys, *argv)
-        assert code == 2, (argv, out, err)
-        assert f"at {address}" in err and "UNAVAILABLE" in err, err
-        assert "is `millrace up`" in err and "is the address right?" in err, err
-        assert "Traceback" not in err
-
-    code, out, err = cli(capsys, "status", "--deployment", deployment)
-    assert code == 1
-    assert re.search(rf"injector\s+{injector}\s+UNREACHABLE \(UNAVAILABLE\)", out), out
-    assert re.search(rf"p\s+{node}\s+UNREACHABLE \(UNAVAILABLE\)\s+count\s+0,1", out), out
-    assert f"cannot reach the injector at {injector}" in err
-    assert f"cannot reach node p at {node}" in err
-    assert "--name p`) running?" in err and "[nodes.p] address in" in err
-
-    code, _, err = cli(capsys, "status", "--deployment", str(tmp_path / "missing.toml"))
-    assert code == 2 and "no such file (check --config)" in err
-    code, _, err = cli(capsys, "inject", "--injector", injector, "--stream", "events", "nofile")
-    assert code == 2 and "cannot read 'nofile': No such file or directory" in err
-    code, _, err = cli(capsys, "inject", "--stream", "events", str(data))
-    assert code == 2 and "pass --config FILE (or --injector HOST:PORT)" in err
-
-
-def test_a_silent_listener_fails_at_the_deadline(capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.socket() as listener:  # accepts TCP, never speaks HTTP/2
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        address = f"127.0.0.1:{listener.getsockname()[1]}"
-        started = time.monotonic()
-        code, _, err = cli(capsys, "watermarks", "--injector", address, "--timeout", "0.5")
-        assert time.monotonic() - started < 5
-    assert code == 2
-    assert f"the watermark authority at {address} did not answer within 0.5 s" in err, err
-    assert "DEADLINE_EXCEEDED" in err and "Traceback" not in err
-
-
-def test_no_traceback_from_a_real_process(tmp_path: Path) -> None:
-    script = (
-        "import argparse, sys\n"
-        "from millrace.commands import inject\n"
-        "parser = argparse.ArgumentParser()\n"
-        "inject.register(parser.add_subparsers())\n"
-        "args = parser.parse_args(sys.argv[1:])\n"
-        "sys.exit(args.handler(args))\n"
-    )
-    address = f"127.0.0.1:{free_port()}"
-    result = subprocess.run(
-        [sys.executable, "-c", script, "inject", "--injector", address, "--stream", "s", "-"],
-        input="", capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.startswith(f"millrace inject: cannot reach the injector at {address}")
-    assert "Traceback" not in result.stderr
