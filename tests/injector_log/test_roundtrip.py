@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import threading
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,7 @@ import injector.log
 from injector.log import (
     AppendRequest,
     Commit,
-    LogClosedError,
     LogConfig,
-    LogLockedError,
-    LogRecord,
-    OffsetDeletedError,
     StreamLog,
     offset_of,
     record_id,
@@ -26,9 +21,8 @@ from injector.log import (
     stream_tag,
 )
 from injector.log._index import read_index
-from tests.injector_log.workload import STREAM, ManualClock, matches, request, triples
-
-CONFIG = LogConfig(segment_bytes=8 << 10, segment_ms=60_000, index_every=7, fsync=True)
+from tests.injector_log.expected_log import CONFIG, build_log
+from tests.injector_log.workload import STREAM, ManualClock, request
 
 
 def test_exported_names_are_pinned() -> None:
@@ -63,52 +57,6 @@ def test_record_ids_name_stream_and_offset() -> None:
     assert rid[:8] == record_id("clicks", 0)[:8] == stream_tag("clicks") != stream_tag("views")
     with pytest.raises(ValueError, match="16 bytes"):
         offset_of(b"short")
-
-
-class Expected:
-    """What the log must hold: every appended record and commit, by offset."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes, int, int]] = []
-        self.commits: list[Commit] = []
-
-    def add(self, log: StreamLog, requests: list[AppendRequest], now_ms: int) -> None:
-        results = log.append(requests)
-        for req, result in zip(requests, results, strict=True):
-            assert result.first_offset == len(self.records)
-            assert result.count == len(req.records)
-            self.commits.append(
-                Commit(
-                    first_offset=result.first_offset,
-                    count=result.count,
-                    idempotency_key=req.idempotency_key,
-                    source=req.source,
-                    committed_at_ms=now_ms,
-                )
-            )
-            self.records.extend((k, v, e, now_ms) for k, v, e in req.records)
-
-    def check(self, got: list[LogRecord], first: int) -> None:
-        assert [r.offset for r in got] == list(range(first, first + len(got)))
-        for record in got:
-            key, value, event_ms, ingest_ms = self.records[record.offset]
-            assert (record.key, record.value, record.event_time_ms) == (key, value, event_ms)
-            assert record.ingest_time_ms == ingest_ms
-            assert record.record_id == record_id(STREAM, record.offset)
-
-
-def build_log(tmp_path: Path, clock: ManualClock, calls: int = 60) -> tuple[StreamLog, Expected]:
-    """A log of ``calls`` append calls; every 15th call comes 61 s after the one before."""
-    log = StreamLog.open(tmp_path / STREAM, STREAM, config=CONFIG, clock=clock)
-    expected = Expected()
-    tag = 0
-    rng = random.Random(5)
-    for call in range(calls):
-        clock.advance(61_000 if call % 15 == 14 else 10)
-        requests = [request(tag + i) for i in range(rng.randint(1, 4))]
-        tag += len(requests)
-        expected.add(log, requests, clock.now_ms)
-    return log, expected
 
 
 def test_round_trip_across_rolled_segments(tmp_path: Path) -> None:
@@ -330,103 +278,3 @@ def test_config_is_validated() -> None:
         LogConfig(segment_ms=0)
     with pytest.raises(ValueError, match="index_every"):
         LogConfig(index_every=0)
-
-
-def test_one_writer_per_stream_and_read_only_views(tmp_path: Path) -> None:
-    log = StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock())
-    log.append([request(0, 4)])
-    with pytest.raises(LogLockedError):
-        StreamLog.open(tmp_path / STREAM, STREAM)
-    with StreamLog.open(tmp_path / STREAM, STREAM, read_only=True) as view:
-        assert view.next_offset == 4
-        assert [r.offset for r in view.read(0, 10)] == [0, 1, 2, 3]
-        with pytest.raises(LogClosedError, match="read-only"):
-            view.append([request(1, 1)])
-    with pytest.raises(FileNotFoundError):
-        StreamLog.open(tmp_path / "other", "other", read_only=True)
-    with pytest.raises(ValueError, match="stream name"):
-        StreamLog.open(tmp_path / "x", "")
-    log.close()
-    log.close()  # idempotent
-    with pytest.raises(LogClosedError):
-        log.append([request(1, 1)])
-    StreamLog.open(tmp_path / STREAM, STREAM).close()  # the lock was released
-
-
-def test_delete_before_removes_only_whole_sealed_segments(tmp_path: Path) -> None:
-    clock = ManualClock()
-    log, expected = build_log(tmp_path, clock)
-    segments = log.segments()
-    assert len(segments) >= 5
-    cut = segments[2].end_offset
-    # An offset inside segment 3 deletes segments 0..2 only.
-    deleted = log.delete_before(cut + 1)
-    assert deleted == [s.path for s in segments[:3]]
-    for info in segments[:3]:
-        assert not Path(info.path).exists()
-        assert not Path(info.path).with_suffix(".idx").exists()
-    assert log.segments() == segments[3:]
-    assert log.first_offset == cut
-    with pytest.raises(OffsetDeletedError):
-        log.read(cut - 1, 1)
-    expected.check(log.read(cut, 100), cut)
-    assert log.delete_before(cut + 1) == []
-
-    # older_than_ms: only segments whose last append is older go, as a prefix.
-    rest = log.segments()
-    newest = [s for s in rest if s.sealed]
-    keep_from = newest[1]
-    last_append = max(
-        c.committed_at_ms for c in expected.commits if c.first_offset < keep_from.base_offset
-    )
-    assert log.delete_before(10**15, older_than_ms=last_append) == []
-    assert log.delete_before(10**15, older_than_ms=last_append + 1) == [rest[0].path]
-    # Never the active segment, whatever the offset.
-    log.delete_before(10**15)
-    assert [s.sealed for s in log.segments()] == [False]
-    next_offset = log.next_offset
-    log.close()
-
-    reopened = StreamLog.open(tmp_path / STREAM, STREAM, config=CONFIG, clock=clock)
-    assert reopened.next_offset == next_offset
-    assert reopened.first_offset == reopened.segments()[0].base_offset
-    expected.check(reopened.read(reopened.first_offset, 10_000), reopened.first_offset)
-    reopened.close()
-
-
-def test_readers_on_other_threads_see_durable_records_only(tmp_path: Path) -> None:
-    """A reader racing the writer always gets correct records, never a partial request."""
-    config = LogConfig(segment_bytes=32 << 10, index_every=10)
-    log = StreamLog.open(tmp_path / STREAM, STREAM, config=config, clock=ManualClock())
-    sizes = [random.Random(t).randint(1, 30) for t in range(400)]
-    starts = [sum(sizes[:t]) for t in range(len(sizes))]
-    ends = {s + n for s, n in zip(starts, sizes, strict=True)}
-    done = threading.Event()
-    problems: list[str] = []
-
-    def reader() -> None:
-        rng = random.Random(3)
-        while not done.is_set():
-            visible = log.next_offset
-            if not visible:
-                continue
-            if visible not in ends:
-                problems.append(f"next_offset {visible} is inside a request")
-            first = rng.randrange(visible)
-            for record in log.read(first, 200):
-                tag = max(t for t in range(len(starts)) if starts[t] <= record.offset)
-                j = record.offset - starts[tag]
-                if not matches(record, triples(tag, sizes[tag])[j]):
-                    problems.append(f"offset {record.offset} holds the wrong record")
-
-    thread = threading.Thread(target=reader)
-    thread.start()
-    try:
-        for tag in range(0, len(sizes), 4):
-            log.append([request(t, sizes[t]) for t in range(tag, min(tag + 4, len(sizes)))])
-    finally:
-        done.set()
-        thread.join()
-    assert not problems, problems[:5]
-    assert len(log.segments()) > 3
-    log.close()
