@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,24 @@ def chaos_rng(default_seed: int) -> random.Random:
     seed = int(os.environ.get("MILLRACE_CHAOS_SEED", default_seed))
     print(f"chaos seed {seed}")  # pytest shows it with a failure's captured output
     return random.Random(seed)
+
+
+def alive(pid: int) -> bool:
+    """True while process ``pid`` exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ from computations._scope import state_key
 from computations._worker import TIMER_RETRY_S, IntervalWorker, WorkerHooks
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import StateStore
+from tests.cluster import wait_until
 
 TOPOLOGY = {
     "streams": {"in": {}, "ok": {}},
@@ -30,13 +31,6 @@ TOPOLOGY = {
         }
     },
 }
-
-
-def _wait_for(condition: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_failed_timers_are_retried_later_in_order_and_poison_is_dead_lettered(
@@ -68,7 +62,7 @@ def test_failed_timers_are_retried_later_in_order_and_poison_is_dead_lettered(
         assert len(acks.get(timeout=30).committed_ids) == 2
         started = time.monotonic()
         worker.set_watermark(100)
-        _wait_for(lambda: seen(b"k") == ["flaky", "t2"] and seen(b"p") == ["p2"])
+        wait_until(lambda: seen(b"k") == ["flaky", "t2"] and seen(b"p") == ["p2"], 30, "the timers")
         # Three attempts, each a retry pause after the last: never all at once.
         assert time.monotonic() - started >= 2 * TIMER_RETRY_S
         (letter,) = processor.dead_letters()
