@@ -3,11 +3,7 @@ sink in this process, the deployment file, a client channel, clocks."""
 
 from __future__ import annotations
 
-import os
 import resource
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,49 +31,6 @@ def self_cpu_s() -> float:
     """CPU seconds this benchmark process has used so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-class InjectorProcess:
-    """``millrace injector`` as a child process; ready once it prints where it serves."""
-
-    def __init__(self, deployment: Path, log_dir: Path, log_path: Path) -> None:
-        self.command = [
-            sys.executable, "-m", "millrace", "injector",
-            "--deployment", str(deployment), "--log-dir", str(log_dir),
-        ]  # fmt: skip
-        self.log_path = log_path
-        self.process: subprocess.Popen[str] | None = None
-
-    @property
-    def pid(self) -> int:
-        """The child's process id."""
-        assert self.process is not None
-        return self.process.pid
-
-    def start(self) -> None:
-        """Start and wait for the ``injector serving`` line."""
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": path, "MILLRACE_LOG_LEVEL": "WARNING"}
-        with open(self.log_path, "a") as log:
-            self.process = subprocess.Popen(
-                self.command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env
-            )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith("injector serving"):
-            self.process.kill()
-            self.process.wait()
-            raise RuntimeError(f"injector did not start: {line!r}; see {self.log_path}")
-
-    def terminate(self) -> None:
-        """SIGTERM (graceful drain), SIGKILL after 10 s; reap."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 class CountingSink(CollectingSink):

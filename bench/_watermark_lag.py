@@ -21,7 +21,6 @@ from bench._injector_cluster import (
     KEYS,
     VALUE_BYTES,
     CountingSink,
-    InjectorProcess,
     now_ms,
     open_channel,
     self_cpu_s,
@@ -35,7 +34,7 @@ from millrace.wire.v1 import (
     watermark_pb2,
     watermark_pb2_grpc,
 )
-from tests.cluster import NodeProcess, free_port
+from tests.cluster import InjectorProcess, NodeProcess, free_port
 
 STAGES = ("stage1", "stage2", "stage3")
 
@@ -214,7 +213,7 @@ def watermark_bench(
         sink=sink.address,
         out_of_orderness_ms=out_of_orderness_ms,
     )
-    injector = InjectorProcess(deployment, work / "log", work / "injector.log")
+    injector = InjectorProcess(deployment, work / "log", work / "injector.log", log_level="WARNING")
     processes = [NodeProcess(deployment, name, work / "data", work) for name in STAGES]
     address = f"127.0.0.1:{port}"
     watcher = Watcher(address)

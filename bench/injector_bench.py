@@ -50,7 +50,6 @@ from bench._injector_cluster import (  # noqa: E402
     OUT_OF_ORDERNESS_MS,
     VALUE_BYTES,
     CountingSink,
-    InjectorProcess,
     now_ms,
     open_channel,
     self_cpu_s,
@@ -63,7 +62,7 @@ from millrace.wire.v1 import (  # noqa: E402
     ingest_pb2,
     ingest_pb2_grpc,
 )
-from tests.cluster import NodeProcess, free_port  # noqa: E402
+from tests.cluster import InjectorProcess, NodeProcess, free_port  # noqa: E402
 
 BATCHES = (1, 100, 1000)
 WARMUP_RECORDS = 60_000  # > the forwarder's sender max_pending (50,000)
@@ -189,7 +188,9 @@ def ingest_bench(
             nodes={"first": free_port()},
             sink=sink.address,
         )
-        injector = InjectorProcess(deployment, phase / "log", phase / "injector.log")
+        injector = InjectorProcess(
+            deployment, phase / "log", phase / "injector.log", log_level="WARNING"
+        )
         node = NodeProcess(deployment, "first", phase / "data", phase) if with_node else None
         try:
             injector.start()

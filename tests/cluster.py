@@ -177,6 +177,66 @@ class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
         self.server.stop(0.5).wait()
 
 
+class InjectorProcess:
+    """One ``millrace injector`` child process; also a context manager (start, then a
+    graceful stop that must exit 0 unless the block raised)."""
+
+    def __init__(
+        self, deployment: Path, log_dir: Path, log_path: Path, *, log_level: str | None = None
+    ) -> None:
+        self.command = [
+            sys.executable, "-m", "millrace", "injector",
+            "--deployment", str(deployment), "--log-dir", str(log_dir),
+        ]  # fmt: skip
+        self.log_path = log_path
+        self._log_level = log_level
+        self.process: subprocess.Popen[str] | None = None
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self) -> None:
+        """Start and wait for the ``injector serving`` line."""
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
+        if self._log_level:
+            env["MILLRACE_LOG_LEVEL"] = self._log_level
+        with open(self.log_path, "a") as log:
+            self.process = subprocess.Popen(
+                self.command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env
+            )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith("injector serving"):
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError(f"injector did not start: {line!r}; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL and reap."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def terminate(self) -> None:
+        """SIGTERM (graceful drain) and reap; see :func:`stop_gracefully`."""
+        if self.process is not None:
+            stop_gracefully(self.process, self.log_path)
+
+    def __enter__(self) -> InjectorProcess:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        self.terminate()
+        if exc_type is None:
+            assert self.process is not None
+            assert self.process.returncode == 0, f"injector exit {self.process.returncode}"
+
+
 class NodeProcess:
     """One ``millrace node`` child process."""
 

@@ -25,8 +25,7 @@ from injector.log import StreamLog
 from millrace.commands import _inject_progress as progress_line
 from millrace.commands import inject, state
 from tests.client_cli import build_parser, cli, write_deployment
-from tests.cluster import ROOT, CollectingSink, NodeProcess, free_port
-from tests.test_injector_sigkill import InjectorProcess
+from tests.cluster import ROOT, CollectingSink, InjectorProcess, NodeProcess, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import CollectingSink, NodeProcess, free_port
-from tests.test_injector_sigkill import InjectorProcess
+from tests.cluster import CollectingSink, InjectorProcess, NodeProcess, free_port
 from tests.workloads import expected_totals, totals_from_outputs
 
 pytestmark = pytest.mark.slow

@@ -37,8 +37,7 @@ from computations._deployment import Deployment
 from injector.server import Injector
 from millrace import cli
 from millrace.security import Security
-from tests.cluster import ROOT, NodeProcess, free_port, stop_gracefully
-from tests.test_injector_sigkill import InjectorProcess
+from tests.cluster import ROOT, InjectorProcess, NodeProcess, free_port, stop_gracefully
 from tests.test_prometheus import require
 from tests.test_security import certs, secured_injector  # noqa: F401 - fixtures
 

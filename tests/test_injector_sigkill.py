@@ -9,9 +9,6 @@ at the offsets its acknowledgement named, with nothing partial.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,7 +17,7 @@ import pytest
 
 from injector.client import IngestClient
 from injector.log import StreamLog, offset_of
-from tests.cluster import ROOT, chaos_rng, free_port, stop_gracefully
+from tests.cluster import InjectorProcess, chaos_rng, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -57,34 +54,6 @@ address = "127.0.0.1:{node_port}"
 """
     )
     return deployment
-
-
-class InjectorProcess:
-    def __init__(self, deployment: Path, log_dir: Path, log_path: Path) -> None:
-        self.command = [
-            sys.executable, "-m", "millrace", "injector",
-            "--deployment", str(deployment), "--log-dir", str(log_dir),
-        ]  # fmt: skip
-        self.log_path = log_path
-        self.process: subprocess.Popen[str] | None = None
-
-    def start(self) -> None:
-        with open(self.log_path, "a") as log:
-            self.process = subprocess.Popen(
-                self.command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT
-            )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line.startswith("injector serving"), f"{line!r}; see {self.log_path}"
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def terminate(self) -> None:
-        if self.process is not None:
-            stop_gracefully(self.process, self.log_path)
 
 
 def test_acknowledged_records_survive_sigkill_exactly_once(tmp_path: Path) -> None:

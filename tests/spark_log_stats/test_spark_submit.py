@@ -26,7 +26,7 @@ from injector.log import (
     StreamLog,
     scan_segment,
 )
-from tests.cluster import ROOT, free_port, stop_gracefully
+from tests.cluster import ROOT, InjectorProcess, free_port
 from tests.spark_log_stats._logs import (
     T0,
     expected_stats,
@@ -82,35 +82,6 @@ def java_major_version() -> int:
     return int(match.group(2) or 0) if major == 1 else major
 
 
-class Injector:
-    """``millrace injector`` as a child process."""
-
-    def __init__(self, deployment: Path, log_dir: Path, stderr_path: Path) -> None:
-        self.command = [
-            sys.executable, "-m", "millrace", "injector",
-            "--deployment", str(deployment), "--log-dir", str(log_dir),
-        ]  # fmt: skip
-        self.stderr_path = stderr_path
-        self.process: subprocess.Popen[str] | None = None
-
-    def __enter__(self) -> Injector:
-        with open(self.stderr_path, "a") as stderr:
-            self.process = subprocess.Popen(
-                self.command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT
-            )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line.startswith("injector serving"), f"{line!r}; see {self.stderr_path}"
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        self.process.stdout.close()
-        stop_gracefully(self.process, self.stderr_path)  # drains and closes its logs
-        if exc_type is None:
-            assert self.process.returncode == 0, f"injector exit {self.process.returncode}"
-
-
 def seal_active_segment(stream_dir: Path, stream: str) -> None:
     """Roll the stream's active segment, as a writer with small segments would.
 
@@ -157,7 +128,7 @@ address = "127.0.0.1:{node_port}"
     next_offset = dict(acked)
     plan = (("events", EVENTS_PER_CYCLE), ("clicks", CLICKS_PER_CYCLE))
     for cycle in range(CYCLES):
-        with Injector(deployment, log_dir, root / "injector.stderr"):
+        with InjectorProcess(deployment, log_dir, root / "injector.stderr"):
             client = IngestClient(f"127.0.0.1:{port}", timeout_s=10)
             for stream, (requests, size) in plan:
                 for number in range(requests):
