@@ -177,17 +177,11 @@ class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
         self.server.stop(0.5).wait()
 
 
-class InjectorProcess:
-    """One ``millrace injector`` child process; also a context manager (start, then a
-    graceful stop that must exit 0 unless the block raised)."""
+class MillraceChild:
+    """A ``millrace`` sub-command run as a child process that prints a ready line first;
+    its stderr goes to ``log_path``."""
 
-    def __init__(
-        self, deployment: Path, log_dir: Path, log_path: Path, *, log_level: str | None = None
-    ) -> None:
-        self.command = [
-            sys.executable, "-m", "millrace", "injector",
-            "--deployment", str(deployment), "--log-dir", str(log_dir),
-        ]  # fmt: skip
+    def __init__(self, log_path: Path, *, log_level: str | None = None) -> None:
         self.log_path = log_path
         self._log_level = log_level
         self.process: subprocess.Popen[str] | None = None
@@ -198,22 +192,23 @@ class InjectorProcess:
         assert self.process is not None
         return self.process.pid
 
-    def start(self) -> None:
-        """Start and wait for the ``injector serving`` line."""
+    def _spawn(self, args: list[str], ready_prefix: str, what: str) -> None:
+        """Start ``millrace ARGS`` and wait for a stdout line starting with ``ready_prefix``."""
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "PYTHONPATH": path}
         if self._log_level:
             env["MILLRACE_LOG_LEVEL"] = self._log_level
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(
-                self.command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env
-            )
+                [sys.executable, "-m", "millrace", *args],
+                stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env,
+            )  # fmt: skip
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
-        if not line.startswith("injector serving"):
+        if not line.startswith(ready_prefix):
             self.process.kill()
             self.process.wait()
-            raise RuntimeError(f"injector did not start: {line!r}; see {self.log_path}")
+            raise RuntimeError(f"{what} did not start: {line!r}; see {self.log_path}")
 
     def kill(self) -> None:
         """SIGKILL and reap."""
@@ -226,6 +221,21 @@ class InjectorProcess:
         if self.process is not None:
             stop_gracefully(self.process, self.log_path)
 
+
+class InjectorProcess(MillraceChild):
+    """One ``millrace injector`` child process; also a context manager (start, then a
+    graceful stop that must exit 0 unless the block raised)."""
+
+    def __init__(
+        self, deployment: Path, log_dir: Path, log_path: Path, *, log_level: str | None = None
+    ) -> None:
+        super().__init__(log_path, log_level=log_level)
+        self._args = ["injector", "--deployment", str(deployment), "--log-dir", str(log_dir)]
+
+    def start(self) -> None:
+        """Start and wait for the ``injector serving`` line."""
+        self._spawn(self._args, "injector serving", "injector")
+
     def __enter__(self) -> InjectorProcess:
         self.start()
         return self
@@ -237,47 +247,24 @@ class InjectorProcess:
             assert self.process.returncode == 0, f"injector exit {self.process.returncode}"
 
 
-class NodeProcess:
-    """One ``millrace node`` child process."""
+class NodeProcess(MillraceChild):
+    """One ``millrace node`` child process (logging at WARNING)."""
 
     def __init__(self, deployment: Path, name: str, data_dir: Path, log_dir: Path) -> None:
+        super().__init__(log_dir / f"{name}.log", log_level="WARNING")
         self.deployment = deployment
         self.name = name
         self.data_dir = data_dir
-        self.log_path = log_dir / f"{name}.log"
-        self.process: subprocess.Popen[str] | None = None
         self.starts = 0
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self) -> None:
         """Start and wait for the node's ready line."""
         self.starts += 1
-        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
-        command = [
-            sys.executable, "-m", "millrace", "node", "--deployment", str(self.deployment),
+        args = [
+            "node", "--deployment", str(self.deployment),
             "--name", self.name, "--data-dir", str(self.data_dir),
         ]  # fmt: skip
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": path, "MILLRACE_LOG_LEVEL": "WARNING"}
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=ROOT
-        )
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        line = self.process.stdout.readline()
-        if not line.startswith(f"node {self.name} serving") or time.monotonic() > deadline:
-            self.process.kill()
-            raise RuntimeError(f"node {self.name} did not start: {line!r}; see {self.log_path}")
-
-    def kill(self) -> None:
-        """SIGKILL and reap."""
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def terminate(self) -> None:
-        """SIGTERM (graceful) and reap."""
-        if self.process is not None:
-            stop_gracefully(self.process, self.log_path)
+        self._spawn(args, f"node {self.name} serving", f"node {self.name}")
 
 
 class SourceDriver:
