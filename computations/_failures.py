@@ -3,8 +3,8 @@
 Two things, both in memory only (a restart resets them, and every unacked
 record is resent anyway):
 
-* attempts per record id (or timer identity), so a record is dead-lettered
-  after ``max_attempts`` instead of being retried forever;
+* attempts per record id (or timer identity), so a record or timer is
+  dead-lettered after ``max_attempts`` instead of being retried forever;
 * which keys are *held*: while a key's failed record (or timer) waits for its
   retry, the later records of that key are left unacked and its later timers
   stay pending, so the key's work is still done in order. A hold lapses after
@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 HOLD_TIMEOUT_MS = 60_000
-"""How long a key waits for its failed record's retry before later records go ahead."""
+"""How long a key waits for its failed record's retry before later work goes ahead."""
 
 
 class FailureBook:
-    """Attempts per failed record, and the keys their failures hold."""
+    """Attempts per failed record or timer, and the keys their failures hold."""
 
     def __init__(self, max_attempts: int) -> None:
         self.max_attempts = max_attempts
@@ -62,7 +62,7 @@ class FailureBook:
             del self.held[key]
 
     def committed(self, idents: Iterable[bytes]) -> None:
-        """These records are done: forget their attempts."""
+        """These records or timers are done: forget their attempts."""
         if self._attempts:
             for ident in idents:
                 self._attempts.pop(ident, None)
