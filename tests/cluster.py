@@ -15,7 +15,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ import grpc
 from computations import Topology, interval_of
 from computations._outbox import Production
 from computations._sender import Origin, SenderPool
+from examples.clickstream import demo
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,11 +62,9 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
 
 
 def free_port() -> int:
-    """A TCP port on loopback that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free loopback port not yet handed out in this process: the demo's own
+    :func:`~examples.clickstream.demo.free_port`, so tests that run both share one book."""
+    return demo.free_port()
 
 
 def stop_gracefully(process: subprocess.Popen[str], log_path: Path, timeout: float = 30.0) -> None:

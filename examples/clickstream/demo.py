@@ -43,11 +43,20 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = Path(__file__).with_name("topology.toml").read_text()
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback TCP port that was free a moment ago and that this process has not
+    handed out before: the kernel may offer a just-released port again, and two
+    services of one deployment must not be given the same one."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def deployment_text(ports: dict[str, int]) -> str:
