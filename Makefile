@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run fmt lint test test-fast proto proto-check bench clean
+.PHONY: help setup test-tools run fmt lint test test-fast proto proto-check bench clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv and install Millrace with its dev tools
+
+test-tools: ## Install what the tests run besides Python (Debian's prometheus and faketime)
+	@scripts/install_test_tools.sh
 
 run: setup ## Run the main job: the click-stream demo on a local cluster, checked
 	$(BIN)/python -m examples.clickstream.demo
@@ -32,7 +35,7 @@ lint: setup ## ruff + mypy, as CI runs them
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: setup ## Run the full test suite (real RocksDB, real processes)
+test: setup test-tools ## Run the full test suite (real RocksDB, real processes, Prometheus)
 	$(BIN)/python -m pytest
 
 test-fast: setup ## Run the tests that spawn no processes
