@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from computations._outcome import BatchOutcome
 from millrace.wire.v1 import delivery_pb2
+from statestore import SenderProgress
 
 Ack = delivery_pb2.DeliveryAck
 
@@ -59,3 +60,22 @@ def refusal(batch: delivery_pb2.DeliveryBatch, reason: int, message: str, epoch:
     for record in batch.records:
         ack.rejected.add(record_id=record.record_id, reason=reason, message=message)
     return ack
+
+
+def sender_progress(batch: delivery_pb2.DeliveryBatch) -> SenderProgress | None:
+    """What ``batch`` says of its sender's progress, for the dedup index (None: unnumbered).
+
+    The sender is named by its interval (empty for the injector) and the sequence
+    its positions count, not by its epoch: a restarted sender resends its outbox
+    frames at their positions.
+    """
+    sender = batch.sender
+    if not sender.HasField("progress"):
+        return None
+    progress = sender.progress
+    name = b"%s\x00%d\x00%s" % (
+        sender.interval.computation.encode(),
+        sender.interval.index,
+        progress.sequence.encode(),
+    )
+    return SenderProgress(name, progress.floor, progress.last)

@@ -1,9 +1,11 @@
 """A node's link to the injector's ``Control`` service: leases in, fencing out.
 
 :func:`register_intervals` asks for the node's intervals and returns the
-epoch of each (retrying until the injector answers). :class:`AssignmentWatch`
-follows ``WatchAssignment`` and calls ``on_superseded`` when one of the
-node's intervals is leased at a newer epoch: that node must stop writing.
+epoch of each (retrying until the injector answers). :class:`LeaseKeeper`
+polls the assignment: it confirms the node's leases (acks wait for a fresh
+confirmation), follows where other intervals are served, and calls
+``on_superseded`` when one of the node's intervals is leased at a newer
+epoch: that node must stop writing.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from computations._sender import STREAM_DEADLINE_S
 from millrace.security import Security
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
 
@@ -29,13 +30,25 @@ def register_intervals(
     computation: str,
     node_address: str,
     intervals: list[int],
+    stored_epochs: Mapping[int, int] | None = None,
     security: Security = Security(),
 ) -> dict[int, int]:
-    """Lease ``intervals`` from the injector at ``address``; interval -> epoch."""
+    """Lease ``intervals`` from the injector at ``address``; interval -> epoch.
+
+    ``stored_epochs``: the epoch each interval's store already claimed; the
+    registry grants epochs above them.
+    """
     channel = security.open_channel(address)
     stub = control_pb2_grpc.ControlStub(channel)
     request = control_pb2.RegisterNodeRequest(
-        node_id=node_id, computation=computation, address=node_address, interval_indexes=intervals
+        node_id=node_id,
+        computation=computation,
+        address=node_address,
+        interval_indexes=intervals,
+        stored_epochs=[
+            control_pb2.StoredEpoch(index=index, epoch=epoch)
+            for index, epoch in (stored_epochs or {}).items()
+        ],
     )
     backoff, warned = 0.1, False
     try:
@@ -64,47 +77,143 @@ def register_intervals(
         channel.close()
 
 
-class AssignmentWatch:
-    """Calls ``on_superseded(interval, epoch, owner)`` when a held interval moves on."""
+class LeaseKeeper:
+    """Keeps a node's leases confirmed, its routes current, and fences what it lost.
+
+    Every ``poll_s`` it asks the registry for the assignment of its own
+    computation and of the computations it sends to:
+
+    - one of its intervals leased at a newer epoch: ``on_superseded``;
+    - every lease's address: ``on_routes`` (senders follow replacements);
+    - its own leases still current: the lease is *confirmed*.
+
+    :meth:`fresh` is what acks wait on. A lease is fresh when confirmed within
+    ``lease_s`` and the process has run without a gap since: a node that was
+    paused (SIGSTOP, a frozen VM, a long stall) may have been replaced
+    meanwhile, so after a gap it acks nothing until the registry confirms it
+    again, and a node that cannot reach the registry stops acking after
+    ``lease_s``.
+    """
 
     def __init__(
         self,
         address: str,
         *,
-        computation: str,
-        held: Callable[[], Mapping[int, int]],
-        on_superseded: Callable[[int, int, str], None],
+        computations: list[str],
+        held: Callable[[], Mapping[tuple[str, int], int]],
+        on_superseded: Callable[[str, int, int, str], None],
+        on_routes: Callable[[list[tuple[str, int, str]]], None],
         security: Security = Security(),
+        poll_s: float = 0.25,
+        lease_s: float = 5.0,
+        gap_s: float = 0.5,
     ) -> None:
         self._address = address
-        self._computation = computation
+        self._computations = computations
         self._held = held
         self._on_superseded = on_superseded
+        self._on_routes = on_routes
+        self._poll_s = poll_s
+        self._lease_s = lease_s
+        self._gap_s = gap_s
         self._stopping = threading.Event()
+        self._cond = threading.Condition()
+        self._confirmed_at: dict[tuple[str, int], float] = {}
+        """Per held interval: when the registry last confirmed its lease (monotonic)."""
+        self._last_tick = time.monotonic()
+        self._wake = threading.Event()
         self._channel = security.open_channel(address)
-        self._thread = threading.Thread(target=self._run, name="assignment-watch", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._poll, name="lease-poll", daemon=True),
+            threading.Thread(target=self._tick, name="lease-tick", daemon=True),
+        ]
 
     def start(self) -> None:
-        """Start watching."""
-        self._thread.start()
+        """Start confirming."""
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
-        """Stop watching."""
+        """Stop confirming (and release every :meth:`wait_fresh`)."""
         self._stopping.set()
+        self._wake.set()
+        with self._cond:
+            self._cond.notify_all()
         self._channel.close()
 
-    def _run(self) -> None:
+    def fresh(self, interval: tuple[str, int]) -> bool:
+        """True while ``(computation, index)``'s lease was confirmed recently and the process
+        never stalled since."""
+        with self._cond:
+            return self._fresh_locked(interval, time.monotonic())
+
+    def _fresh_locked(self, interval: tuple[str, int], now: float) -> bool:
+        confirmed = self._confirmed_at.get(interval, 0.0)
+        return now - confirmed < self._lease_s and now - self._last_tick < self._gap_s
+
+    def wait_fresh(self, interval: tuple[str, int], timeout: float) -> bool:
+        """Block until :meth:`fresh` (True), or ``timeout`` or :meth:`stop` (False)."""
+        if self.fresh(interval):
+            return True
+        self._wake.set()  # confirm now rather than at the next poll
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                if self._fresh_locked(interval, now):
+                    return True
+                if now >= deadline:
+                    return False
+                self._cond.wait(min(0.05, deadline - now))
+        return False
+
+    def _tick(self) -> None:
+        """Notice the process stalling: then the lease needs confirming again."""
+        while not self._stopping.wait(0.05):
+            now = time.monotonic()
+            with self._cond:
+                stalled = now - self._last_tick >= self._gap_s
+                if stalled:
+                    self._confirmed_at.clear()
+                self._last_tick = now
+            if stalled:
+                self._wake.set()
+
+    def _poll(self) -> None:
         stub = control_pb2_grpc.ControlStub(self._channel)
-        request = control_pb2.GetAssignmentRequest(computations=[self._computation])
+        request = control_pb2.GetAssignmentRequest(computations=self._computations)
         while not self._stopping.is_set():
+            asked = time.monotonic()
             try:
-                for assignment in stub.WatchAssignment(request, timeout=STREAM_DEADLINE_S):
-                    held = self._held()
-                    for lease in assignment.leases:
-                        own = held.get(lease.interval.index)
-                        if own is not None and lease.epoch > own:
-                            self._on_superseded(lease.interval.index, lease.epoch, lease.node_id)
-            except grpc.RpcError:
+                assignment = stub.GetAssignment(request, timeout=2.0)
+            except grpc.RpcError as error:
                 if self._stopping.is_set():
                     return
-            self._stopping.wait(0.5)
+                log.debug("lease confirmation from %s failed: %s", self._address, error.code())
+            else:
+                self._apply(assignment, asked)
+            self._wake.wait(self._poll_s)
+            self._wake.clear()
+
+    def _apply(self, assignment: control_pb2.Assignment, asked: float) -> None:
+        held = self._held()
+        routes: list[tuple[str, int, str]] = []
+        current = set(held)  # an interval the registry does not list has no rival owner
+        for lease in assignment.leases:
+            key = (lease.interval.computation, lease.interval.index)
+            routes.append((*key, lease.address))
+            own = held.get(key)
+            if own is not None and lease.epoch != own:
+                current.discard(key)
+                if lease.epoch > own:
+                    self._on_superseded(*key, lease.epoch, lease.node_id)
+        self._on_routes(routes)
+        with self._cond:
+            # Confirmed as of when it was asked; a stall since then voids it.
+            valid = asked >= self._last_tick - self._gap_s
+            for key in held:
+                if key in current and valid:
+                    self._confirmed_at[key] = max(self._confirmed_at.get(key, 0.0), asked)
+                elif key not in current:
+                    self._confirmed_at.pop(key, None)
+            self._cond.notify_all()

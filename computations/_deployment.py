@@ -99,6 +99,8 @@ class NodePlacement:
     address: str
     epoch: int = 1
     metrics_port: int | None = None
+    dedup_retention_ms: int | None = None
+    """How long its stores keep record ids at least (None: the store's default)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +185,11 @@ class Deployment:
                 address=str(body["address"]),
                 epoch=int(body.get("epoch", 1)),
                 metrics_port=body.get("metrics_port"),
+                dedup_retention_ms=(
+                    None
+                    if body.get("dedup_retention_ms") is None
+                    else int(body["dedup_retention_ms"])
+                ),
             )
             for name, body in raw.get("nodes", {}).items()
         }

@@ -18,7 +18,7 @@ import grpc
 from prometheus_client import start_http_server
 
 from computations._admin_service import AdminService
-from computations._control_link import AssignmentWatch, register_intervals
+from computations._control_link import LeaseKeeper, register_intervals
 from computations._delivery_service import SERVICE as DELIVERY_SERVICE
 from computations._delivery_service import DeliveryService
 from computations._deployment import Deployment
@@ -26,10 +26,11 @@ from computations._node_metrics import NodeMetrics
 from computations._outbox import Frame, Production
 from computations._outcome import BatchOutcome
 from computations._processor import IntervalProcessor
+from computations._routes import Routes
 from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
 from computations._watermark_link import WatermarkLink
 from computations._worker import IntervalWorker, WorkerHooks
-from millrace._service_support import serve_health_and_reflection
+from millrace._service_support import EXCLUSIVE_PORT, serve_health_and_reflection
 from millrace.security import Security
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
 from statestore import StateStore, StoreConfig
@@ -59,8 +60,12 @@ class Node(WorkerHooks):
         self._store_config = store_config or StoreConfig(sync=True)
         self.processors: dict[tuple[str, int], IntervalProcessor] = {}
         self.workers: dict[tuple[str, int], IntervalWorker] = {}
+        self.routes = Routes(deployment)
         self._senders = SenderPool(
-            sender_id=self.name, callbacks=self, channel_factory=self._open_channel
+            sender_id=self.name,
+            callbacks=self,
+            channel_factory=self._open_channel,
+            resolve=self.routes.address_of,
         )
         self.metrics = NodeMetrics(
             self.processors,
@@ -76,20 +81,34 @@ class Node(WorkerHooks):
             on_watermark=self._watermark,
             security=self.security,
         )
-        self._watch: AssignmentWatch | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._stopping = False
         self.port = 0
         self.metrics_port = 0
 
     # -- life cycle -----------------------------------------------------------
 
     def start(self) -> None:
-        """Lease the intervals, open stores, start workers, senders and servers."""
+        """Open the stores and bind the port, then lease the intervals; start everything.
+
+        Every local check comes first: the stores' locks (another process runs
+        these intervals) and the port (another process listens there). A start
+        that fails on either has asked the registry for nothing, so it never
+        fences the owner that runs.
+        """
         computation = self.placement.computation
-        leased = self._lease()
-        for interval in self.placement.intervals:
-            path = self.data_dir / computation / str(interval)
-            store = StateStore.open_rocksdb(path, config=self._store_config)
-            # The injector's lease when there is one; never below an earlier incarnation's.
+        stores = self._open_stores()
+        try:
+            self._server = self._build_server()
+            self.port = self.security.bind(self._server, self.address)
+            leased = self._lease({i: store.owner_epoch for i, store in stores.items()})
+        except BaseException:
+            for store in stores.values():
+                store.close()
+            raise
+        for interval, store in stores.items():
+            # The registry's lease is above the stored epoch; without an injector the
+            # deployment's epoch, never below an earlier incarnation's.
             epoch = max(leased.get(interval, self.placement.epoch), store.owner_epoch + 1)
             self.processors[(computation, interval)] = IntervalProcessor(
                 topology=self.deployment.topology,
@@ -111,16 +130,12 @@ class Node(WorkerHooks):
             )
         for key, processor in self.processors.items():
             self.workers[key] = IntervalWorker(processor, self)
-        self._server = self._build_server()
-        self.port = self.security.bind(self._server, self.address)
-        if self.port == 0:
-            raise OSError(f"node {self.name}: cannot listen on {self.address}")
         self._server.start()
         for worker in self.workers.values():
             worker.start()
         self._link.start()
-        if self._watch is not None:
-            self._watch.start()
+        if self._keeper is not None:
+            self._keeper.start()
         if self.placement.metrics_port is not None:
             server, _ = start_http_server(
                 self.placement.metrics_port, registry=self.metrics.registry
@@ -133,37 +148,73 @@ class Node(WorkerHooks):
                    "port": self.port, "metrics_port": self.metrics_port},
         )  # fmt: skip
 
-    def _lease(self) -> dict[int, int]:
-        """Epochs from the injector's ownership registry (none without an injector)."""
+    def _open_stores(self) -> dict[int, StateStore]:
+        """Every hosted interval's store (its lock held), or none and the error."""
+        stores: dict[int, StateStore] = {}
+        try:
+            for interval in self.placement.intervals:
+                path = self.data_dir / self.placement.computation / str(interval)
+                stores[interval] = StateStore.open_rocksdb(path, config=self._store_config)
+        except BaseException:
+            for store in stores.values():
+                store.close()
+            raise
+        return stores
+
+    def _lease(self, stored_epochs: dict[int, int]) -> dict[int, int]:
+        """Epochs from the injector's ownership registry (none without an injector),
+        above the epochs the stores already claimed; the lease keeper that follows them."""
         injector = self.deployment.injector
         if injector is None:
             return {}
+        computation = self.placement.computation
         leased = register_intervals(
             injector.address,
             node_id=self.name,
-            computation=self.placement.computation,
-            node_address=self.address,
+            computation=computation,
+            node_address=self.advertised_address,
             intervals=list(self.placement.intervals),
+            stored_epochs=stored_epochs,
             security=self.security,
         )
-        self._watch = AssignmentWatch(
+        topology = self.deployment.topology
+        downstream = sorted(
+            {c.name for stream in topology.computations[computation].outputs
+             for c in topology.consumers(stream)}
+        )  # fmt: skip
+        self._keeper = LeaseKeeper(
             injector.address,
-            computation=self.placement.computation,
-            held=lambda: {p.interval: p.epoch for p in self.processors.values()},
+            computations=[computation, *(c for c in downstream if c != computation)],
+            held=lambda: {(p.name, p.interval): p.epoch for p in self.processors.values()},
             on_superseded=self._superseded,
+            on_routes=self._follow_routes,
             security=self.security,
         )
         return leased
 
-    def _superseded(self, interval: int, epoch: int, owner: str) -> None:
-        worker = self.workers.get((self.placement.computation, interval))
+    @property
+    def advertised_address(self) -> str:
+        """Where others reach this node: its listen address, or, when it listens on every
+        interface, its placement's host with the port it listens on."""
+        host, _, port = self.address.rpartition(":")
+        if host in ("0.0.0.0", "[::]", "::", ""):
+            placed_host = self.placement.address.rpartition(":")[0]
+            return f"{placed_host}:{self.port or port}"
+        return self.address
+
+    def _follow_routes(self, leases: list[tuple[str, int, str]]) -> None:
+        if self.routes.update(leases):
+            self._senders.refresh()
+
+    def _superseded(self, computation: str, interval: int, epoch: int, owner: str) -> None:
+        worker = self.workers.get((computation, interval))
         if worker is not None and not worker.fenced:
             worker.fence(epoch, f"interval leased to {owner} at epoch {epoch}")
 
     def _build_server(self) -> grpc.Server:
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"{self.name}-rpc"),
-            options=CHANNEL_OPTIONS,
+            options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT],
             interceptors=self.security.server_interceptors(),
         )
         server.add_generic_rpc_handlers((DeliveryService(self.workers).handler(),))
@@ -174,11 +225,12 @@ class Node(WorkerHooks):
 
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop taking work, finish in-flight turns, close the stores."""
+        self._stopping = True
         if self._server is not None:
             self._server.stop(grace_s).wait()
         self._link.stop()
-        if self._watch is not None:
-            self._watch.stop()
+        if self._keeper is not None:
+            self._keeper.stop()
         # Senders first: a worker blocked in ``submit`` behind a slow consumer's full queue
         # is only released by its sender stopping (what it did not send stays in the outbox).
         self._senders.stop()
@@ -196,18 +248,33 @@ class Node(WorkerHooks):
     # -- worker hooks -----------------------------------------------------------
 
     def route(self, origin: Origin, frames: list[Frame]) -> None:
-        by_address: dict[str, list[Frame]] = {}
+        by_destination: dict[tuple[str, int], list[Frame]] = {}
         for frame in frames:
-            address = self.deployment.address_of(frame.consumer, frame.interval)
-            by_address.setdefault(address, []).append(frame)
-        for address, items in by_address.items():
-            self._senders.get(address).submit_frames(origin, items)
+            by_destination.setdefault((frame.consumer, frame.interval), []).append(frame)
+        for (consumer, interval), items in by_destination.items():
+            self._senders.to(consumer, interval).submit_frames(origin, items)
 
-    def report(self, worker: IntervalWorker, urgent: bool) -> None:
+    def report(self, worker: IntervalWorker, urgent: bool) -> int:
         processor = worker.processor
-        self._link.report(
+        return self._link.report(
             processor.name, processor.interval, processor.epoch, processor.oldest_work(), urgent
         )
+
+    def wait_reported(self, ticket: int) -> bool:
+        while not self._link.wait_reported(ticket, 1.0):
+            if self._stopping:
+                return False
+        return True
+
+    def confirm_lease(self, worker: IntervalWorker) -> bool:
+        keeper = self._keeper
+        if keeper is None:
+            return not worker.fenced
+        interval = (worker.processor.name, worker.processor.interval)
+        while not keeper.wait_fresh(interval, 0.5):
+            if self._stopping or worker.fenced:
+                return False
+        return not worker.fenced
 
     def committed(self, worker: IntervalWorker, outcome: BatchOutcome, seconds: float) -> None:
         self.metrics.committed(worker.processor.name, outcome, seconds)

@@ -161,8 +161,12 @@ class _Gauges(Collector):
             "Productions awaiting an ack, per destination",
             labels=["destination"],
         )
-        for sender in self._senders():
-            retries.add_metric([sender.address], sender.retried)
-            queued.add_metric([sender.address], sender.queued)
+        by_address: dict[str, tuple[int, int]] = {}
+        for sender in self._senders():  # one sender per destination interval
+            retried, waiting = by_address.get(sender.address, (0, 0))
+            by_address[sender.address] = (retried + sender.retried, waiting + sender.queued)
+        for address, (retried, waiting) in sorted(by_address.items()):
+            retries.add_metric([address], retried)
+            queued.add_metric([address], waiting)
         yield from (outbox, age, timers, watermark, lag, fenced, epoch, *dedup.values())
         yield from (retries, queued)

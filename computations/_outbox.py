@@ -125,6 +125,9 @@ class Frame:
     interval: int
     productions: list[Production]
     payload: bytes | None = None
+    positions: tuple[int, int] | None = None
+    """``(first, last)`` position of its productions in its sender's sequence (an
+    interval's frame sequence, a stream's log offsets); None: not numbered."""
 
     def encoded(self) -> bytes:
         """``payload``, encoding it first if needed."""

@@ -16,6 +16,7 @@ receivers deduplicate.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 
@@ -31,6 +32,9 @@ from computations._outbox import (
 )
 from statestore import StateStore, Transaction
 
+_NEXT_FRAME = "outbox-next-frame"
+_U64 = struct.Struct(">Q")
+
 Staged = list[tuple[bytes, Frame]]
 """The frames one transaction checkpoints, with their outbox keys."""
 
@@ -42,13 +46,17 @@ class OutboxLedger:
         self._store = store
         self.in_flight = OldestInFlight()
         """Productions not acknowledged yet, grouped by frame."""
-        self._next_frame = 0
+        # Frame sequences are the interval's send positions (receivers forget record ids
+        # by them): they never go back, even once the outbox is empty, so the next one is
+        # committed with every frame.
+        stored = store.get_meta(_NEXT_FRAME)
+        self._next_frame = _U64.unpack(stored)[0] if stored else 0
         self._emptied: list[bytes] = []
         """Frames whose productions are all acknowledged, to delete with the next commit."""
         for key, frame in self._read():
             self._track(key, frame)
             if is_frame_key(key):
-                self._next_frame = frame_seq(key) + 1
+                self._next_frame = max(self._next_frame, frame_seq(key) + 1)
 
     def pending_frames(self) -> list[Frame]:
         """The stored frames in the order they were made, as stored (to resend after a
@@ -89,10 +97,13 @@ class OutboxLedger:
 
         staged = []
         for frame in built.frames(keep):
-            key = frame_key(self._next_frame)
+            seq = self._next_frame
             self._next_frame += 1  # gaps after a failed commit are harmless: only order counts
-            txn.add_outbox(key, frame.encoded())
-            staged.append((key, frame))
+            frame.positions = (seq, seq)
+            txn.add_outbox(frame_key(seq), frame.encoded())
+            staged.append((frame_key(seq), frame))
+        if staged:
+            txn.set_meta(_NEXT_FRAME, _U64.pack(self._next_frame))
         return staged
 
     def committed(self, staged: Staged) -> None:
@@ -113,7 +124,10 @@ class OutboxLedger:
         frames: Staged = []
         for key, value in self._store.outbox():
             if is_frame_key(key):
-                frames.append((key, decode_frame(value)))
+                frame = decode_frame(value)
+                seq = frame_seq(key)
+                frame.positions = (seq, seq)
+                frames.append((key, frame))
             else:
                 legacy.append(Production.from_outbox(key, value))
         legacy.sort(key=lambda entry: entry[0])

@@ -42,7 +42,7 @@ from computations._scope import RecordScope
 from computations._sender_epochs import SenderEpochs
 from computations._topology import Topology
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
-from statestore import StateStore, Transaction
+from statestore import SenderProgress, StateStore, Transaction
 from statestore.types import TimeDomain, Timer
 
 _FIRE_SEQ = "timer-fire-seq"
@@ -104,6 +104,7 @@ class IntervalProcessor:
         *,
         send_first: Callable[[list[Production]], set[bytes]] | None = None,
         durable: bool = True,
+        progress: Sequence[SenderProgress] = (),
     ) -> BatchOutcome:
         """Dedup, run user code, commit everything in one write. See the module docstring.
 
@@ -113,6 +114,8 @@ class IntervalProcessor:
         a replay after a crash re-sends the same ids, which receivers drop.
         ``durable=False``: the commit is not synced; the caller must call
         :meth:`make_durable` before acking or sending anything of it.
+        ``progress``: what the deliveries said of their senders' progress; their
+        record ids are kept until the senders can no longer resend them.
         """
         outcome = BatchOutcome()
         built = FrameBuilder()
@@ -158,6 +161,8 @@ class IntervalProcessor:
             if scope.emitted:
                 self._router.route(scope.emitted, self._record_id_prefix + rid, built)
         txn.mark_seen(committed)
+        if progress:
+            txn.note_progress(progress)
         delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
         self._commit(txn, outcome, built, skip=delivered, durable=durable)
         self._failures.committed(committed)

@@ -56,11 +56,16 @@ call can hang forever on a server that accepted it and stopped answering."""
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """The sending interval and its epoch (``computation`` empty for the source)."""
+    """The sending interval and its epoch (``computation`` empty for the source).
+
+    ``sequence`` names what the positions of its frames count, when not the
+    interval's outbox frames: ``"source:<stream>"`` for a source stream's offsets.
+    """
 
     computation: str
     interval: int
     epoch: int
+    sequence: str = ""
 
 
 class SenderCallbacks(Protocol):
@@ -111,12 +116,15 @@ class DownstreamSender:
         self._ack_timeout_s = ack_timeout_s
         self._cond = threading.Condition()
         self._pending: dict[_Group, deque[Frame]] = {}
+        self._held: dict[_Group, _Positions] = {}
+        """Per group, the first positions of the frames not yet acknowledged."""
         self._queued = 0
         self._inflight: dict[int, tuple[_Group, list[Frame], float]] = {}
         self._retries: list[tuple[float, int, _Group, list[Frame]]] = []
         self._seq = itertools.count(1)
         self._generation = 0
         self._stopping = False
+        self._call: grpc.Future | None = None
         self._thread = threading.Thread(target=self._run, name=f"sender-{address}", daemon=True)
         self.retried = 0
         self.sent_batches = 0
@@ -138,7 +146,9 @@ class DownstreamSender:
                 queue = self._pending.get(group)
                 if queue is None:
                     queue = self._pending[group] = deque()
+                    self._held[group] = _Positions()
                 queue.append(frame)
+                self._held[group].add(frame.positions)
                 self._queued += len(frame.productions)
             self._cond.notify_all()
 
@@ -150,6 +160,20 @@ class DownstreamSender:
     def start(self) -> None:
         """Start delivering."""
         self._thread.start()
+
+    def retarget(self, address: str) -> None:
+        """Deliver to ``address`` from now on (the destination's owner moved): the stream to
+        the old address ends and everything unacknowledged is resent to the new one."""
+        with self._cond:
+            if address == self.address:
+                return
+            log.info("delivery to %s moves to %s", self.address, address)
+            self.address = address
+            self._generation += 1
+            call = self._call
+            self._cond.notify_all()
+        if call is not None:
+            call.cancel()
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop delivering; unacknowledged productions stay in their outboxes."""
@@ -163,26 +187,34 @@ class DownstreamSender:
     def _run(self) -> None:
         backoff = 0.05
         while not self._stopping:
-            channel = self._channel_factory(self.address)
             with self._cond:
                 self._generation += 1
                 generation = self._generation
+                address = self.address
+            channel = self._channel_factory(address)
             try:
                 # Requests are already bytes (see _requests): no request serializer.
                 deliver = channel.stream_stream(
                     DELIVER_METHOD, response_deserializer=delivery_pb2.DeliveryAck.FromString
                 )
                 acks = deliver(self._requests(generation), timeout=STREAM_DEADLINE_S)
+                with self._cond:
+                    self._call = acks
                 for ack in acks:
                     self._on_ack(ack)
                     backoff = 0.05
             except grpc.RpcError as error:
                 if not self._stopping:
-                    log.debug("delivery to %s broke: %s", self.address, error)
+                    log.debug("delivery to %s broke: %s", address, error)
             finally:
+                with self._cond:
+                    self._call = None
+                    moved = address != self.address
                 self._requeue_inflight()
                 channel.close()
-            if not self._stopping:
+            if moved:
+                backoff = 0.05
+            elif not self._stopping:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -195,6 +227,7 @@ class DownstreamSender:
                 if taken is None:
                     return
                 seq, (origin, consumer, interval), frames = taken
+                floor = self._held[(origin, consumer, interval)].floor()
             header = delivery_pb2.DeliveryBatch(
                 batch_seq=seq,
                 target=record_pb2.KeyInterval(computation=consumer, index=interval),
@@ -204,6 +237,12 @@ class DownstreamSender:
             if origin.computation:
                 header.sender.interval.computation = origin.computation
                 header.sender.interval.index = origin.interval
+            if floor is not None and all(f.positions is not None for f in frames):
+                progress = header.sender.progress
+                progress.sequence = origin.sequence
+                progress.floor = floor
+                progress.first = min(f.positions[0] for f in frames if f.positions)
+                progress.last = max(f.positions[1] for f in frames if f.positions)
             self.sent_batches += 1
             yield b"".join([header.SerializeToString(), *(f.encoded() for f in frames)])
 
@@ -254,10 +293,18 @@ class DownstreamSender:
                 done = items  # the common case: the receiver answered every record
             else:
                 done, unanswered, refused, fenced_message = _sort_answers(ack, items)
+            held = self._held[group]
+            for frame in frames:
+                held.remove(frame.positions)
             if unanswered:
                 self.retried += len(unanswered)
                 due = time.monotonic() + self._retry_s
-                heapq.heappush(self._retries, (due, next(self._seq), group, frames_of(unanswered)))
+                again = frames_of(unanswered)
+                span = _span(frames)
+                for frame in again:
+                    frame.positions = span  # as wide as the batch's: a floor never passes them
+                    held.add(span)
+                heapq.heappush(self._retries, (due, next(self._seq), group, again))
             self._queued -= len(items) - len(unanswered)
             self._cond.notify_all()
         origin = group[0]
@@ -284,7 +331,8 @@ class DownstreamSender:
 
 
 class SenderPool:
-    """One :class:`DownstreamSender` per destination address, started on first use."""
+    """Senders started on first use: one per address (:meth:`get`), or one per destination
+    interval that follows its owner wherever ``resolve`` says it is (:meth:`to`)."""
 
     def __init__(
         self,
@@ -292,18 +340,40 @@ class SenderPool:
         sender_id: str,
         callbacks: SenderCallbacks,
         channel_factory: Callable[[str], grpc.Channel] = insecure_channel,
+        resolve: Callable[[str, int], str] | None = None,
     ) -> None:
         self._sender_id = sender_id
         self._callbacks = callbacks
         self._channel_factory = channel_factory
-        self._senders: dict[str, DownstreamSender] = {}
+        self._resolve = resolve
+        self._senders: dict[str | tuple[str, int], DownstreamSender] = {}
         self._lock = threading.Lock()
 
     def get(self, address: str) -> DownstreamSender:
         """The sender to ``address`` (thread-safe)."""
+        return self._sender(address, address)
+
+    def to(self, consumer: str, interval: int) -> DownstreamSender:
+        """The sender to ``consumer``'s ``interval``, wherever it is served (thread-safe)."""
+        assert self._resolve is not None, "a pool of routed senders needs resolve"
+        return self._sender((consumer, interval), None)
+
+    def refresh(self) -> None:
+        """Routes changed: move every routed sender whose destination now resolves elsewhere."""
+        if self._resolve is None:
+            return
         with self._lock:
-            sender = self._senders.get(address)
+            routed = [(key, s) for key, s in self._senders.items() if isinstance(key, tuple)]
+        for (consumer, interval), sender in routed:
+            sender.retarget(self._resolve(consumer, interval))
+
+    def _sender(self, key: str | tuple[str, int], address: str | None) -> DownstreamSender:
+        with self._lock:
+            sender = self._senders.get(key)
             if sender is None:
+                if address is None:
+                    assert self._resolve is not None and isinstance(key, tuple)
+                    address = self._resolve(*key)
                 sender = DownstreamSender(
                     address,
                     sender_id=self._sender_id,
@@ -311,7 +381,7 @@ class SenderPool:
                     channel_factory=self._channel_factory,
                 )
                 sender.start()
-                self._senders[address] = sender
+                self._senders[key] = sender
             return sender
 
     def all(self) -> list[DownstreamSender]:
@@ -323,6 +393,55 @@ class SenderPool:
         """Stop every sender; what they did not deliver stays in the outboxes."""
         for sender in self.all():
             sender.stop()
+
+
+class _Positions:
+    """A multiset of first positions: what one group still holds, and its minimum."""
+
+    __slots__ = ("_counts", "_heap", "_unnumbered")
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = {}
+        self._heap: list[int] = []
+        self._unnumbered = 0
+
+    def add(self, positions: tuple[int, int] | None) -> None:
+        if positions is None:
+            self._unnumbered += 1
+            return
+        first = positions[0]
+        count = self._counts.get(first, 0)
+        if not count:
+            heapq.heappush(self._heap, first)
+        self._counts[first] = count + 1
+
+    def remove(self, positions: tuple[int, int] | None) -> None:
+        if positions is None:
+            self._unnumbered -= 1
+            return
+        first = positions[0]
+        count = self._counts.get(first, 0) - 1
+        if count > 0:
+            self._counts[first] = count
+        else:
+            self._counts.pop(first, None)
+
+    def floor(self) -> int | None:
+        """The lowest position still held (every lower one is acknowledged); None if none."""
+        heap = self._heap
+        while heap and heap[0] not in self._counts:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+
+def _span(frames: Sequence[Frame]) -> tuple[int, int] | None:
+    """``(lowest first, highest last)`` of the frames, None if any is not numbered."""
+    if any(frame.positions is None for frame in frames):
+        return None
+    return (
+        min(f.positions[0] for f in frames if f.positions),
+        max(f.positions[1] for f in frames if f.positions),
+    )
 
 
 def _sort_answers(

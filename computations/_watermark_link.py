@@ -1,10 +1,13 @@
 """A node's link to the watermark authority: report oldest work, watch watermarks.
 
 Reports are sent every ``interval_s`` and, synchronously, whenever an
-interval's oldest work moved *earlier* (a worker does that before acking,
-so the authority never sees a sender drop a hold that the receiver has not
-reported yet). The watch feeds each worker the input watermark of its
-computation: the minimum of the published low watermarks of what feeds it.
+interval's oldest work moved *earlier*. A worker does that before acking,
+and its acks wait until the authority has accepted the report
+(:meth:`WatermarkLink.wait_reported`): no sender can drop a hold that the
+authority does not see here yet, even when a report fails or the authority
+restarts. Reports carry a per-process sequence, so a delayed retry never
+replaces a newer report. The watch feeds each worker the input watermark of
+its computation: the minimum of the published low watermarks of what feeds it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,11 @@ class WatermarkLink:
         self._latest: dict[tuple[str, int], _Report] = {}
         self._dirty = False
         self._lock = threading.Lock()
+        self._delivered_cond = threading.Condition(self._lock)
+        self._requested = 0
+        """Bumped by every report; a send that succeeds delivers everything up to it."""
+        self._delivered = 0
+        self._sequence = 0
         self._send_lock = threading.Lock()
         self._stopping = threading.Event()
         self._channel = security.open_channel(address) if address else None
@@ -65,20 +73,41 @@ class WatermarkLink:
                 thread.start()
 
     def stop(self) -> None:
-        """Stop both loops."""
+        """Stop both loops (and release every :meth:`wait_reported`)."""
         self._stopping.set()
+        with self._lock:
+            self._delivered_cond.notify_all()
         if self._channel is not None:
             self._channel.close()
 
     def report(
         self, computation: str, interval: int, epoch: int, oldest: int | None, urgent: bool
-    ) -> None:
-        """Record an interval's oldest work; ``urgent`` sends it before returning."""
+    ) -> int:
+        """Record an interval's oldest work; ``urgent`` sends it before returning.
+
+        Returns a ticket for :meth:`wait_reported`.
+        """
         with self._lock:
             self._latest[(computation, interval)] = (computation, interval, epoch, oldest)
             self._dirty = True
+            self._requested += 1
+            ticket = self._requested
         if urgent:
             self._send(timeout=2.0)
+        return ticket
+
+    def wait_reported(self, ticket: int, timeout: float) -> bool:
+        """Block until the authority accepted a report including ``ticket`` (True), or
+        ``timeout`` passes or the link stops (False). True at once without an authority."""
+        if self._channel is None:
+            return True
+        with self._delivered_cond:
+            return (
+                self._delivered_cond.wait_for(
+                    lambda: self._delivered >= ticket or self._stopping.is_set(), timeout
+                )
+                and self._delivered >= ticket
+            )
 
     def _send(self, timeout: float) -> None:
         if self._channel is None:
@@ -89,7 +118,10 @@ class WatermarkLink:
                     return
                 reports = list(self._latest.values())
                 self._dirty = False
-            protos = _to_protos(self._topology, reports, self._node_id)
+                ticket = self._requested
+                self._sequence += 1
+                sequence = self._sequence
+            protos = _to_protos(self._topology, reports, self._node_id, sequence)
             request = watermark_pb2.ReportWatermarksRequest(reports=list(protos))
             try:
                 watermark_pb2_grpc.WatermarkAuthorityStub(self._channel).ReportWatermarks(
@@ -99,6 +131,10 @@ class WatermarkLink:
                 with self._lock:
                     self._dirty = True
                 log.debug("watermark report to %s failed: %s", self._address, error)
+                return
+            with self._lock:
+                self._delivered = max(self._delivered, ticket)
+                self._delivered_cond.notify_all()
 
     def _report_loop(self) -> None:
         while not self._stopping.wait(self._interval_s):
@@ -126,7 +162,7 @@ class WatermarkLink:
 
 
 def _to_protos(
-    topology: Topology, reports: Iterable[_Report], node_id: str
+    topology: Topology, reports: Iterable[_Report], node_id: str, sequence: int
 ) -> Iterable[watermark_pb2.WatermarkReport]:
     now = time.time_ns() // 1_000_000
     for computation, interval, epoch, oldest in reports:
@@ -136,6 +172,7 @@ def _to_protos(
             epoch=epoch,
             reported_at_ms=now,
             node_id=node_id,
+            sequence=sequence,
         )
         if oldest is not None:
             report.oldest_work_ms = oldest

@@ -7,8 +7,9 @@ Its loop, for everything queued since the last turn (group commit):
 2. ``process_records`` over every queued delivery at once: dedup, user
    code, ONE atomic commit, not yet synced;
 3. report the interval's oldest work to the watermark authority *before*
-   acking if it moved earlier (so no sender can drop its hold on a
-   timestamp the authority does not yet see here);
+   acking if it moved earlier, and hold that batch's acks until the
+   authority has accepted the report (so no sender can drop its hold on a
+   timestamp the authority does not yet see here, whatever fails);
 4. hand the rest to the :class:`~computations._after_sync.AfterSync` thread,
    which syncs the WAL and only then acks each delivery (committed /
    duplicates / rejections) and hands the productions to the senders, while
@@ -28,7 +29,7 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 
-from computations._acks import Ack, DeliveryWork, refusal
+from computations._acks import Ack, DeliveryWork, refusal, sender_progress
 from computations._acks import answer as answer_deliveries
 from computations._after_sync import AfterSync
 from computations._outbox import Frame, Production, frames_of
@@ -92,8 +93,20 @@ class WorkerHooks:
     def route(self, origin: Origin, frames: list[Frame]) -> None:
         """Hand productions, one frame per destination, to the senders."""
 
-    def report(self, worker: IntervalWorker, urgent: bool) -> None:
-        """Tell the watermark authority this interval's oldest work."""
+    def report(self, worker: IntervalWorker, urgent: bool) -> int:
+        """Tell the watermark authority this interval's oldest work; a ticket for
+        :meth:`wait_reported` (0: nothing to wait for)."""
+        return 0
+
+    def wait_reported(self, ticket: int) -> bool:
+        """Block until the authority accepted the report of ``ticket``; False when the
+        node is stopping (then nothing may be acked)."""
+        return True
+
+    def confirm_lease(self, worker: IntervalWorker) -> bool:
+        """Block until the interval's lease is confirmed fresh (True); False when it was
+        superseded or the node is stopping: then nothing may be acked or sent."""
+        return True
 
     def committed(self, worker: IntervalWorker, outcome: BatchOutcome, seconds: float) -> None:
         """A commit happened (metrics)."""
@@ -285,10 +298,14 @@ class IntervalWorker:
         if not accepted:
             return
         records = [r for work in accepted for r in work.batch.records]
+        marks = [mark for work in accepted if (mark := sender_progress(work.batch)) is not None]
         started = time.perf_counter()
         try:
             outcome = self.processor.process_records(
-                records, send_first=self._send_first, durable=self._after_sync is None
+                records,
+                send_first=self._send_first,
+                durable=self._after_sync is None,
+                progress=marks,
             )
         except BaseException as exc:
             # Nothing was committed: answer every delivery so no sender waits forever.
@@ -307,9 +324,11 @@ class IntervalWorker:
                 self.origin.computation, self.origin.interval, rid.hex(),
                 extra={"event": "dead_letter", "record_id": rid.hex()},
             )  # fmt: skip
-        self._maybe_report(urgent=True)
+        ticket = self._maybe_report(urgent=True)
         # Weak productions went out before the commit.
-        self._when_durable(outcome, started, send=self._send_first is None, answer=accepted)
+        self._when_durable(
+            outcome, started, send=self._send_first is None, answer=accepted, reported=ticket
+        )
 
     def _when_durable(
         self,
@@ -318,11 +337,21 @@ class IntervalWorker:
         *,
         send: bool,
         answer: list[DeliveryWork] | None = None,
+        reported: int = 0,
     ) -> None:
-        """Once the commit is synced: metrics, ack the deliveries in ``answer``, send the
-        productions (``send``). On the after-sync thread, in commit order, if there is one."""
+        """Once the commit is synced (and the watermark report ``reported`` accepted):
+        metrics, ack the deliveries in ``answer``, send the productions (``send``). On
+        the after-sync thread, in commit order, if there is one."""
 
         def act() -> None:
+            if reported and not self.hooks.wait_reported(reported):
+                return  # stopping: unacked, so its senders resend it to the next owner
+            if not self.hooks.confirm_lease(self):
+                # Replaced while this was processed (a pause, a partition): the new owner
+                # takes these records; nothing of this commit leaves this process.
+                for work in answer or ():
+                    work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, "not the owner"))
+                return
             self.hooks.committed(self, outcome, time.perf_counter() - started)
             if answer:
                 answer_deliveries(answer, outcome, self.processor.epoch)
@@ -351,8 +380,8 @@ class IntervalWorker:
             started = time.perf_counter()
             outcome = self.processor.fire_timers(durable=self._after_sync is None)
             if outcome.timers_fired:
-                self._maybe_report(urgent=True)
-                self._when_durable(outcome, started, send=True)
+                ticket = self._maybe_report(urgent=True)
+                self._when_durable(outcome, started, send=True, reported=ticket)
             # A failed timer is retried a little later (the failure may be transient),
             # not at once in this loop; the interval's other timers wait that long too.
             self._timer_retry_at = (
@@ -361,16 +390,20 @@ class IntervalWorker:
             if not outcome.timers_fired or outcome.timers_failed:
                 return
 
-    def _maybe_report(self, *, urgent: bool) -> None:
+    def _maybe_report(self, *, urgent: bool) -> int:
+        """Report the oldest work if due or changed; the ticket to wait for before acking
+        when it moved earlier (0 otherwise)."""
         oldest = self.processor.oldest_work()
         now = time.monotonic()
         moved_earlier = oldest is not None and (
             self._reported_oldest is None or oldest < self._reported_oldest
         )
+        ticket = 0
         if (urgent and moved_earlier) or now >= self._report_due or oldest != self._reported_oldest:
-            self.hooks.report(self, urgent and moved_earlier)
+            ticket = self.hooks.report(self, urgent and moved_earlier)
             self._reported_oldest = oldest
             self._report_due = now + 0.1
+        return ticket if urgent and moved_earlier else 0
 
     def _become_fenced(self, reason: str) -> None:
         if not self.fenced_reason:

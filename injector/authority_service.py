@@ -105,6 +105,7 @@ def _from_proto(report: watermark_pb2.WatermarkReport) -> IntervalReport:
         oldest_work_ms=report.oldest_work_ms if report.HasField("oldest_work_ms") else None,
         # proto3 cannot tell an unset count from 0, and 0 is never valid: treat it as unset.
         count=report.interval.count or None,
+        sequence=report.sequence,
     )
 
 

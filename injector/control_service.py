@@ -32,10 +32,19 @@ class ControlService(control_pb2_grpc.ControlServicer):
     ) -> control_pb2.RegisterNodeResponse:
         try:
             leases = self._registry.register(
-                request.node_id, request.computation, request.address, request.interval_indexes
+                request.node_id,
+                request.computation,
+                request.address,
+                request.interval_indexes,
+                {stored.index: stored.epoch for stored in request.stored_epochs},
             )
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        except OSError as exc:  # the journal cannot be written (a full disk): nothing granted
+            context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"the ownership journal cannot be written: {exc}"
+            )
             raise
         return control_pb2.RegisterNodeResponse(leases=[_to_proto(lease) for lease in leases])
 

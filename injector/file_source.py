@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from injector.group_commit import GroupCommitter
-from injector.log import AppendRequest
-from millrace._service_support import write_json_atomically
+from injector.log import AppendRequest, LogError
+from millrace._durable_files import AppendOnlyFile, write_json_durably
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ class FileSource:
         self.position = self._recover()
         self._checkpointed = self.position
         self._written_rejects = self._load_rejects()
+        self._rejects = AppendOnlyFile(rejects_path)
         self.lines_ingested = 0
         self.lines_rejected = 0
         """Malformed lines this process wrote to the rejects file."""
@@ -116,7 +117,7 @@ class FileSource:
         if self.position != self._checkpointed:
             position = self.position
             body = {"file": position.file, "offset": position.offset, "line": position.line}
-            write_json_atomically(self._checkpoint_path, body)
+            write_json_durably(self._checkpoint_path, body)
             self._checkpointed = position
 
     def _load_rejects(self) -> set[tuple[str, int]]:
@@ -152,21 +153,37 @@ class FileSource:
         """Stop after the batch in progress."""
         self._stopping.set()
         self._thread.join(10)
-        self._checkpoint()
+        self._rejects.close()
+        try:
+            self._checkpoint()
+        except OSError as exc:  # the log holds the position too: only a shortcut is lost
+            log.warning("file source %s: checkpoint not written: %s", self.directory, exc)
 
     def _files(self) -> list[Path]:
         return sorted(p for p in self.directory.glob("*.jsonl") if p.name >= self.position.file)
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            progressed = False
-            for path in self._files():
-                if self._stopping.is_set():
-                    return
-                progressed |= self._ingest_file(path)
+            try:
+                progressed = self._ingest_new_lines()
+                if not progressed:
+                    self._checkpoint()
+            except (LogError, OSError) as exc:
+                # A full disk (the log's or the rejects file's): nothing past the committed
+                # position counts as read; the same lines are read again once writes work.
+                log.error("file source %s: %s; retrying in 1 s", self.directory, exc)
+                self._stopping.wait(1.0)
+                continue
             if not progressed:
-                self._checkpoint()
                 self._stopping.wait(self._poll_s)
+
+    def _ingest_new_lines(self) -> bool:
+        progressed = False
+        for path in self._files():
+            if self._stopping.is_set():
+                break
+            progressed |= self._ingest_file(path)
+        return progressed
 
     def _ingest_file(self, path: Path) -> bool:
         start = self.position if path.name == self.position.file else Position(path.name, 0, 1)
@@ -205,10 +222,8 @@ class FileSource:
     ) -> None:
         new = [r for r in rejects if (r["file"], r["line"]) not in self._written_rejects]
         if new:
-            with open(self._rejects_path, "a") as out:
-                out.write("".join(json.dumps(reject) + "\n" for reject in new))
-                out.flush()
-                os.fsync(out.fileno())
+            self._rejects.append("".join(json.dumps(reject) + "\n" for reject in new).encode())
+            self._written_rejects.update((str(r["file"]), int(str(r["line"]))) for r in new)
             self.lines_rejected += len(new)
         request = AppendRequest(records=records, source=position.encode())
         self._committer.submit(request).result()

@@ -32,23 +32,23 @@ from typing import Protocol
 
 from computations import Topology, interval_of
 from computations._keys import KeyExtractor
-from computations._outbox import OldestInFlight, Production, split_outbox_key
+from computations._outbox import Frame, OldestInFlight, Production, split_outbox_key
 from computations._sender import Origin
-from injector.log import LogRecord, StreamLog, offset_of
-from millrace._service_support import write_json_atomically
+from injector.log import LogRecord, LogTailLostError, StreamLog, offset_of
+from millrace._durable_files import write_json_durably
 from millrace.wire.v1 import record_pb2
 
 log = logging.getLogger(__name__)
 
 INJECTOR = "injector"
-ORIGIN = Origin("", 0, 0)
 
 
 class Submitter(Protocol):
-    """Where productions for one address go (a ``DownstreamSender``; tests pass fakes)."""
+    """Where frames for one destination interval go (a ``DownstreamSender`` that
+    follows the interval's owner; tests pass fakes)."""
 
-    def submit(self, origin: Origin, productions: Sequence[Production]) -> None:
-        """Queue productions for delivery; acks come back through :meth:`Forwarder.acked_keys`."""
+    def submit_frames(self, origin: Origin, frames: Sequence[Frame]) -> None:
+        """Queue frames for delivery; acks come back through :meth:`Forwarder.acked_keys`."""
 
 
 @dataclass(eq=False)
@@ -74,19 +74,18 @@ class Forwarder:
         self,
         stream_log: StreamLog,
         topology: Topology,
-        address_of: Callable[[str, int], str],
-        sender: Callable[[str], Submitter],
+        sender: Callable[[str, int], Submitter],
         state_path: Path,
         *,
         read_batch: int = 2000,
     ) -> None:
         self.log = stream_log
         self.stream = stream_log.stream
+        self._origin = Origin("", 0, 0, sequence=f"source:{stream_log.stream}")
         self._consumers = {
             c.name: _Consumer(c.name, c.intervals, topology.key_extractor(c.name, self.stream))
             for c in topology.consumers(self.stream)
         }
-        self._address_of = address_of
         self._sender = sender
         self._state_path = state_path
         self._read_batch = read_batch
@@ -97,6 +96,7 @@ class Forwarder:
         # in-memory minimum): whatever was deleted had been acknowledged by every consumer.
         first = stream_log.first_offset
         default, loaded = self._load()
+        self._refuse_lost_tail(stream_log, default, loaded)
         for consumer in self._consumers.values():
             offset = max(loaded.get(consumer.name, default), first)
             consumer.floor = consumer.acked_offset = offset
@@ -121,6 +121,22 @@ class Forwarder:
             default = min(consumers.values(), default=0)
         return default, consumers
 
+    def _refuse_lost_tail(
+        self, stream_log: StreamLog, default: int, loaded: dict[str, int]
+    ) -> None:
+        """Raise :class:`LogTailLostError` if a consumer acknowledged offsets the log no
+        longer holds: new records would get their record ids, and be dropped as duplicates."""
+        consumers = {name: loaded.get(name, default) for name in self._consumers}
+        name, acked = max(consumers.items(), key=lambda item: item[1], default=("", default))
+        if acked > stream_log.next_offset:
+            who = f"computation {name!r}" if name else "every consumer"
+            raise LogTailLostError(
+                str(stream_log.directory),
+                stream_log.next_offset,
+                acked,
+                f"{who} ({self._state_path})",
+            )
+
     def _offsets(self) -> dict[str, int]:
         with self._lock:
             return {name: c.acked_offset for name, c in self._consumers.items()}
@@ -130,7 +146,7 @@ class Forwarder:
         offsets = self._offsets()
         if offsets == self._saved:
             return
-        write_json_atomically(
+        write_json_durably(
             self._state_path,
             {
                 "stream": self.stream,
@@ -149,7 +165,10 @@ class Forwarder:
         self._stopping.set()
         self._wake.set()
         self._thread.join(5)
-        self._save()
+        try:
+            self._save()
+        except OSError as exc:
+            log.error("forwarding %s: offsets not saved at stop: %s", self.stream, exc)
 
     def appended(self) -> None:
         """New records are durable in the log (called after each group commit)."""
@@ -186,7 +205,10 @@ class Forwarder:
                 log.exception("forwarding %s from offset %d failed", self.stream, self._next)
                 self._stopping.wait(1.0)
             if time.monotonic() - last_save > 0.2:
-                self._save()
+                try:
+                    self._save()
+                except OSError as exc:  # a full disk: resent after a restart, deduplicated
+                    log.error("forwarding %s: offsets not saved: %s", self.stream, exc)
                 last_save = time.monotonic()
 
     def _step(self) -> None:
@@ -214,7 +236,7 @@ class Forwarder:
             )
             for record in records
         ]
-        by_address: dict[str, list[Production]] = {}
+        by_destination: dict[tuple[str, int], list[tuple[int, Production]]] = {}
         with self._lock:
             for consumer in self._consumers.values():
                 tracked: list[tuple[bytes, int]] = []
@@ -230,11 +252,18 @@ class Forwarder:
                     production = Production.to(consumer.name, interval, message)
                     consumer.unacked[record.offset] = None
                     tracked.append((production.outbox_key, record.event_time_ms))
-                    address = self._address_of(consumer.name, interval)
-                    by_address.setdefault(address, []).append(production)
+                    destination = by_destination.setdefault((consumer.name, interval), [])
+                    destination.append((record.offset, production))
                 consumer.in_flight.add_group(tracked)
-        for address, productions in by_address.items():
-            self._sender(address).submit(ORIGIN, productions)
+        for (name, interval), numbered in by_destination.items():
+            # Offsets are the positions receivers forget record ids by.
+            frame = Frame(
+                name,
+                interval,
+                [production for _, production in numbered],
+                positions=(numbered[0][0], numbered[-1][0]),
+            )
+            self._sender(name, interval).submit_frames(self._origin, [frame])
 
     def _settle_locked(self) -> None:
         """Under the lock: recompute every consumer's acknowledged offset and the minimum."""

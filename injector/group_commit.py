@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from injector.log import AppendRequest, AppendResult, StreamLog
+from injector.log import AppendRequest, AppendResult, LogClosedError, LogWriteError, StreamLog
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,14 @@ class GroupCommitter:
         max_group_records: int = 50_000,
         remembered_keys: int = 1_000_000,
         on_commit: Callable[[list[AppendResult], list[AppendRequest]], None] | None = None,
+        on_refused: Callable[[list[AppendRequest]], None] | None = None,
         on_append_seconds: Callable[[float], None] | None = None,
     ) -> None:
         self.log = stream_log
         self._max_group_records = max_group_records
         self._remembered = remembered_keys
         self._on_commit = on_commit
+        self._on_refused = on_refused
         self._on_append_seconds = on_append_seconds
         self._cond = threading.Condition()
         self._queue: list[tuple[AppendRequest, Future[Acked]]] = []
@@ -83,7 +85,11 @@ class GroupCommitter:
         key = request.idempotency_key
         with self._cond:
             if self._stopping:
-                future.set_exception(RuntimeError("the injector is shutting down"))
+                future.set_exception(
+                    LogClosedError(
+                        str(self.log.directory), "closing: the injector is shutting down"
+                    )
+                )
                 return future
             if key:
                 done = self._done.get(key)
@@ -119,17 +125,32 @@ class GroupCommitter:
             self._commit(group)
 
     def _commit(self, group: list[tuple[AppendRequest, Future[Acked]]]) -> None:
+        """Append the group; complete its futures. A failed append fails the requests it
+        did not write (a write error may come after earlier chunks were written: those
+        requests are durable and are acknowledged, their keys remembered)."""
         try:
             started = time.perf_counter()
             results = self.log.append([request for request, _ in group])
             if self._on_append_seconds is not None:
                 self._on_append_seconds(time.perf_counter() - started)
         except BaseException as exc:
-            log.exception("append to %s failed", self.log.stream)
+            published = exc.published if isinstance(exc, LogWriteError) else []
+            log.error("append to %s failed: %s", self.log.stream, exc)
+            self._succeed(group[: len(published)], published)
+            refused = group[len(published) :]
             with self._cond:
-                for request, future in group:
+                for request, future in refused:
                     self._inflight.pop(request.idempotency_key, None)
                     future.set_exception(exc)
+            if self._on_refused is not None:
+                self._on_refused([request for request, _ in refused])
+            return
+        self._succeed(group, results)
+
+    def _succeed(
+        self, group: list[tuple[AppendRequest, Future[Acked]]], results: list[AppendResult]
+    ) -> None:
+        if not group:
             return
         with self._cond:
             for (request, future), result in zip(group, results, strict=True):

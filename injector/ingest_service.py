@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from injector.log import AppendRequest, stream_tag
+from injector.log import AppendRequest, LogError, stream_tag
 from millrace._service_support import abort
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc
 
@@ -64,7 +64,18 @@ class IngestService(ingest_pb2_grpc.IngestServicer):
             records=[(r.key, r.value, r.event_time_ms) for r in request.records],
             idempotency_key=request.idempotency_key.encode(),
         )
-        acked = stream.submit(append).result(timeout=APPEND_TIMEOUT_S)
+        try:
+            acked = stream.submit(append).result(timeout=APPEND_TIMEOUT_S)
+        except LogError as exc:
+            # The log cannot write now (a full disk): nothing of this request is kept.
+            abort(context, grpc.StatusCode.UNAVAILABLE, f"stream {request.stream!r}: {exc}")
+        except TimeoutError:
+            abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"stream {request.stream!r}: the append did not finish in {APPEND_TIMEOUT_S:g} s; "
+                "retry with the same idempotency key",
+            )
         tag = stream_tag(request.stream)  # hashed once, not per record
         offsets = range(acked.first_offset, acked.first_offset + acked.count)
         return ingest_pb2.IngestResponse(

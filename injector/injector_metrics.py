@@ -30,6 +30,11 @@ class InjectorMetrics:
             "millrace_late_records", "Ingested records already behind the source watermark",
             ["stream"], registry=self.registry,
         )  # fmt: skip
+        self.refused = Counter(
+            "millrace_refused_records",
+            "Records the durable log could not write (disk full, I/O error); clients retry them",
+            ["stream"], registry=self.registry,
+        )  # fmt: skip
         self.append_seconds = Histogram(
             "millrace_log_append_seconds", "One group commit: write + fsync of the durable log",
             ["stream"], registry=self.registry,

@@ -1,23 +1,31 @@
 """``OwnershipRegistry``: which node owns which key interval, under which epoch.
 
 A node registers the intervals it is placed on; each registration of an
-interval hands out the next epoch for it (epochs are never reused: the
-registry is journaled, temp file + fsync + rename, before it answers). A
-newer epoch fences every older owner: receivers refuse its deliveries, its
-store refuses its commits, and a node that sees its interval leased at a
-newer epoch in ``WatchAssignment`` fences itself.
+interval hands out the next epoch for it: above the registry's own record,
+above the epoch the node's store already claimed (the node shows it), and
+above any epoch other journals saw (:meth:`OwnershipRegistry.raise_floor`).
+Epochs are never reused: the registry is journaled durably before it
+answers, and even if its journal is lost, a registration can never be handed
+an epoch a zombie already holds. A newer epoch fences every older owner:
+receivers refuse its deliveries, its store refuses its commits, and a node
+that sees its interval leased at a newer epoch in ``WatchAssignment`` fences
+itself.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from computations import Topology
-from millrace._service_support import write_json_atomically
+from millrace._durable_files import write_json_durably
+
+MAX_EPOCH = 2**53
+"""No epoch above this is granted or believed: far beyond any real count of restarts, and
+far below the int64 limit, so a forged epoch near it can never be outranked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,7 @@ class OwnershipRegistry:
         self._path = journal_path
         self._cond = threading.Condition()
         self._leases: dict[tuple[str, int], Lease] = {}
+        self._floors: dict[tuple[str, int], int] = {}
         self.version = 0
         if journal_path.exists():
             body = json.loads(journal_path.read_text())
@@ -49,26 +58,60 @@ class OwnershipRegistry:
             self.version = int(body["version"])
 
     def register(
-        self, node_id: str, computation: str, address: str, indexes: Iterable[int]
+        self,
+        node_id: str,
+        computation: str,
+        address: str,
+        indexes: Iterable[int],
+        stored_epochs: Mapping[int, int] | None = None,
     ) -> list[Lease]:
-        """Lease ``indexes`` of ``computation`` to ``node_id`` at fresh epochs (durably)."""
+        """Lease ``indexes`` of ``computation`` to ``node_id`` at fresh epochs (durably).
+
+        Each epoch is above the interval's last lease, above its floor and above
+        ``stored_epochs[index]``, the epoch the node's store claimed already.
+        Raises ``ValueError`` (nothing is leased) for an unknown computation or
+        interval, or a stored epoch outside ``0..MAX_EPOCH - 1``.
+        """
         spec = self._topology.computations.get(computation)
         if spec is None:
             raise ValueError(f"unknown computation {computation!r}")
+        wanted = list(indexes)
+        shown = dict(stored_epochs or {})
+        for index in wanted:
+            if not 0 <= index < spec.intervals:
+                raise ValueError(f"{computation!r} has no interval {index}")
+        for index, epoch in shown.items():
+            if not 0 <= epoch < MAX_EPOCH:
+                raise ValueError(
+                    f"stored epoch {epoch} of {computation}/{index} is outside 0..{MAX_EPOCH - 1}"
+                )
         granted: list[Lease] = []
         with self._cond:
-            for index in indexes:
-                if not 0 <= index < spec.intervals:
-                    raise ValueError(f"{computation!r} has no interval {index}")
-                previous = self._leases.get((computation, index))
-                epoch = 1 if previous is None else previous.epoch + 1
-                lease = Lease(computation, index, spec.intervals, epoch, node_id, address)
-                self._leases[(computation, index)] = lease
+            leases = dict(self._leases)
+            for index in wanted:
+                key = (computation, index)
+                previous = leases.get(key)
+                known = max(
+                    0 if previous is None else previous.epoch,
+                    self._floors.get(key, 0),
+                    shown.get(index, 0),
+                )
+                lease = Lease(computation, index, spec.intervals, known + 1, node_id, address)
+                leases[key] = lease
                 granted.append(lease)
+            # Durable before anyone sees it: a lease lost in a crash was never granted.
+            self._save(self.version + 1, leases)
+            self._leases = leases
             self.version += 1
-            self._save()
             self._cond.notify_all()
         return granted
+
+    def raise_floor(self, computation: str, index: int, epoch: int) -> None:
+        """Another journal saw ``epoch`` for this interval: never grant it or one below."""
+        if computation in self._topology.computations and 0 <= epoch < MAX_EPOCH:
+            with self._cond:
+                key = (computation, index)
+                self._floors[key] = max(self._floors.get(key, 0), epoch)
 
     def leases(self, computations: Iterable[str] = ()) -> tuple[int, list[Lease]]:
         """The current version and leases (of ``computations``, or all)."""
@@ -93,12 +136,9 @@ class OwnershipRegistry:
             self._cond.wait_for(lambda: self.version != version, timeout)
             return self.version
 
-    def _save(self) -> None:
-        body = {
-            "version": self.version,
-            "leases": [_as_dict(lease) for lease in self._leases.values()],
-        }
-        write_json_atomically(self._path, body)
+    def _save(self, version: int, leases: dict[tuple[str, int], Lease]) -> None:
+        body = {"version": version, "leases": [_as_dict(lease) for lease in leases.values()]}
+        write_json_durably(self._path, body)
 
 
 def _as_dict(lease: Lease) -> dict[str, object]:

@@ -26,6 +26,7 @@ from prometheus_client import start_http_server
 from computations import MIN_TIME
 from computations._deployment import Deployment
 from computations._outbox import Production
+from computations._routes import Routes
 from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
 from computations._watermarks import source_name
 from injector.authority_service import WatermarkAuthorityServicer
@@ -38,7 +39,8 @@ from injector.log import AppendRequest, AppendResult, LogConfig, StreamLog, stre
 from injector.ownership import OwnershipRegistry
 from injector.source_watermark import SourceWatermark
 from injector.watermark_authority import WatermarkAuthority
-from millrace._service_support import serve_health_and_reflection, write_json_atomically
+from millrace._durable_files import write_json_durably
+from millrace._service_support import EXCLUSIVE_PORT, serve_health_and_reflection
 from millrace.security import Security
 from millrace.wire.v1 import (
     control_pb2,
@@ -84,12 +86,12 @@ class IngestStream:
         self.committer = GroupCommitter(
             stream_log,
             on_commit=self._committed,
+            on_refused=self._refused,
             on_append_seconds=injector.metrics.append_seconds.labels(self.name).observe,
         )
         self.forwarder = Forwarder(
             stream_log,
             injector.deployment.topology,
-            injector.deployment.address_of,
             injector.sender,
             stream_log.directory / "forwarded.json",
         )
@@ -127,11 +129,21 @@ class IngestStream:
             # Under the same lock as the tick: it never sees the new maximum without the
             # hold of the records that carried it.
             if newest is not None:
-                self.watermark.observe(newest, now)
+                self.watermark.observe(newest, now, [r.idempotency_key for r in requests])
         if late:
             self._metrics.late_records.labels(self.name).inc(late)
         self._metrics.ingested.labels(self.name).inc(sum(r.count for r in results))
         self.forwarder.appended()
+
+    def _refused(self, requests: list[AppendRequest]) -> None:
+        """The log could not write these requests: their clients retry them, so the
+        watermark must not pass them meanwhile (nor count the outage as idleness)."""
+        now = self._clock()
+        for request in requests:
+            if request.records:
+                oldest = min(ts for _, _, ts in request.records)
+                self.watermark.refused(request.idempotency_key, oldest, now)
+        self._metrics.refused.labels(self.name).inc(sum(len(r.records) for r in requests))
 
     def source_watermark(self, now_ms: int) -> int:
         """This source's watermark now (the tick publishes it)."""
@@ -187,8 +199,13 @@ class Injector:
         self._journaled_version = -1
         self.streams: dict[str, IngestStream] = {}
         self.file_sources: dict[str, FileSource] = {}
+        self.routes = Routes(deployment)
+        self._routed_version = -1
         self._senders = SenderPool(
-            sender_id="injector", callbacks=_Router(self), channel_factory=self._open_channel
+            sender_id="injector",
+            callbacks=_Router(self),
+            channel_factory=self._open_channel,
+            resolve=self.routes.address_of,
         )
         self.metrics = InjectorMetrics(self)
         self._server: grpc.Server | None = None
@@ -197,9 +214,20 @@ class Injector:
         self.port = 0
         self.metrics_port = 0
 
-    def sender(self, address: str) -> DownstreamSender:
-        """The sender to a node address (one per address, shared by streams)."""
-        return self._senders.get(address)
+    def sender(self, consumer: str, interval: int) -> DownstreamSender:
+        """The sender to ``consumer``'s ``interval`` (shared by streams), which follows the
+        interval's owner wherever it registered."""
+        return self._senders.to(consumer, interval)
+
+    def _follow_routes(self) -> None:
+        """A node registered (maybe at a new address): senders follow its lease."""
+        version, leases = self.ownership.leases()
+        if version != self._routed_version:
+            self._routed_version = version
+            if self.routes.update(
+                (lease.computation, lease.index, lease.address) for lease in leases
+            ):
+                self._senders.refresh()
 
     def _open_channel(self, address: str) -> grpc.Channel:
         return self.security.open_channel(address, options=CHANNEL_OPTIONS)
@@ -208,6 +236,9 @@ class Injector:
         """Recover the logs, start writers, forwarders, the server and the watermark loop."""
         if self._journal_path.exists():
             self.authority.restore(json.loads(self._journal_path.read_text()))
+        # Should ownership.json be lost, epochs the authority saw are still never reissued.
+        for (computation, index), epoch in self.authority.reported_epochs().items():
+            self.ownership.raise_floor(computation, index, epoch)
         self.authority.require_durability()
         for stream in self.deployment.topology.sources():
             stream_log = StreamLog.open(self.log_dir / stream, stream, config=self.config.log)
@@ -229,6 +260,9 @@ class Injector:
                        "next_offset": stream_log.next_offset},
             )  # fmt: skip
             self.streams[stream] = IngestStream(self, stream_log, self.config, self._clock)
+        # The port before anything runs: a second injector on it forwards nothing.
+        self._server = self._build_server()
+        self.port = self.security.bind(self._server, self.address)
         for ingest in self.streams.values():
             ingest.committer.start()
             ingest.forwarder.start()
@@ -239,10 +273,6 @@ class Injector:
             )
             source.start()
             self.file_sources[name] = source
-        self._server = self._build_server()
-        self.port = self.security.bind(self._server, self.address)
-        if self.port == 0:
-            raise OSError(f"injector: cannot listen on {self.address}")
         self._server.start()
         self._ticker.start()
         if self._metrics_port is not None:
@@ -260,7 +290,7 @@ class Injector:
 
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="injector-rpc"),
-            options=CHANNEL_OPTIONS,
+            options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT],
             interceptors=self.security.server_interceptors(),
         )
         ingest_pb2_grpc.add_IngestServicer_to_server(IngestService(self), server)
@@ -282,15 +312,26 @@ class Injector:
         segments of quiet streams and apply retention."""
         ticks = 0
         while not self._stopping.wait(0.05):
-            now = self._clock()
-            for stream in self.streams.values():
-                self.authority.set_source_watermark(stream.name, stream.source_watermark(now))
             ticks += 1
-            self._journal()
-            if ticks % 200 == 0:
-                self._seal_old_segments()
-                if self.config.retention_ms is not None:
-                    self._apply_retention(now - self.config.retention_ms)
+            try:
+                self._tick_once(ticks)
+            except OSError as exc:
+                # Nothing new is published until the journal is written again (a full disk).
+                log.error("the watermark journal cannot be written: %s", exc)
+            except Exception:
+                # Watermarks stall while this repeats, but the loop must never end.
+                log.exception("the watermark loop failed a turn")
+
+    def _tick_once(self, ticks: int) -> None:
+        self._follow_routes()
+        now = self._clock()
+        for stream in self.streams.values():
+            self.authority.set_source_watermark(stream.name, stream.source_watermark(now))
+        self._journal()
+        if ticks % 200 == 0:
+            self._seal_old_segments()
+            if self.config.retention_ms is not None:
+                self._apply_retention(now - self.config.retention_ms)
 
     def _seal_old_segments(self) -> None:
         """Seal active segments past ``segment_ms`` that no append has rolled (a quiet
@@ -325,7 +366,7 @@ class Injector:
         if version == self._journaled_version:
             return
         state = self.authority.journal()
-        write_json_atomically(self._journal_path, state)
+        write_json_durably(self._journal_path, state)
         published = state["published"]
         assert isinstance(published, dict)
         self.authority.mark_durable(published)
@@ -346,7 +387,10 @@ class Injector:
         for stream in self.streams.values():
             stream.forwarder.stop()
             stream.log.close()
-        self._journal()
+        try:
+            self._journal()
+        except OSError as exc:
+            log.error("the watermark journal cannot be written at stop: %s", exc)
         log.info("injector stopped", extra={"event": "stop"})
 
     def wait(self) -> None:

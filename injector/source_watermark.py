@@ -6,11 +6,17 @@ record that is appended but not yet acknowledged by the first computations
 appended for ``idle_timeout_ms`` the source is idle: event time is assumed to
 advance with processing time from the newest record seen, so windows close
 without new data.
+
+Records the log refused (a full disk) are not idleness: their clients retry
+them. Each refused request holds the watermark at its oldest event time until
+it is appended (its idempotency key commits; a request without a key: any
+later append) or ``idle_timeout_ms`` passes without it being refused again.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from computations import MIN_TIME
 
@@ -25,6 +31,7 @@ class SourceWatermark:
         self._max_seen: int | None = None
         self._last_append_ms: int | None = None
         self._published = MIN_TIME
+        self._refused: dict[bytes, tuple[int, int]] = {}  # key -> (oldest event, refused at)
         self.idle_advances = 0
 
     def resume(self, max_event_ms: int | None, published_ms: int, now_ms: int) -> None:
@@ -40,12 +47,24 @@ class SourceWatermark:
             idle_already = self._published - (max_event_ms + 1)
             self._last_append_ms = now_ms - (self._idle + idle_already if idle_already > 0 else 0)
 
-    def observe(self, max_event_ms: int, now_ms: int) -> None:
-        """Records up to ``max_event_ms`` were appended at ``now_ms``."""
+    def observe(self, max_event_ms: int, now_ms: int, keys: Iterable[bytes] = ()) -> None:
+        """Records up to ``max_event_ms`` were appended at ``now_ms`` by requests with
+        idempotency ``keys`` (their refusals, if any, stop holding the watermark)."""
         with self._lock:
             if self._max_seen is None or max_event_ms > self._max_seen:
                 self._max_seen = max_event_ms
             self._last_append_ms = now_ms
+            self._refused.pop(b"", None)
+            for key in keys:
+                self._refused.pop(key, None)
+
+    def refused(self, key: bytes, oldest_event_ms: int, now_ms: int) -> None:
+        """A request (idempotency ``key``, b"" if none) with records from ``oldest_event_ms``
+        on could not be appended at ``now_ms``; its client will retry it."""
+        with self._lock:
+            held = self._refused.get(key)
+            oldest = oldest_event_ms if held is None else min(held[0], oldest_event_ms)
+            self._refused[key] = (oldest, now_ms)
 
     def is_late(self, event_ms: int) -> bool:
         """True when a record is behind the watermark already published."""
@@ -55,10 +74,16 @@ class SourceWatermark:
         """The watermark now; ``oldest_unfinished_ms``: the oldest appended record not yet
         acknowledged downstream (None if none)."""
         with self._lock:
+            refused = self._refused_hold(now_ms)
+            if refused is not None and (
+                oldest_unfinished_ms is None or refused < oldest_unfinished_ms
+            ):
+                oldest_unfinished_ms = refused
             if self._max_seen is None or self._last_append_ms is None:
                 return self._published
             mark = self._max_seen - self._bound
-            quiet = now_ms - self._last_append_ms - self._idle
+            last_activity = max([self._last_append_ms, *(at for _, at in self._refused.values())])
+            quiet = now_ms - last_activity - self._idle
             if quiet >= 0:
                 idle_mark = self._max_seen + 1 + quiet
                 if idle_mark > mark:
@@ -68,3 +93,10 @@ class SourceWatermark:
                 mark = oldest_unfinished_ms
             self._published = max(self._published, mark)
             return self._published
+
+    def _refused_hold(self, now_ms: int) -> int | None:
+        """The oldest event time of refused requests still expected back (lock held)."""
+        expired = [key for key, (_, at) in self._refused.items() if now_ms - at > self._idle]
+        for key in expired:
+            del self._refused[key]
+        return min((oldest for oldest, _ in self._refused.values()), default=None)

@@ -47,6 +47,8 @@ class IntervalReport:
     ``oldest_work_ms`` is the event time of the interval's oldest unfinished
     work, or None when it has none. ``count`` is the number of intervals the
     reporter believes the computation has; None skips that check.
+    ``sequence`` orders one reporter's reports at one epoch: a report that is
+    not newer than the last accepted one is dropped (a delayed retry).
     """
 
     computation: str
@@ -54,6 +56,8 @@ class IntervalReport:
     epoch: int
     oldest_work_ms: int | None
     count: int | None = None
+    sequence: int = 0
+    """Increases per report of one process at one epoch; 0: unordered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,7 @@ class PublishedWatermark:
 class _Latest:
     epoch: int
     oldest_work_ms: int | None
+    sequence: int = 0
 
 
 class WatermarkAuthority:
@@ -96,6 +101,10 @@ class WatermarkAuthority:
         self._intervals = {name: spec.intervals for name, spec in topology.computations.items()}
         self._sources = frozenset(topology.sources())
         self._latest: dict[tuple[str, int], _Latest] = {}
+        """Reports received by this incarnation: an interval without one holds back its
+        computation and everything downstream (MIN_TIME), even after a restart."""
+        self._epoch_floor: dict[tuple[str, int], int] = {}
+        """Epochs an earlier incarnation accepted: reports below them are stale."""
         self._source_watermarks: dict[str, int] = {}
         self._version = 0
         self._durable: dict[str, PublishedWatermark] | None = None
@@ -145,9 +154,18 @@ class WatermarkAuthority:
         previous = self._latest.get(key)
         if previous is not None and item.epoch < previous.epoch:
             return False
+        if item.epoch < self._epoch_floor.get(key, 0):
+            return False
         if self._leased_epoch is not None and item.epoch < self._leased_epoch(*key):
             return False
-        self._latest[key] = _Latest(item.epoch, item.oldest_work_ms)
+        if (
+            previous is not None
+            and item.epoch == previous.epoch
+            and item.sequence
+            and item.sequence <= previous.sequence
+        ):
+            return True  # a late retry of an older report: the newer one stands
+        self._latest[key] = _Latest(item.epoch, item.oldest_work_ms, item.sequence)
         return True
 
     def set_source_watermark(self, stream: str, ms: int) -> int:
@@ -271,21 +289,41 @@ class WatermarkAuthority:
 
     # -- journal ------------------------------------------------------------------
 
+    def reported_epochs(self) -> dict[tuple[str, int], int]:
+        """The newest epoch known per interval, from reports or an earlier incarnation."""
+        with self._lock:
+            return self._known_epochs()
+
     def journal(self) -> dict[str, object]:
         """Everything needed to resume without publishing anything older: published
-        values, the latest report (with its epoch) per interval, source watermarks."""
+        values, the newest epoch (and report) per interval, source watermarks."""
         with self._lock:
             return {
                 "published": {name: p.low_ms for name, p in self._published.items()},
                 "reports": [
-                    [name, index, latest.epoch, latest.oldest_work_ms]
-                    for (name, index), latest in self._latest.items()
+                    [name, index, epoch, self._latest[(name, index)].oldest_work_ms]
+                    if (name, index) in self._latest
+                    else [name, index, epoch, None]
+                    for (name, index), epoch in self._known_epochs().items()
                 ],
                 "sources": dict(self._source_watermarks),
             }
 
+    def _known_epochs(self) -> dict[tuple[str, int], int]:
+        epochs = dict(self._epoch_floor)
+        for key, latest in self._latest.items():
+            epochs[key] = max(epochs.get(key, 0), latest.epoch)
+        return epochs
+
     def restore(self, state: Mapping[str, object]) -> None:
-        """Resume from :meth:`journal` output (unknown names are ignored)."""
+        """Resume from :meth:`journal` output (unknown names are ignored).
+
+        Published values and source watermarks come back as they were. Reports
+        do not: the oldest work they named may have moved earlier since (a hold
+        reported, then the ack it protected), so every interval must report to
+        this incarnation before its computation, or anything downstream of it,
+        is published past the restored values. Their epochs come back as floors.
+        """
         now = self._clock()
         with self._lock:
             published = state.get("published", {})
@@ -295,10 +333,10 @@ class WatermarkAuthority:
                     self._published[name] = PublishedWatermark(int(low_ms), now)
             reports = state.get("reports", [])
             assert isinstance(reports, list)
-            for name, index, epoch, oldest in reports:
+            for name, index, epoch, _oldest in reports:
                 if name in self._intervals and 0 <= int(index) < self._intervals[name]:
-                    work = None if oldest is None else int(oldest)
-                    self._latest[(name, int(index))] = _Latest(int(epoch), work)
+                    key = (name, int(index))
+                    self._epoch_floor[key] = max(self._epoch_floor.get(key, 0), int(epoch))
             sources = state.get("sources", {})
             assert isinstance(sources, dict)
             for stream, ms in sources.items():

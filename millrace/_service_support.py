@@ -1,21 +1,23 @@
-"""Small pieces every Millrace service shares: health/reflection, aborts, durable JSON, signals."""
+"""Small pieces every Millrace service shares: health/reflection, aborts, signals."""
 
 from __future__ import annotations
 
 import faulthandler
-import json
 import logging
-import os
 import signal
 import threading
 from collections.abc import Iterable
-from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
+EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+"""A server option every Millrace server sets. gRPC's default lets any number of processes
+bind one port (SO_REUSEPORT) and the kernel splits connections between them: a
+replacement started beside a paused node would silently take half its deliveries."""
 
 
 def serve_health_and_reflection(server: grpc.Server, services: Iterable[str]) -> None:
@@ -34,17 +36,6 @@ def abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) ->
     """End the call with ``code`` and ``message`` (``context.abort`` raises)."""
     context.abort(code, message)
     raise AssertionError("unreachable: grpc's abort raises")
-
-
-def write_json_atomically(path: Path, body: object) -> None:
-    """Replace ``path`` with ``body`` as JSON: temp file, fsync, rename (never half-written)."""
-    temp = path.with_suffix(".tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(temp, "w") as handle:
-        json.dump(body, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
 
 
 def enable_stack_dumps() -> None:

@@ -138,16 +138,31 @@ class Security:
     # -- servers ------------------------------------------------------------------
 
     def bind(self, server: grpc.Server, address: str) -> int:
-        """Listen on ``address`` (TLS when this process has a certificate); the port, 0 if not."""
-        if self.tls_cert is not None and self.tls_key is not None:
-            credentials = grpc.ssl_server_credentials(
-                [(self.tls_key.read_bytes(), self.tls_cert.read_bytes())],
-                root_certificates=self.tls_ca.read_bytes() if self.tls_ca else None,
-                require_client_auth=self.require_client_cert,
-            )
-            port: int = server.add_secure_port(address, credentials)
+        """Listen on ``address`` (TLS when this process has a certificate); the port.
+
+        Raises ``OSError`` naming the address when it cannot be bound (in use by
+        another process: servers set ``EXCLUSIVE_PORT``, so nothing shares a port).
+        """
+        try:
+            if self.tls_cert is not None and self.tls_key is not None:
+                credentials = grpc.ssl_server_credentials(
+                    [(self.tls_key.read_bytes(), self.tls_cert.read_bytes())],
+                    root_certificates=self.tls_ca.read_bytes() if self.tls_ca else None,
+                    require_client_auth=self.require_client_cert,
+                )
+                port: int = server.add_secure_port(address, credentials)
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError as exc:  # grpcio's "Failed to bind to address"
+            port = 0
+            cause: Exception | None = exc
         else:
-            port = server.add_insecure_port(address)
+            cause = None
+        if port == 0:
+            raise OSError(
+                f"cannot listen on {address}: the address is in use by another process or "
+                "not available here"
+            ) from cause
         return port
 
     def server_interceptors(self) -> list[grpc.ServerInterceptor]:

@@ -5,7 +5,15 @@ and must deduplicate by record id itself: senders resend whatever they have
 not seen acknowledged.
 """
 
+from sinks._indexed_sink import SinkLockedError, SinkUnavailableError
 from sinks.file_sink import FileSink, read_sink_file
 from sinks.parquet_sink import ParquetSink, read_parquet_sink
 
-__all__ = ["FileSink", "ParquetSink", "read_parquet_sink", "read_sink_file"]
+__all__ = [
+    "FileSink",
+    "ParquetSink",
+    "SinkLockedError",
+    "SinkUnavailableError",
+    "read_parquet_sink",
+    "read_sink_file",
+]

@@ -8,9 +8,37 @@ twice. Subclasses store the records and implement ``__len__`` and ``read``.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
+from pathlib import Path
 
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+
+
+class SinkUnavailableError(Exception):
+    """The sink cannot write now (a full disk, an I/O error); nothing of the batch was
+    kept or acknowledged. Answered as ``UNAVAILABLE``: the sender resends later."""
+
+
+class SinkLockedError(Exception):
+    """Another process writes this sink's output: stop it, or give this sink another path."""
+
+
+def lock_beside(path: Path) -> int:
+    """Take the exclusive lock of the sink output ``path`` (a ``.NAME.lock`` file beside
+    it), so two sink processes never append to one output. Returns the lock's descriptor."""
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SinkLockedError(
+            f"sink output {str(path)!r} is written by another process (lock {str(lock)!r}); "
+            "stop it or point this sink elsewhere"
+        ) from None
+    return fd
 
 
 class IndexedSink(delivery_pb2_grpc.DeliveryServicer):

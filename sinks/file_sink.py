@@ -2,23 +2,34 @@
 
 Per delivery batch: drop ids already written, append one line per new record
 (``{"record_id", "key", "value", "ts", "producer"}``; key and value as UTF-8
-text when valid, else ``{"base64": ...}``), fsync, then ack. On start the
-file is read back: a torn last line (a crash mid-write) is truncated, and
-the ids of every complete line are remembered, so a record resent after a
-crash is acknowledged as a duplicate and never written twice.
+text when valid, else ``{"base64": ...}``) with unbuffered writes, fsync,
+then ack. A write or fsync that fails (``ENOSPC``, ``EIO``) is cut back on
+the spot to the file's last durable length, nothing of the batch is
+acknowledged, and the sink answers ``UNAVAILABLE`` until a write succeeds
+again: the sender resends, and nothing is lost or doubled. On start the file
+is read back: a torn last line (a crash mid-write) is truncated, a malformed
+line elsewhere is skipped with a warning (never taken for a record), and the
+ids of every record are remembered, so a record resent after a crash is
+acknowledged as a duplicate and never written twice.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
+
+from millrace._durable_files import AppendOnlyFile
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks._indexed_sink import IndexedSink
+from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
+
+log = logging.getLogger(__name__)
 
 
 def _text(data: bytes) -> Any:
@@ -29,9 +40,14 @@ def _text(data: bytes) -> Any:
 
 
 def read_sink_file(path: str | Path) -> list[dict[str, Any]]:
-    """The complete lines of a sink file (a torn last line is ignored)."""
+    """The records of a sink file (a torn last line and malformed lines are ignored)."""
     lines = Path(path).read_bytes().split(b"\n")
-    return [json.loads(line) for line in lines[:-1] if line]
+    records = []
+    for line in lines[:-1]:
+        body = _parse(line)
+        if body is not None:
+            records.append(body)
+    return records
 
 
 class FileSink(IndexedSink):
@@ -41,9 +57,11 @@ class FileSink(IndexedSink):
         super().__init__()
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._starts: list[int] = []  # file offset of the line at each position
+        self._lock_fd = lock_beside(self.path)
+        self._starts: list[int] = []  # file offset of the record at each position
+        self.malformed_lines = 0
         self.truncated_bytes = self._recover()
-        self._file = open(self.path, "ab")  # noqa: SIM115 - held for the sink's lifetime
+        self._file = AppendOnlyFile(self.path)
 
     def _recover(self) -> int:
         if not self.path.exists():
@@ -53,35 +71,48 @@ class FileSink(IndexedSink):
         start = 0
         while start < complete:
             end = data.index(b"\n", start)
-            body = json.loads(data[start:end])
-            self._seen.add(bytes.fromhex(body["record_id"]))
-            self._latest[_bytes(body["key"])] = len(self._starts)
-            self._starts.append(start)
+            body = _parse(data[start:end])
+            if body is None:
+                self.malformed_lines += 1
+                log.warning(
+                    "sink file %s: skipping a malformed line at byte %d (not a record)",
+                    self.path, start,
+                    extra={"event": "sink_malformed_line", "path": str(self.path),
+                           "offset": start},
+                )  # fmt: skip
+            else:
+                self._seen.add(bytes.fromhex(body["record_id"]))
+                self._latest[_bytes(body["key"])] = len(self._starts)
+                self._starts.append(start)
             start = end + 1
         if complete < len(data):
-            with open(self.path, "r+b") as handle:
-                handle.truncate(complete)
-                handle.flush()
-                os.fsync(handle.fileno())
+            _cut_to(self.path, complete)
         return len(data) - complete
 
     def Deliver(  # noqa: N802 - the rpc's name
         self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
     ) -> Iterator[delivery_pb2.DeliveryAck]:
         for batch in request_iterator:
-            yield self.write(batch)
+            try:
+                ack = self.write(batch)
+            except SinkUnavailableError as exc:
+                context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+                return
+            yield ack
 
     def write(self, batch: delivery_pb2.DeliveryBatch) -> delivery_pb2.DeliveryAck:
-        """Append the batch's new records durably; the ack lists new and duplicate ids."""
+        """Append the batch's new records durably; the ack lists new and duplicate ids.
+
+        Raises :class:`SinkUnavailableError` (nothing of the batch acknowledged or
+        kept) while the file cannot be written.
+        """
         pending: set[bytes] = set()
         with self._lock:
             ack, fresh = self._split(batch, pending)
             if fresh:
                 lines = [_line(record) for record in fresh]
-                offset = self._file.tell()
-                self._file.write(b"".join(lines))
-                self._file.flush()
-                os.fsync(self._file.fileno())
+                offset = self._file.size
+                self._append(b"".join(lines))
                 self._seen |= pending
                 for record, line in zip(fresh, lines, strict=True):
                     self._latest[record.key] = len(self._starts)
@@ -90,6 +121,18 @@ class FileSink(IndexedSink):
                 self.written += len(fresh)
                 self._grew.notify_all()
         return ack
+
+    def _append(self, data: bytes) -> None:
+        """Write and fsync ``data`` at the end, or leave the file at its durable length."""
+        try:
+            self._file.append(data)
+        except OSError as exc:
+            reason = f"{exc.strerror or exc} (errno {exc.errno})"
+            log.error("sink file %s: a write failed: %s", self.path, reason)
+            raise SinkUnavailableError(
+                f"sink file {self.path} cannot be written: {reason}; refusing records "
+                "until a write succeeds (nothing of this batch was kept; resend it)"
+            ) from exc
 
     # -- reading (Subscribe, View) --------------------------------------------------
 
@@ -102,18 +145,45 @@ class FileSink(IndexedSink):
             end = min(len(self._starts), position + limit)
             if position >= end:
                 return []
-            first = self._starts[position]
-            last = self._starts[end] if end < len(self._starts) else None
+            starts = self._starts[position:end]
+            stop = self._starts[end] if end < len(self._starts) else self._file.size
+        first = starts[0]
         with open(self.path, "rb") as handle:
             handle.seek(first)
-            data = handle.read() if last is None else handle.read(last - first)
-        lines = data.split(b"\n")[: end - position]
-        return [(position + i, _record(line)) for i, line in enumerate(lines)]
+            data = handle.read(stop - first)
+        out = []
+        for number, start in enumerate(starts):
+            at = start - first
+            out.append((position + number, _record(data[at : data.index(b"\n", at)])))
+        return out
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file and release its lock."""
         with self._lock:
             self._file.close()
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+
+def _cut_to(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    """A record line's fields, or None when the line is not one."""
+    try:
+        body = json.loads(line)
+        bytes.fromhex(body["record_id"])
+        _ = body["key"], body["value"], body["ts"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _bytes(text: Any) -> bytes:

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from millrace._durable_files import fsync_directory
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks._indexed_sink import IndexedSink
+from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 
 SCHEMA = pa.schema(
     [
@@ -74,14 +76,6 @@ def read_parquet_sink(directory: str | Path) -> pa.Table:
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @dataclass(frozen=True)
 class _Part:
     seq: int
@@ -100,8 +94,9 @@ class ParquetSink(IndexedSink):
         self.directory = Path(directory)
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
-            _fsync_directory(self.directory.parent)
+            fsync_directory(self.directory.parent)
         super().__init__()
+        self._lock_fd = lock_beside(self.directory)
         self._commit_lock = threading.Lock()  # one writer at a time
         self._parts: list[_Part] = []
         self._firsts: list[int] = []  # _parts[i].first, for bisecting positions
@@ -115,7 +110,7 @@ class ParquetSink(IndexedSink):
         for path in leftovers:
             path.unlink()
         if leftovers:
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         for seq, path in _numbered_parts(self.directory):
             columns = pq.read_table(path, columns=["record_id", "key"])
             self._seen.update(columns.column("record_id").to_pylist())
@@ -134,7 +129,12 @@ class ParquetSink(IndexedSink):
         self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
     ) -> Iterator[delivery_pb2.DeliveryAck]:
         for group in _ReadAhead(request_iterator, MAX_GROUP).groups():
-            yield from self.write_group(group)
+            try:
+                acks = self.write_group(group)
+            except SinkUnavailableError as exc:
+                context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+                return
+            yield from acks
 
     def write(self, batch: delivery_pb2.DeliveryBatch) -> delivery_pb2.DeliveryAck:
         """Commit the batch's new records as one part file; the ack lists new and duplicate ids."""
@@ -159,7 +159,14 @@ class ParquetSink(IndexedSink):
             if fresh:
                 seq = self._next_seq
                 self._next_seq += 1
-                self._commit_part(seq, fresh)
+                try:
+                    self._commit_part(seq, fresh)
+                except OSError as exc:
+                    raise SinkUnavailableError(
+                        f"sink directory {self.directory} cannot be written: "
+                        f"{exc.strerror or exc}; refusing records until a write succeeds "
+                        "(nothing of this batch was kept; resend it)"
+                    ) from exc
                 self._seen |= pending
                 self.written += len(fresh)
                 with self._lock:
@@ -188,7 +195,7 @@ class ParquetSink(IndexedSink):
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, final)
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         except BaseException:
             # Not acked, so it will be resent: leave no file that would make it a duplicate.
             tmp.unlink(missing_ok=True)
@@ -230,7 +237,10 @@ class ParquetSink(IndexedSink):
         return table
 
     def close(self) -> None:
-        """Nothing is held open between groups; here for symmetry with ``FileSink``."""
+        """Release the directory's lock (no file is held open between groups)."""
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
 
 class _ReadAhead:

@@ -26,15 +26,16 @@ from statestore.errors import (
     StoreWriteError,
     TransactionStateError,
 )
-from statestore.store import Clock, StateStore, wall_clock_ms
+from statestore.store import Clock, StateStore, monotonic_ms, wall_clock_ms
 from statestore.transaction import Transaction, TransactionStatus
-from statestore.types import DedupStats, TimeDomain, Timer
+from statestore.types import DedupStats, SenderProgress, TimeDomain, Timer
 
 __all__ = [
     "Clock",
     "DedupStats",
     "EpochFencedError",
     "IncompatibleStoreError",
+    "SenderProgress",
     "StateStore",
     "StateStoreError",
     "StoreClosedError",
@@ -47,5 +48,6 @@ __all__ = [
     "Transaction",
     "TransactionStateError",
     "TransactionStatus",
+    "monotonic_ms",
     "wall_clock_ms",
 ]

@@ -16,8 +16,12 @@ class StoreConfig:
             commits before a machine crash (not a process crash) for speed.
         dedup_segment_ms: width of one dedup segment; one Bloom filter chain
             per segment, dropped whole when it expires.
-        dedup_retention_ms: how long a record id is remembered. Must exceed the
-            longest time a sender may still resend a record.
+        dedup_retention_ms: how long a record id is remembered at least, counted
+            on the store's own clock (time the store was open: wall-clock steps
+            and downtime do not count). Past it, an id from a sender that reports
+            its progress (every Millrace node and injector) is forgotten only
+            once that sender can no longer resend it; an id from any other
+            sender is forgotten then.
         bloom_capacity: ids one Bloom filter holds at ``bloom_error_rate``
             before the segment chains another filter.
         bloom_error_rate: false-positive rate of each filter; a false positive

@@ -12,8 +12,12 @@ pybloom-live filter in memory holds exactly the ids stored under its
   filters are bit-for-bit the ones that were lost;
 - forgetting a segment is dropping its filters and one range delete.
 
-Segments whose whole span is older than ``dedup_retention_ms`` are expired:
-lookups ignore them at once, and the next commit range-deletes their ids.
+A segment expires when its whole span is older than ``dedup_retention_ms``
+of the store's own clock (running time: see ``StateStore``) *and* every sender
+that delivered into it has reported progress past what it delivered
+(:class:`~statestore._dedup_progress.ProgressBook`): time alone never makes a
+retry look new. Lookups ignore an expired segment at once, and the next
+commit range-deletes its ids.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from statestore._bloom import BloomBatch, BloomHasher, Positions, new_filter
+from statestore._dedup_progress import ProgressBook, StagedProgress
 from statestore._engine import Batch, Column, Engine
 from statestore._keys import dedup_key, dedup_segment_prefix, split_dedup_key
 from statestore.config import StoreConfig
-from statestore.types import DedupStats
+from statestore.types import DedupStats, SenderProgress
 
 _REBUILD_CHUNK = 8192
 
@@ -40,6 +45,7 @@ class StagedIds:
     runs: tuple[tuple[int, int, int], ...]  # (chain, first row, end row)
     positions: Positions
     expired: tuple[int, ...]
+    progress: StagedProgress
 
 
 class DedupIndex:
@@ -51,6 +57,8 @@ class DedupIndex:
         self._hasher = BloomHasher(new_filter(config.bloom_capacity, config.bloom_error_rate))
         self._segments: dict[int, list[BloomBatch]] = {}
         self._expired_on_disk: set[int] = set()
+        self.progress = ProgressBook()
+        """Which senders may still retry into which segment."""
         self.lookups = 0
         self.bloom_negatives = 0
         self.confirmations = 0
@@ -65,19 +73,23 @@ class DedupIndex:
         return now_ms // self._config.dedup_segment_ms
 
     def _first_live_segment(self, now_ms: int) -> int:
-        # Segment s is expired once its end, (s + 1) * width, is retention or more ago.
+        # Segment s is old enough once its end, (s + 1) * width, is retention or more ago.
         return (now_ms - self._config.dedup_retention_ms) // self._config.dedup_segment_ms
+
+    def _expired(self, segment: int, first_live: int) -> bool:
+        return segment < first_live and self.progress.released(segment)
 
     def rebuild(self, now_ms: int) -> int:
         """Refill the filters from the dedup column family; returns the ids loaded."""
         self._segments.clear()
+        self.progress.load(self._engine)
         first_live = self._first_live_segment(now_ms)
         loaded = 0
         group: tuple[int, int] | None = None
         pending: list[bytes] = []
         for key, _ in self._engine.scan(Column.DEDUP, b"", None):
             segment, chain, record_id = split_dedup_key(key)
-            if segment < first_live:
+            if self._expired(segment, first_live):
                 self._expired_on_disk.add(segment)
                 continue
             if (segment, chain) != group or len(pending) >= _REBUILD_CHUNK:
@@ -114,7 +126,7 @@ class DedupIndex:
         keys: list[bytes] = []
         rows: list[int] = []
         for segment, chains in self._segments.items():
-            if segment < first_live:
+            if self._expired(segment, first_live):
                 continue
             for chain, bloom in enumerate(chains):
                 maybe = bloom.contains(positions)
@@ -137,9 +149,15 @@ class DedupIndex:
         return seen
 
     def stage(
-        self, batch: Batch, record_ids: Sequence[bytes], positions: Positions, now_ms: int
+        self,
+        batch: Batch,
+        record_ids: Sequence[bytes],
+        positions: Positions,
+        now_ms: int,
+        marks: Sequence[SenderProgress] = (),
     ) -> StagedIds:
-        """Write ids and expired-segment deletes into ``batch``; filters change on :meth:`apply`."""
+        """Write ids, the senders' progress (``marks``) and expired-segment deletes into
+        ``batch``; filters and the progress book change on :meth:`apply`."""
         segment = self.segment_at(now_ms)
         chains = self._segments.get(segment, [])
         chain = max(len(chains) - 1, 0)
@@ -155,15 +173,25 @@ class DedupIndex:
             runs.append((chain, start, end))
             room -= end - start
             start = end
+        progress = self.progress.stage(batch, segment, marks)
         first_live = self._first_live_segment(now_ms)
         expired = tuple(
-            s for s in sorted(self._segments.keys() | self._expired_on_disk) if s < first_live
+            s
+            for s in sorted(self._segments.keys() | self._expired_on_disk)
+            if s != segment and self._expired(s, first_live)
         )
         for old in expired:
             batch.delete_range(
                 Column.DEDUP, dedup_segment_prefix(old), dedup_segment_prefix(old + 1)
             )
-        return StagedIds(segment=segment, runs=tuple(runs), positions=positions, expired=expired)
+            self.progress.stage_forget(batch, old)
+        return StagedIds(
+            segment=segment,
+            runs=tuple(runs),
+            positions=positions,
+            expired=expired,
+            progress=progress,
+        )
 
     def apply(self, staged: StagedIds) -> None:
         """The batch of :meth:`stage` committed: make the filters agree with the store."""
@@ -172,11 +200,14 @@ class DedupIndex:
         for old in staged.expired:
             self._segments.pop(old, None)
             self._expired_on_disk.discard(old)
+        self.progress.apply(staged.progress, staged.expired)
 
     def has_expired(self, now_ms: int) -> bool:
         """True when some segment awaits its range delete."""
         first_live = self._first_live_segment(now_ms)
-        return any(s < first_live for s in self._segments.keys() | self._expired_on_disk)
+        return any(
+            self._expired(s, first_live) for s in self._segments.keys() | self._expired_on_disk
+        )
 
     def stored_segments(self) -> dict[int, int]:
         """Ids stored in the dedup column family per segment (a full scan: for tools and tests)."""

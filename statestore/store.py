@@ -5,6 +5,11 @@ Open it over RocksDB (:meth:`StateStore.open_rocksdb`) or memory
 Opening checks the format, loads the owner epoch and counters, and rebuilds
 the dedup Bloom filters from the stored ids. A store is driven by one thread
 at a time (the interval's worker); it does no locking of its own.
+
+Dedup retention runs on the store's own clock: the time the store has been
+open, carried across restarts (committed with the ids), taken from the
+monotonic clock by default. Neither a wall-clock step (NTP, a resumed VM) nor
+the time a node was down ages a record id.
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ from statestore.transaction import Transaction
 from statestore.types import DedupStats, TimeDomain, Timer
 
 Clock = Callable[[], int]
-"""Returns the current time in integer milliseconds since the epoch."""
+"""Returns a time in integer milliseconds; the store uses only its differences."""
 
 FORMAT_VERSION = b"1"
 _EPOCH = _keys.reserved_meta_key("epoch")
 _FORMAT = _keys.reserved_meta_key("format")
+_DEDUP_CLOCK = _keys.reserved_meta_key("dedup-clock")
 _I64 = struct.Struct(">q")
 
 
@@ -44,11 +50,16 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def monotonic_ms() -> int:
+    """Milliseconds of the monotonic clock (never stepped; meaningful only as differences)."""
+    return time.monotonic_ns() // 1_000_000
+
+
 class StateStore:
     """State, dedup ids, timers, outbox and metadata of one key interval."""
 
     def __init__(
-        self, engine: Engine, *, config: StoreConfig | None = None, clock: Clock = wall_clock_ms
+        self, engine: Engine, *, config: StoreConfig | None = None, clock: Clock = monotonic_ms
     ) -> None:
         self._engine = engine
         self.config = config or StoreConfig()
@@ -58,7 +69,9 @@ class StateStore:
         raw_epoch = engine.get(Column.META, _EPOCH)
         self._owner_epoch: int = 0 if raw_epoch is None else _I64.unpack(raw_epoch)[0]
         self._dedup = DedupIndex(engine, self.config)
-        self.recovered_ids = self._dedup.rebuild(clock())
+        self._opened_at = clock()
+        self._dedup_base = self._load_dedup_clock(engine)
+        self.recovered_ids = self._dedup.rebuild(self.dedup_now())
         start, end = _keys.TIMER_INDEX, _keys.prefix_end(_keys.TIMER_INDEX)
         self._pending_timers = sum(1 for _ in engine.scan(Column.TIMERS, start, end))
         self._next_timer: dict[TimeDomain, int | None] = {}  # cache; cleared by timer commits
@@ -67,7 +80,7 @@ class StateStore:
 
     @classmethod
     def open_rocksdb(
-        cls, path: str | Path, *, config: StoreConfig | None = None, clock: Clock = wall_clock_ms
+        cls, path: str | Path, *, config: StoreConfig | None = None, clock: Clock = monotonic_ms
     ) -> StateStore:
         """Open (creating if needed) the store in directory ``path``."""
         # Imported here so that computations (and Spark executors) can use the
@@ -87,10 +100,26 @@ class StateStore:
         engine: MemoryEngine | None = None,
         *,
         config: StoreConfig | None = None,
-        clock: Clock = wall_clock_ms,
+        clock: Clock = monotonic_ms,
     ) -> StateStore:
         """A store in memory; pass the engine of a previous store to "reopen" it."""
         return cls(engine or MemoryEngine(), config=config, clock=clock)
+
+    def dedup_now(self) -> int:
+        """The store's own clock (ms): what dedup retention counts. Continues across
+        restarts from where the last commit left it; downtime does not count."""
+        return self._dedup_base + self._clock() - self._opened_at
+
+    def _load_dedup_clock(self, engine: Engine) -> int:
+        stored = engine.get(Column.META, _DEDUP_CLOCK)
+        if stored is not None:
+            return int(_I64.unpack(stored)[0])
+        if next(iter(engine.scan(Column.DEDUP, b"", None)), None) is not None:
+            return wall_clock_ms()  # ids written before the store had its own clock
+        return self._opened_at
+
+    def _stage_dedup_clock(self, batch: Batch, now_ms: int) -> None:
+        batch.put(Column.META, _DEDUP_CLOCK, _I64.pack(now_ms))
 
     @property
     def description(self) -> str:
@@ -145,7 +174,7 @@ class StateStore:
 
     def _lookup_ids(self, record_ids: Sequence[bytes], positions: Positions) -> list[bool]:
         self._require_open()
-        return self._dedup.lookup(record_ids, positions, self._clock())
+        return self._dedup.lookup(record_ids, positions, self.dedup_now())
 
     def _write(self, batch: Batch, *, sync: bool) -> None:
         self._require_open()

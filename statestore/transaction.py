@@ -19,7 +19,7 @@ from statestore._bloom import Positions
 from statestore._engine import Batch, Column
 from statestore.dedup import StagedIds
 from statestore.errors import StateStoreError, StoreWriteError, TransactionStateError
-from statestore.types import TimeDomain, Timer
+from statestore.types import SenderProgress, TimeDomain, Timer
 
 if TYPE_CHECKING:
     from statestore.store import StateStore
@@ -44,6 +44,7 @@ class Transaction:
         self._status = TransactionStatus.OPEN
         self._state: dict[bytes, bytes | None] = {}
         self._seen: dict[bytes, None] = {}
+        self._marks: list[SenderProgress] = []
         self._timers: dict[_TimerId, Timer | None] = {}
         self._outbox: dict[bytes, bytes | None] = {}
         self._meta: dict[str, bytes | None] = {}
@@ -106,6 +107,12 @@ class Transaction:
         """Record ids to remember as processed when this transaction commits."""
         self._require_open()
         self._seen.update(dict.fromkeys(record_ids))
+
+    def note_progress(self, marks: Iterable[SenderProgress]) -> None:
+        """What the deliveries of this commit said of their senders' progress: their ids
+        are kept until every such sender's floor passes what it delivered."""
+        self._require_open()
+        self._marks.extend(marks)
 
     # -- timers -----------------------------------------------------------
 
@@ -184,7 +191,7 @@ class Transaction:
             store._require_open()
             store._check_epoch(self._epoch)
             batch = store._engine.new_batch()
-            now_ms = store._clock()
+            now_ms = store.dedup_now()
             state = self._state
             batch.put_many(Column.STATE, [(k, v) for k, v in state.items() if v is not None])
             for key in [k for k, v in state.items() if v is None]:
@@ -214,10 +221,11 @@ class Transaction:
 
     def _stage_ids(self, batch: Batch, now_ms: int) -> StagedIds | None:
         dedup = self._store._dedup
-        if not self._seen and not dedup.has_expired(now_ms):
+        if not self._seen and not self._marks and not dedup.has_expired(now_ms):
             return None
         ids = list(self._seen)
-        return dedup.stage(batch, ids, self._positions(ids), now_ms)
+        self._store._stage_dedup_clock(batch, now_ms)
+        return dedup.stage(batch, ids, self._positions(ids), now_ms, self._marks)
 
     def _positions(self, ids: list[bytes]) -> Positions:
         rows = self._hashed_rows

@@ -40,3 +40,18 @@ class DedupStats:
     false_positives: int
     segments: int
     filters: int
+
+
+@dataclass(frozen=True, slots=True)
+class SenderProgress:
+    """What one delivery says of its sender's progress, in the sender's own positions.
+
+    ``sender`` names the position sequence (which interval's outbox, which
+    source stream's log); ``floor``: the sender will never send a position
+    below it again; ``last``: the highest position in the delivery. Ids the
+    delivery brings are forgotten only once the sender's floor passes ``last``.
+    """
+
+    sender: bytes
+    floor: int
+    last: int

@@ -183,6 +183,8 @@ class MillraceChild:
         self.log_path = log_path
         self._log_level = log_level
         self.process: subprocess.Popen[str] | None = None
+        self.env: dict[str, str] = {}
+        """Extra environment of the child (e.g. ``LD_PRELOAD`` of libfaketime)."""
 
     @property
     def pid(self) -> int:
@@ -193,7 +195,7 @@ class MillraceChild:
     def _spawn(self, args: list[str], ready_prefix: str, what: str) -> None:
         """Start ``millrace ARGS`` and wait for a stdout line starting with ``ready_prefix``."""
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": path}
+        env = {**os.environ, "PYTHONPATH": path, **self.env}
         if self._log_level:
             env["MILLRACE_LOG_LEVEL"] = self._log_level
         with open(self.log_path, "a") as log:
@@ -248,11 +250,22 @@ class InjectorProcess(MillraceChild):
 class NodeProcess(MillraceChild):
     """One ``millrace node`` child process (logging at WARNING)."""
 
-    def __init__(self, deployment: Path, name: str, data_dir: Path, log_dir: Path) -> None:
-        super().__init__(log_dir / f"{name}.log", log_level="WARNING")
+    def __init__(
+        self,
+        deployment: Path,
+        name: str,
+        data_dir: Path,
+        log_dir: Path,
+        *,
+        address: str | None = None,
+        log_level: str = "WARNING",
+    ) -> None:
+        super().__init__(log_dir / f"{name}.log", log_level=log_level)
         self.deployment = deployment
         self.name = name
         self.data_dir = data_dir
+        self.address = address
+        """``--address`` (where to listen), when not the placement's."""
         self.starts = 0
 
     def start(self) -> None:
@@ -262,7 +275,19 @@ class NodeProcess(MillraceChild):
             "node", "--deployment", str(self.deployment),
             "--name", self.name, "--data-dir", str(self.data_dir),
         ]  # fmt: skip
+        if self.address is not None:
+            args += ["--address", self.address]
         self._spawn(args, f"node {self.name} serving", f"node {self.name}")
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its locks and its port but does nothing."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
 
 class SourceDriver:

@@ -21,6 +21,7 @@ from computations import Topology
 from computations._deployment import Deployment
 from computations.errors import TopologyError
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2, sink_pb2, sink_pb2_grpc
+from sinks import SinkLockedError
 from sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink
 from sinks.read_service import SubscribeService, ViewService
 from tests.cluster import ROOT, NodeProcess, SourceDriver, forwarding_deployment, free_port
@@ -131,6 +132,9 @@ def test_subscribe_and_view_read_parquet_parts(tmp_path: Path) -> None:
     sink = ParquetSink(tmp_path)
     sink.write(delivery_pb2.DeliveryBatch(records=[record(1, "a"), record(2, "b")]))
     sink.write(delivery_pb2.DeliveryBatch(records=[record(3, "a")]))
+    with pytest.raises(SinkLockedError, match="written by another process"):
+        ParquetSink(tmp_path)
+    sink.close()
     sink = ParquetSink(tmp_path)  # positions and the view survive a reopen
     sink.write(delivery_pb2.DeliveryBatch(records=[record(4, "c"), record(3, "a")]))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))

@@ -11,6 +11,7 @@ keys; when the watermark passes the window it emits
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -163,3 +164,29 @@ class FlakyTimers(Computation):
     def _see(self, ctx: Context, item: str) -> None:
         ctx.put_state("seen", [*(ctx.get_state("seen", JSON) or []), item], JSON)
         ctx.produce("ok", ctx.key, item.encode())
+
+
+class LatenessAudit(Computation):
+    """Forwards every record unchanged and reports each one that arrives behind the
+    computation's input low watermark (``{"stage", "id", "ts", "watermark"}`` on stream
+    ``late``): the invariant "no record is ever late unless its source delivered it late".
+
+    ``params``: ``stage`` (its name in reports), ``output`` (the stream to forward to),
+    ``delay_ms`` (time spent per record, so a downstream stage lags and its upstream
+    holds unacked productions).
+    """
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        self.stage = str(params["stage"])
+        self.output = str(params["output"])
+        self.delay_s = float(params.get("delay_ms", 0)) / 1000
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        mark = ctx.low_watermark
+        if mark is not None and record.timestamp_ms < mark:
+            body = {"stage": self.stage, "id": record.value.decode(),
+                    "ts": record.timestamp_ms, "watermark": mark}  # fmt: skip
+            ctx.produce("late", ctx.key, json.dumps(body).encode(), mark)
+        ctx.produce(self.output, ctx.key, record.value, record.timestamp_ms)

@@ -34,6 +34,7 @@ from injector.log.errors import (
     LogCorruptedError,
     LogError,
     LogLockedError,
+    LogTailLostError,
     LogWriteError,
     OffsetDeletedError,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "LogError",
     "LogLockedError",
     "LogRecord",
+    "LogTailLostError",
     "LogWriteError",
     "OffsetDeletedError",
     "RecoveryReport",

@@ -261,6 +261,8 @@ class PendingChunk:
         self.index: list[tuple[int, int]] = []
         self.records = 0
         self.commits = 0
+        self.requests = 0
+        """Requests added by this call (``commits`` counts the same for a fresh chunk)."""
         self.min_event_ms = self.max_event_ms = 0
         self.end_offset = base_offset
 
@@ -325,6 +327,7 @@ class PendingChunk:
                 self.min_event_ms, self.max_event_ms = low, high
             self.records += count
         self.commits += 1
+        self.requests += 1
         self.end_offset = first_offset + count
         if self.first_append_ms is None:
             self.first_append_ms = self.now_ms

@@ -12,7 +12,7 @@ from time import time_ns
 from types import TracebackType
 
 from injector.log._fileio import fsync_dir
-from injector.log._format import stream_tag
+from injector.log._format import segment_name, stream_tag
 from injector.log._reading import iter_commits, read_records
 from injector.log._recovery import load_segments
 from injector.log._segment import PendingChunk, Segment
@@ -168,8 +168,12 @@ class StreamLog:
            normally a call touches one segment, so one of each per call).
         3. Publish: the segment's index and size, then :attr:`next_offset`.
 
-        A failed write raises :class:`LogWriteError`; its requests may or may
-        not be durable (retry them with their idempotency keys after reopening).
+        A failed write raises :class:`LogWriteError` whose ``published`` lists
+        the results of the requests written before it (a prefix: earlier chunks
+        of the same call); no later request is published. The next call first
+        cuts the active segment back to its durable end (or finishes a failed
+        roll), so the log writes again as soon as the disk does (a full disk
+        freed). Until then every call raises :class:`LogWriteError`.
         """
         if not requests:
             return []
@@ -177,8 +181,14 @@ class StreamLog:
             self._check_writable()
             now_ms = self._clock()
             chunks, results = self._plan(requests, now_ms)
+            done = 0
             for chunk in chunks:
-                self._write(chunk)
+                try:
+                    self._write(chunk)
+                except LogWriteError as error:
+                    error.published = results[:done]
+                    raise
+                done += chunk.requests
         return results
 
     def _plan(
@@ -264,9 +274,42 @@ class StreamLog:
         if self._lock_fd is None:
             raise LogClosedError(str(self._directory), "open read-only")
         if self._failed is not None:
-            raise LogClosedError(
-                str(self._directory), f"failed ({self._failed}); reopen it to recover"
-            )
+            self._recover_after_failure()
+
+    def _recover_after_failure(self) -> None:
+        """After a failed write or roll (lock held): make the files match what is
+        published again, or raise :class:`LogWriteError` (still failing).
+
+        A failed write may have left partial bytes past the active segment's
+        durable size: cut them (they were never acknowledged; kept, a retry would
+        append its records twice). A failed roll left the active segment either
+        unsealed (retry the roll later) or sealed without a successor: remove a
+        half-created successor and create it again.
+        """
+        active = self._segments[-1]
+        try:
+            if active.fd is not None:
+                os.ftruncate(active.fd, active.size)
+                if self._config.fsync:
+                    os.fsync(active.fd)
+            else:
+                successor = self._directory / segment_name(active.end_offset)
+                successor.unlink(missing_ok=True)
+                if not active.sealed:
+                    active.seal(fsync=self._config.fsync)
+                segment = Segment.create(
+                    self._directory,
+                    active.end_offset,
+                    created_ms=self._clock(),
+                    index_every=self._config.index_every,
+                    fsync=self._config.fsync,
+                )
+                self._segments = (*self._segments, segment)
+        except OSError as exc:
+            raise LogWriteError(
+                str(active.path), f"still failing ({exc}; first: {self._failed})"
+            ) from exc
+        self._failed = None
 
     def delete_before(self, offset: int, *, older_than_ms: int | None = None) -> list[str]:
         """Retention: delete the oldest sealed segments that lie wholly below ``offset``.

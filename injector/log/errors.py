@@ -7,7 +7,10 @@ a change elsewhere.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from injector.log._types import AppendResult
 
 
 class LogError(Exception):
@@ -53,16 +56,21 @@ class LogCorruptedError(LogError):
 class LogWriteError(LogError):
     """Writing or fsyncing a segment failed (disk full, I/O error).
 
-    Nothing of the failed call was acknowledged; the handle refuses further
-    appends because the file's durable state is unknown. Fix the disk and
-    reopen the log: recovery truncates whatever the failed call left behind.
+    Nothing of the failed call was acknowledged. The next append first cuts
+    back whatever the failed call left behind and then writes again, so the
+    log recovers by itself once the disk does (free space, fix the device).
     """
 
     retryable = True
 
     def __init__(self, path: str, detail: str) -> None:
-        super().__init__(f"writing stream log segment {path!r} failed: {detail}; reopen the log")
+        super().__init__(
+            f"writing stream log segment {path!r} failed: {detail}; appends are refused "
+            "until a write succeeds again (free space or fix the disk)"
+        )
         self.path = path
+        self.published: list[AppendResult] = []
+        """Results of the call's requests that were written before the failure (a prefix)."""
 
 
 class LogClosedError(LogError):
@@ -85,3 +93,29 @@ class OffsetDeletedError(LogError):
         )
         self.offset = offset
         self.first_offset = first_offset
+
+
+class LogTailLostError(LogError):
+    """The log ends below offsets its consumers have already acknowledged.
+
+    Acknowledged records at the end of the log are gone (a damaged disk, a
+    restored backup, a deleted active segment). An offset names a record
+    (its record id), and the nodes remember those ids: new records numbered
+    from the log's end would be dropped as duplicates, silently. The injector
+    refuses to start instead. Restore the missing segment files from a backup
+    or replica; failing that, the stream's records at those offsets are lost
+    for good, and the computations that consumed them must be rebuilt from an
+    empty state together with a new log (move the stream's log directory and
+    every downstream data directory away).
+    """
+
+    def __init__(self, path: str, next_offset: int, acked_offset: int, acked_by: str) -> None:
+        super().__init__(
+            f"stream log {path!r} ends at offset {next_offset}, but {acked_by} acknowledged "
+            f"every offset below {acked_offset}: records {next_offset}..{acked_offset - 1} "
+            "were lost from the log's end. Refusing to reuse their offsets (record ids); "
+            "restore the missing segment files from a backup"
+        )
+        self.path = path
+        self.next_offset = next_offset
+        self.acked_offset = acked_offset

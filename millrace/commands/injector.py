@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Start the injector, print where it listens, serve until signalled, drain, exit 0."""
-    from injector.log import LogConfig
+    from injector.log import LogConfig, LogError
     from injector.server import Injector, InjectorConfig
 
     tune_threads()
@@ -56,7 +56,11 @@ def run(args: argparse.Namespace) -> int:
         config=config,
         metrics_port=placement.metrics_port,
     )
-    injector.start()
+    try:
+        injector.start()
+    except (LogError, OSError) as exc:
+        print(f"millrace injector: cannot start: {exc}", file=sys.stderr)
+        return 2
     settle_garbage_collector()
     metrics = f", metrics on :{injector.metrics_port}" if injector.metrics_port else ""
     streams = ", ".join(sorted(injector.streams))

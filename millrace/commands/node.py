@@ -22,7 +22,7 @@ from millrace._logging import configure_logging
 from millrace._runtime_tuning import settle_garbage_collector, tune_threads
 from millrace._service_support import StopSignals, enable_stack_dumps
 from millrace.commands._options import add_config_argument
-from statestore import StoreConfig
+from statestore import StateStoreError, StoreConfig
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,10 +101,16 @@ def run(args: argparse.Namespace) -> int:
         resolved.deployment,
         resolved.name,
         args.data_dir,
-        store_config=StoreConfig(sync=not args.no_sync),
+        store_config=store_config(resolved.deployment.nodes[resolved.name], sync=not args.no_sync),
         address=resolved.listen,
     )
-    node.start()
+    try:
+        node.start()
+    except (StateStoreError, OSError) as exc:
+        # Another process holds a store or the port: this start asked the registry for
+        # nothing, so the node that runs keeps its intervals.
+        print(f"millrace node: {resolved.name} cannot start: {exc}", file=sys.stderr)
+        return 2
     settle_garbage_collector()
     placement = node.placement
     metrics = f", metrics on :{node.metrics_port}" if node.metrics_port else ""
@@ -116,6 +122,19 @@ def run(args: argparse.Namespace) -> int:
     signals.wait()
     node.stop()
     return 0
+
+
+def store_config(placement: NodePlacement, *, sync: bool) -> StoreConfig:
+    """The stores' settings of a node (``dedup_retention_ms`` from its placement)."""
+    retention = placement.dedup_retention_ms
+    if retention is None:
+        return StoreConfig(sync=sync)
+    default = StoreConfig()
+    return StoreConfig(
+        sync=sync,
+        dedup_retention_ms=retention,
+        dedup_segment_ms=min(default.dedup_segment_ms, max(1, retention // 6)),
+    )
 
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "[::]", "::", ""})
@@ -155,8 +174,10 @@ def resolve_node(
       sharing it) and ``address`` is given: it takes their place in this
       process. Any other set overlaps placements whose other intervals would
       reach this node (or whose node would be shadowed): an error.
-    - ``address``, when given, must be the routed address or a wildcard host
-      (``0.0.0.0``, ``[::]``) with its port; it is where the node listens.
+    - ``address``, when given, is where the node listens. Without an
+      ``[injector]`` it must be the routed address or a wildcard host
+      (``0.0.0.0``, ``[::]``) with its port; with one, any address: the node
+      registers it and senders follow the registry.
     - ``metrics_port`` overrides the placement's (it does not affect routing).
     """
     if name is not None:
@@ -173,7 +194,9 @@ def resolve_node(
         placement, replaced = _placement_for(deployment, computation, intervals, address, config)
     listen = placement.address
     if address is not None:
-        if not _same_endpoint(address, placement.address):
+        # With an injector, nodes register where they listen and every sender follows the
+        # registry: a node may be started (or replaced) anywhere.
+        if deployment.injector is None and not _same_endpoint(address, placement.address):
             raise CommandError(
                 f"--address {address} is not where {config} routes {placement.computation!r} "
                 f"intervals {list(placement.intervals)} ({placement.address}): other processes "

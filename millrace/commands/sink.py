@@ -14,13 +14,14 @@ from computations._deployment import Deployment
 from computations._sender import CHANNEL_OPTIONS
 from millrace._logging import configure_logging
 from millrace._service_support import (
+    EXCLUSIVE_PORT,
     StopSignals,
     enable_stack_dumps,
     serve_health_and_reflection,
 )
 from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
-from sinks import FileSink
+from sinks import FileSink, SinkLockedError
 from sinks.parquet_sink import ParquetSink
 from sinks.read_service import SubscribeService, ViewService
 
@@ -59,11 +60,15 @@ def run(args: argparse.Namespace) -> int:
     if not parquet:
         default = default.with_name(f"{args.stream}.jsonl")
     path = Path(args.path or deployment.sink_paths.get(args.stream) or default)
-    sink: FileSink | ParquetSink = ParquetSink(path) if parquet else FileSink(path)
+    try:
+        sink: FileSink | ParquetSink = ParquetSink(path) if parquet else FileSink(path)
+    except SinkLockedError as exc:
+        print(f"millrace sink: {exc}", file=sys.stderr)
+        return 2
     security = deployment.security
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=16),
-        options=CHANNEL_OPTIONS,
+        options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT],
         interceptors=security.server_interceptors(),
     )
     delivery_pb2_grpc.add_DeliveryServicer_to_server(sink, server)
@@ -71,8 +76,11 @@ def run(args: argparse.Namespace) -> int:
     sink_pb2_grpc.add_ViewServicer_to_server(ViewService(args.stream, sink), server)
     services = [f"millrace.wire.v1.{name}" for name in ("Delivery", "Subscribe", "View")]
     serve_health_and_reflection(server, services)
-    if security.bind(server, address) == 0:
-        print(f"millrace sink: cannot listen on {address}", file=sys.stderr)
+    try:
+        security.bind(server, address)
+    except OSError as exc:
+        print(f"millrace sink: {exc}", file=sys.stderr)
+        sink.close()
         return 2
     server.start()
     repaired = ""

@@ -332,3 +332,61 @@ def test_only_journaled_values_are_published_once_durability_is_required() -> No
     restored.restore(state)
     restored.require_durability()
     assert restored.watermarks()["source:events"] == 1_000, "a restart resumes from the journal"
+
+
+def test_a_restored_authority_publishes_nothing_new_until_every_interval_reports_again() -> None:
+    """Issue 14: a hold reported to the old incarnation (never journaled, because nothing
+    published changed) must not be forgotten: restored reports do not count."""
+    before = authority()
+    before.set_source_watermark("events", 1_000)
+    report_all(before, (None, None), (None, None))
+    assert before.watermarks()["totals"] == 1_000
+    # counts/0 now holds work at 1_100 (productions not yet acked downstream): the
+    # report is accepted, but nothing published changes, so nothing new is journaled.
+    version = before.version
+    before.report([rep("counts", 0, 1_100)])
+    assert before.version == version
+    state = before.journal()
+
+    after = authority()
+    after.restore(state)
+    after.set_source_watermark("events", 5_000)  # every source record was acknowledged
+    marks = after.watermarks()
+    assert marks["counts"] == 1_000 and marks["totals"] == 1_000, "nothing new yet"
+    report_all(after, (1_100, None), (None, None))  # everyone reports to the new incarnation
+    assert after.watermarks()["counts"] == 1_100
+    assert after.watermarks()["totals"] == 1_100
+
+
+def test_totals_waits_for_every_upstream_interval_after_a_restore() -> None:
+    before = authority()
+    before.set_source_watermark("events", 1_000)
+    report_all(before, (None, None), (None, None))
+    after = authority()
+    after.restore(before.journal())
+    after.set_source_watermark("events", 5_000)
+    after.report([rep("totals", 0, None), rep("totals", 1, None), rep("counts", 0, None)])
+    assert after.watermarks()["totals"] == 1_000, "counts/1 has not reported yet"
+    after.report([rep("counts", 1, None)])
+    assert after.watermarks()["totals"] == 5_000
+
+
+def test_restored_epochs_still_fence_stale_reporters() -> None:
+    before = authority()
+    before.report([rep("counts", 0, None, epoch=7)])
+    after = authority()
+    after.restore(before.journal())
+    accepted, ignored = after.report([rep("counts", 0, 5, epoch=6)])
+    assert (accepted, ignored) == (0, [("counts", 0)])
+    assert after.reported_epochs()[("counts", 0)] == 7
+
+
+def test_a_late_retry_of_an_older_report_does_not_replace_a_newer_one() -> None:
+    auth = authority()
+    auth.set_source_watermark("events", 1_000)
+    report_all(auth, (None, None), (None, None))
+    newer = IntervalReport("counts", 0, 1, 500, sequence=9)
+    older = IntervalReport("counts", 0, 1, None, sequence=8)  # sent first, arrived late
+    auth.report([newer])
+    auth.report([older])
+    assert auth.oldest_work()["counts"] == 500

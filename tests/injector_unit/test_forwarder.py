@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from computations import Topology
-from computations._outbox import Production
+from computations._outbox import Frame
 from computations._sender import Origin
 from injector.forwarder import Forwarder
 from injector.log import AppendRequest, LogConfig, StreamLog
@@ -47,7 +47,8 @@ class FakeNodes:
     def __call__(self, address: str) -> FakeNodes:
         return self
 
-    def submit(self, origin: Origin, productions: Sequence[Production]) -> None:
+    def submit_frames(self, origin: Origin, frames: Sequence[Frame]) -> None:
+        productions = [p for frame in frames for p in frame.productions]
         if self.failures:
             self.failures -= 1
             raise OSError("the network is down")
@@ -81,8 +82,7 @@ def forwarder_for(log: StreamLog, nodes: FakeNodes) -> Forwarder:
     forwarder = Forwarder(
         log,
         two_consumer_topology(),
-        lambda name, interval: f"{name}/{interval}",
-        nodes,
+        lambda name, interval: nodes(f"{name}/{interval}"),
         log.directory / "forwarded.json",
     )
     nodes.forwarder = forwarder
@@ -204,12 +204,12 @@ def test_acks_in_any_order_move_a_consumer_to_its_first_unacked_offset(
     nodes = FakeNodes(acking=set())
     keys: dict[tuple[str, int], bytes] = {}
 
-    def keep(origin: Origin, productions: Sequence[Production]) -> None:
-        for production in productions:
+    def keep(origin: Origin, frames: Sequence[Frame]) -> None:
+        for production in (p for frame in frames for p in frame.productions):
             offset = int.from_bytes(production.record.record_id[8:], "big")
             keys[production.consumer, offset] = production.outbox_key
 
-    nodes.submit = keep  # type: ignore[method-assign]
+    nodes.submit_frames = keep  # type: ignore[method-assign]
     forwarder = forwarder_for(stream_log, nodes)
     forwarder.start()
     try:

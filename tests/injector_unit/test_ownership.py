@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent import futures
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from computations._control_link import AssignmentWatch, register_intervals
+from computations._control_link import LeaseKeeper, register_intervals
 from injector.control_service import ControlService
 from injector.ownership import OwnershipRegistry
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
@@ -43,14 +44,18 @@ def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
             address, node_id="old", computation="counts", node_address="x", intervals=[0, 1]
         )
         assert held == {0: 1, 1: 1}
-        superseded: list[tuple[int, int, str]] = []
-        watch = AssignmentWatch(
+        superseded: list[tuple[str, int, int, str]] = []
+        routes: list[tuple[str, int, str]] = []
+        keeper = LeaseKeeper(
             address,
-            computation="counts",
-            held=lambda: held,
-            on_superseded=lambda i, e, owner: superseded.append((i, e, owner)),
+            computations=["counts"],
+            held=lambda: {("counts", i): epoch for i, epoch in held.items()},
+            on_superseded=lambda c, i, e, owner: superseded.append((c, i, e, owner)),
+            on_routes=routes.extend,
+            poll_s=0.05,
         )
-        watch.start()
+        keeper.start()
+        assert keeper.wait_fresh(("counts", 1), 5.0), "the registry confirms the lease"
         newer = register_intervals(
             address, node_id="new", computation="counts", node_address="y", intervals=[1]
         )
@@ -65,11 +70,45 @@ def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
             if superseded:
                 break
             time.sleep(0.05)
-        assert superseded[0] == (1, 2, "new"), "the old owner learns it lost interval 1"
-        watch.stop()
+        assert superseded[0] == ("counts", 1, 2, "new"), "the old owner learns it lost interval 1"
+        assert ("counts", 1, "y") in routes, "senders learn where interval 1 is served now"
+        assert not keeper.wait_fresh(("counts", 1), 0.5), "a superseded lease is not confirmed"
+        assert keeper.fresh(("counts", 0)), "the interval it kept still is"
+        keeper.stop()
         with pytest.raises(ValueError, match="refused"):
             register_intervals(
                 address, node_id="z", computation="nope", node_address="x", intervals=[0]
             )
     finally:
         server.stop(0.5).wait()
+
+
+def test_registration_grants_above_the_epoch_a_node_shows(tmp_path: Path) -> None:
+    """Issue 14: a registry that lost ownership.json never hands out an epoch a store
+    already claimed (a zombie would outrank the new owner)."""
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    [lease] = registry.register("a", "counts", "x", [0], {0: 41})
+    assert lease.epoch == 42
+    (tmp_path / "ownership.json").unlink()
+    lost = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    [fresh] = lost.register("b", "counts", "y", [0])
+    assert fresh.epoch == 1, "nothing shown, nothing known"
+    lost.raise_floor("counts", 0, 42)  # e.g. from the watermark journal
+    [floored] = lost.register("b", "counts", "y", [0])
+    assert floored.epoch == 43
+
+
+def test_forged_stored_epochs_are_refused(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    for forged in (2**63 - 1, 2**53, -1):
+        with pytest.raises(ValueError, match="outside"):
+            registry.register("a", "counts", "x", [0], {0: forged})
+    assert registry.leases()[1] == [], "nothing was leased"
+
+
+def test_the_journal_is_replaced_durably(tmp_path: Path) -> None:
+    path = tmp_path / "ownership.json"
+    registry = OwnershipRegistry(two_stage_topology(), path)
+    registry.register("a", "counts", "x", [0, 1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ownership.json"], "no temp file left"
+    assert len(json.loads(path.read_text())["leases"]) == 2

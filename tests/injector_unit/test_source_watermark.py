@@ -64,3 +64,24 @@ def test_unfinished_work_holds_the_watermark() -> None:
     assert source.current(1_200, 0) == 1_200
     assert source.current(None, 0) == 5_000
     assert source.is_late(4_999) and not source.is_late(5_000)
+
+
+def test_refused_records_hold_the_watermark_and_are_not_idleness() -> None:
+    """Issue 14: while the log refuses a request (a full disk), its client retries it; the
+    watermark must neither pass its records nor advance as if the source were idle."""
+    source = SourceWatermark(out_of_orderness_ms=100, idle_timeout_ms=1_000)
+    source.observe(999, 0)
+    assert source.current(None, 0) == 899
+    for now in range(200, 3_000, 200):  # refused again and again: never idle
+        source.refused(b"b", 1_000, now)
+        assert source.current(None, now) == 899
+    source.observe(1_999, 3_000, [b"b"])  # the retry got in: the hold is gone
+    assert source.current(None, 3_000) == 1_899
+
+
+def test_a_refused_request_that_never_comes_back_stops_holding_after_the_idle_timeout() -> None:
+    source = SourceWatermark(out_of_orderness_ms=100, idle_timeout_ms=1_000)
+    source.observe(999, 0)
+    source.refused(b"gone", 950, 100)
+    assert source.current(None, 1_050) == 899, "the refusal is recent: not idle"
+    assert source.current(None, 2_200) > 1_000, "idle once the refusal is a timeout old"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
-from statestore import StoreConfig
+from statestore import SenderProgress, StateStore, StoreConfig
 from tests.store_contract.conftest import StoreFactory
 
 MINUTE = 60_000
@@ -100,15 +101,57 @@ def test_full_filters_chain_and_rebuild_per_chain(factory: StoreFactory) -> None
     assert sum(store.begin().seen(fresh)) == 0, "a false positive never answers 'seen'"
 
 
-def test_expired_segments_found_on_open_are_collected(factory: StoreFactory) -> None:
+def test_downtime_does_not_age_record_ids(factory: StoreFactory) -> None:
+    """Issue 14: a store closed for longer than the retention forgets nothing: retention
+    counts the store's own running time (a receiver down for hours while its sender
+    still holds an unacknowledged record must still know the record)."""
     config = StoreConfig(dedup_segment_ms=MINUTE, dedup_retention_ms=2 * MINUTE)
     store = factory.open(config)
     factory.clock.now_ms = 0
-    commit_ids(factory, ids(1, 10))
-    factory.clock.now_ms = 10 * MINUTE
+    kept = ids(1, 10)
+    commit_ids(factory, kept)
+    factory.clock.now_ms = 10 * MINUTE  # ten minutes down
     store = factory.reopen()
-    assert store.dedup.segment_filters() == {}, "expired segments are not loaded"
-    assert store.recovered_ids == 0
-    assert set(store.dedup.stored_segments()) == {0}
+    assert store.recovered_ids == 10
+    assert all(store.begin().seen(kept)), "the downtime did not count"
+    factory.clock.now_ms = 13 * MINUTE  # three minutes up: past the retention now
+    assert not any(store.begin().seen(kept))
     commit_ids(factory, ids(2, 1))
-    assert set(store.dedup.stored_segments()) == {10}
+    assert len(store.dedup.stored_segments()) == 1, "the expired segment was collected"
+
+
+def test_a_wall_clock_step_does_not_age_record_ids(tmp_path: Path) -> None:
+    """The default clock is monotonic: stepping the wall clock changes nothing."""
+    with StateStore.open_rocksdb(tmp_path / "s", config=StoreConfig()) as store:
+        kept = ids(1, 10)
+        txn = store.begin()
+        txn.mark_seen(kept)
+        txn.commit()
+        before = store.dedup_now()
+        assert all(store.begin().seen(kept))
+        assert store.dedup_now() - before < 60_000
+
+
+def test_ids_stay_until_their_sender_can_no_longer_resend_them(factory: StoreFactory) -> None:
+    """Past the retention, a segment is forgotten only once every sender that delivered
+    into it reported a floor past what it delivered (and the book survives reopening)."""
+    config = StoreConfig(dedup_segment_ms=MINUTE, dedup_retention_ms=2 * MINUTE)
+    store = factory.open(config)
+    factory.clock.now_ms = 0
+    held = ids(1, 10)
+    txn = store.begin()
+    txn.mark_seen(held)
+    txn.note_progress([SenderProgress(b"up/0", floor=3, last=7)])
+    txn.commit()
+    factory.clock.now_ms = 30 * MINUTE  # long past the retention
+    assert all(store.begin().seen(held)), "the sender may still resend positions 3..7"
+    commit_ids(factory, ids(2, 1))
+    store = factory.reopen()
+    assert all(store.begin().seen(held)), "still, after a restart"
+    txn = store.begin()
+    txn.mark_seen(ids(3, 1))
+    txn.note_progress([SenderProgress(b"up/0", floor=8, last=9)])
+    txn.commit()
+    assert not any(store.begin().seen(held)), "floor 8 > 7: nothing of it can come back"
+    commit_ids(factory, ids(4, 1))
+    assert 0 not in store.dedup.stored_segments()

@@ -77,7 +77,18 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
         "KeyInterval": ("string computation = 1", "uint32 index = 2", "uint32 count = 3"),
     },
     "delivery": {
-        "Sender": ("string sender_id = 1", "KeyInterval interval = 2", "int64 epoch = 3"),
+        "Sender": (
+            "string sender_id = 1",
+            "KeyInterval interval = 2",
+            "int64 epoch = 3",
+            "SendProgress progress = 4",
+        ),
+        "SendProgress": (
+            "string sequence = 1",
+            "uint64 floor = 2",
+            "uint64 first = 3",
+            "uint64 last = 4",
+        ),
         "DeliveryBatch": (
             "uint64 batch_seq = 1",
             "Sender sender = 2",
@@ -101,6 +112,7 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "optional int64 oldest_work_ms = 3",
             "int64 reported_at_ms = 4",
             "string node_id = 5",
+            "uint64 sequence = 6",
         ),
         "ReportWatermarksRequest": ("repeated WatermarkReport reports = 1",),
         "ReportWatermarksResponse": (
@@ -127,7 +139,9 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "string computation = 2",
             "string address = 3",
             "repeated uint32 interval_indexes = 4",
+            "repeated StoredEpoch stored_epochs = 5",
         ),
+        "StoredEpoch": ("uint32 index = 1", "int64 epoch = 2"),
         "RegisterNodeResponse": ("repeated IntervalLease leases = 1",),
         "GetAssignmentRequest": ("repeated string computations = 1",),
         "Assignment": ("repeated IntervalLease leases = 1", "int64 version = 2"),

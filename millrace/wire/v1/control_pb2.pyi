@@ -20,16 +20,26 @@ class IntervalLease(_message.Message):
     def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "computation", "address", "interval_indexes")
+    __slots__ = ("node_id", "computation", "address", "interval_indexes", "stored_epochs")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     COMPUTATION_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     INTERVAL_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    STORED_EPOCHS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     computation: str
     address: str
     interval_indexes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, node_id: _Optional[str] = ..., computation: _Optional[str] = ..., address: _Optional[str] = ..., interval_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
+    stored_epochs: _containers.RepeatedCompositeFieldContainer[StoredEpoch]
+    def __init__(self, node_id: _Optional[str] = ..., computation: _Optional[str] = ..., address: _Optional[str] = ..., interval_indexes: _Optional[_Iterable[int]] = ..., stored_epochs: _Optional[_Iterable[_Union[StoredEpoch, _Mapping]]] = ...) -> None: ...
+
+class StoredEpoch(_message.Message):
+    __slots__ = ("index", "epoch")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    epoch: int
+    def __init__(self, index: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("leases",)

@@ -26,14 +26,28 @@ WRONG_INTERVAL: RejectReason
 OVERLOADED: RejectReason
 
 class Sender(_message.Message):
-    __slots__ = ("sender_id", "interval", "epoch")
+    __slots__ = ("sender_id", "interval", "epoch", "progress")
     SENDER_ID_FIELD_NUMBER: _ClassVar[int]
     INTERVAL_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     sender_id: str
     interval: _record_pb2.KeyInterval
     epoch: int
-    def __init__(self, sender_id: _Optional[str] = ..., interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    progress: SendProgress
+    def __init__(self, sender_id: _Optional[str] = ..., interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., progress: _Optional[_Union[SendProgress, _Mapping]] = ...) -> None: ...
+
+class SendProgress(_message.Message):
+    __slots__ = ("sequence", "floor", "first", "last")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    sequence: str
+    floor: int
+    first: int
+    last: int
+    def __init__(self, sequence: _Optional[str] = ..., floor: _Optional[int] = ..., first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
 
 class DeliveryBatch(_message.Message):
     __slots__ = ("batch_seq", "sender", "target", "target_epoch", "records")

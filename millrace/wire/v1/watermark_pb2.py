@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from millrace.wire.v1 import record_pb2 as millrace_dot_wire_dot_v1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n millrace/wire/v1/watermark.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"\xaa\x01\n\x0fWatermarkReport\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x1b\n\x0eoldest_work_ms\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x16\n\x0ereported_at_ms\x18\x04 \x01(\x03\x12\x0f\n\x07node_id\x18\x05 \x01(\tB\x11\n\x0f_oldest_work_ms\"M\n\x17ReportWatermarksRequest\x12\x32\n\x07reports\x18\x01 \x03(\x0b\x32!.millrace.wire.v1.WatermarkReport\"b\n\x18ReportWatermarksResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x34\n\rignored_stale\x18\x02 \x03(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\".\n\x16WatchWatermarksRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"X\n\x0fWatermarkUpdate\x12\x13\n\x0b\x63omputation\x18\x01 \x01(\t\x12\x18\n\x10low_watermark_ms\x18\x02 \x01(\x03\x12\x16\n\x0e\x63omputed_at_ms\x18\x03 \x01(\x03\"F\n\x10WatermarkUpdates\x12\x32\n\x07updates\x18\x01 \x03(\x0b\x32!.millrace.wire.v1.WatermarkUpdate2\xe2\x01\n\x12WatermarkAuthority\x12i\n\x10ReportWatermarks\x12).millrace.wire.v1.ReportWatermarksRequest\x1a*.millrace.wire.v1.ReportWatermarksResponse\x12\x61\n\x0fWatchWatermarks\x12(.millrace.wire.v1.WatchWatermarksRequest\x1a\".millrace.wire.v1.WatermarkUpdates0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n millrace/wire/v1/watermark.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"\xbc\x01\n\x0fWatermarkReport\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x1b\n\x0eoldest_work_ms\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x16\n\x0ereported_at_ms\x18\x04 \x01(\x03\x12\x0f\n\x07node_id\x18\x05 \x01(\t\x12\x10\n\x08sequence\x18\x06 \x01(\x04\x42\x11\n\x0f_oldest_work_ms\"M\n\x17ReportWatermarksRequest\x12\x32\n\x07reports\x18\x01 \x03(\x0b\x32!.millrace.wire.v1.WatermarkReport\"b\n\x18ReportWatermarksResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x34\n\rignored_stale\x18\x02 \x03(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\".\n\x16WatchWatermarksRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"X\n\x0fWatermarkUpdate\x12\x13\n\x0b\x63omputation\x18\x01 \x01(\t\x12\x18\n\x10low_watermark_ms\x18\x02 \x01(\x03\x12\x16\n\x0e\x63omputed_at_ms\x18\x03 \x01(\x03\"F\n\x10WatermarkUpdates\x12\x32\n\x07updates\x18\x01 \x03(\x0b\x32!.millrace.wire.v1.WatermarkUpdate2\xe2\x01\n\x12WatermarkAuthority\x12i\n\x10ReportWatermarks\x12).millrace.wire.v1.ReportWatermarksRequest\x1a*.millrace.wire.v1.ReportWatermarksResponse\x12\x61\n\x0fWatchWatermarks\x12(.millrace.wire.v1.WatchWatermarksRequest\x1a\".millrace.wire.v1.WatermarkUpdates0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,17 +33,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'millrace.wire.v1.watermark_
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_WATERMARKREPORT']._serialized_start=86
-  _globals['_WATERMARKREPORT']._serialized_end=256
-  _globals['_REPORTWATERMARKSREQUEST']._serialized_start=258
-  _globals['_REPORTWATERMARKSREQUEST']._serialized_end=335
-  _globals['_REPORTWATERMARKSRESPONSE']._serialized_start=337
-  _globals['_REPORTWATERMARKSRESPONSE']._serialized_end=435
-  _globals['_WATCHWATERMARKSREQUEST']._serialized_start=437
-  _globals['_WATCHWATERMARKSREQUEST']._serialized_end=483
-  _globals['_WATERMARKUPDATE']._serialized_start=485
-  _globals['_WATERMARKUPDATE']._serialized_end=573
-  _globals['_WATERMARKUPDATES']._serialized_start=575
-  _globals['_WATERMARKUPDATES']._serialized_end=645
-  _globals['_WATERMARKAUTHORITY']._serialized_start=648
-  _globals['_WATERMARKAUTHORITY']._serialized_end=874
+  _globals['_WATERMARKREPORT']._serialized_end=274
+  _globals['_REPORTWATERMARKSREQUEST']._serialized_start=276
+  _globals['_REPORTWATERMARKSREQUEST']._serialized_end=353
+  _globals['_REPORTWATERMARKSRESPONSE']._serialized_start=355
+  _globals['_REPORTWATERMARKSRESPONSE']._serialized_end=453
+  _globals['_WATCHWATERMARKSREQUEST']._serialized_start=455
+  _globals['_WATCHWATERMARKSREQUEST']._serialized_end=501
+  _globals['_WATERMARKUPDATE']._serialized_start=503
+  _globals['_WATERMARKUPDATE']._serialized_end=591
+  _globals['_WATERMARKUPDATES']._serialized_start=593
+  _globals['_WATERMARKUPDATES']._serialized_end=663
+  _globals['_WATERMARKAUTHORITY']._serialized_start=666
+  _globals['_WATERMARKAUTHORITY']._serialized_end=892
 # @@protoc_insertion_point(module_scope)

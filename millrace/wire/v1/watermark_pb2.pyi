@@ -8,18 +8,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class WatermarkReport(_message.Message):
-    __slots__ = ("interval", "epoch", "oldest_work_ms", "reported_at_ms", "node_id")
+    __slots__ = ("interval", "epoch", "oldest_work_ms", "reported_at_ms", "node_id", "sequence")
     INTERVAL_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OLDEST_WORK_MS_FIELD_NUMBER: _ClassVar[int]
     REPORTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     interval: _record_pb2.KeyInterval
     epoch: int
     oldest_work_ms: int
     reported_at_ms: int
     node_id: str
-    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., oldest_work_ms: _Optional[int] = ..., reported_at_ms: _Optional[int] = ..., node_id: _Optional[str] = ...) -> None: ...
+    sequence: int
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., oldest_work_ms: _Optional[int] = ..., reported_at_ms: _Optional[int] = ..., node_id: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class ReportWatermarksRequest(_message.Message):
     __slots__ = ("reports",)

@@ -1,0 +1,220 @@
+"""Zombies and refused starts: afterwards exactly one owner runs, every record arrives once.
+
+Issue 14, with real processes (injector, node ``up``, a sink) and no restart by hand:
+
+- a second ``up`` started beside the running one (same data directory, same port);
+- a replacement started while ``up`` is paused (SIGSTOP): same or copied data
+  directory, same or new port. A start that meets the store lock or the port
+  fails before asking the registry for anything, so the paused owner carries
+  on once resumed; a replacement with a copy on a new port becomes the owner,
+  senders follow its registration, and the resumed zombie fences itself
+  without acknowledging anything;
+- a lost ``ownership.json``: the restarted node still gets an epoch above the
+  one its store claimed.
+
+Afterwards the registry names one owner, every record ingested (20 before,
+20 after) is at the sink, and the owner's state counted each record once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from injector.client import IngestClient
+from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc
+from tests.cluster import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+
+KEY = b"k"
+
+
+@dataclass
+class Cluster:
+    tmp_path: Path
+    deployment: Path
+    injector: InjectorProcess
+    owner: NodeProcess
+    sink: CollectingSink
+    injector_address: str
+    node_address: str
+    ingested: int = 0
+
+    def ingest(self, count: int) -> None:
+        client = IngestClient(self.injector_address, timeout_s=5)
+        for _ in range(count):
+            n = self.ingested
+            client.ingest("in", [(KEY, f"v{n}".encode(), n)], idempotency_key=f"r{n}")
+            self.ingested += 1
+        client.close()
+
+    def all_arrive(self) -> None:
+        expected = {f"v{n}".encode() for n in range(self.ingested)}
+        wait_until(lambda: set(self.sink.values()) == expected, 60, "every record at the sink")
+
+    def lease(self) -> control_pb2.IntervalLease:
+        with grpc.insecure_channel(self.injector_address) as channel:
+            stub = control_pb2_grpc.ControlStub(channel)
+            leases = list(stub.GetAssignment(control_pb2.GetAssignmentRequest()).leases)
+        lease: control_pb2.IntervalLease = leases[0]
+        assert len(leases) == 1
+        return lease
+
+    def count_at(self, address: str) -> int:
+        """The owner's state: how many records it counted for the one key."""
+        with grpc.insecure_channel(address) as channel:
+            response = admin_pb2_grpc.AdminStub(channel).GetState(
+                admin_pb2.GetStateRequest(computation="up", key=KEY), timeout=10
+            )
+        [entry] = [e for e in response.entries if e.tag == "n"]
+        return int(entry.value)
+
+    def replacement(self, data_dir: Path, port: int | None, name: str) -> NodeProcess:
+        address = None if port is None else f"127.0.0.1:{port}"
+        return NodeProcess(
+            self.deployment, "up", data_dir, self.tmp_path / name, address=address,
+            log_level="INFO",
+        )  # fmt: skip
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    ports = {name: free_port() for name in ("injector", "up")}
+    sink = CollectingSink()
+    (tmp_path / "topology.toml").write_text(
+        """
+[streams.in]
+[streams.ok]
+[computations.up]
+handler = "tests.workloads:Poison"
+inputs = { in = "key" }
+outputs = ["ok"]
+"""
+    )
+    deployment = tmp_path / "deployment.toml"
+    deployment.write_text(
+        f"""
+topology = "topology.toml"
+authority = "127.0.0.1:{ports["injector"]}"
+[injector]
+address = "127.0.0.1:{ports["injector"]}"
+[nodes.up]
+computation = "up"
+intervals = [0]
+address = "127.0.0.1:{ports["up"]}"
+[sinks.ok]
+address = "{sink.address}"
+"""
+    )
+    injector = InjectorProcess(deployment, tmp_path / "log", tmp_path / "injector.log")
+    injector.start()
+    owner = NodeProcess(deployment, "up", tmp_path / "data", tmp_path, log_level="INFO")
+    owner.start()
+    made = Cluster(
+        tmp_path, deployment, injector, owner, sink,
+        f"127.0.0.1:{ports['injector']}", f"127.0.0.1:{ports['up']}",
+    )  # fmt: skip
+    made.ingest(20)
+    made.all_arrive()
+    try:
+        yield made
+    finally:
+        owner.kill()
+        injector.kill()
+        sink.stop()
+
+
+def refused(node: NodeProcess, reason: str) -> None:
+    """``node`` fails to start, exit status 2, saying ``reason``."""
+    with pytest.raises(RuntimeError, match="did not start"):
+        node.start()
+    assert node.process is not None and node.process.wait(10) == 2
+    assert reason in node.log_path.read_text()
+
+
+def test_a_duplicate_start_leaves_the_running_owner_alone(cluster: Cluster) -> None:
+    epoch = cluster.lease().epoch
+    (cluster.tmp_path / "second").mkdir()
+    duplicate = cluster.replacement(cluster.tmp_path / "data", None, "second")
+    refused(duplicate, "is locked by another process")
+    assert cluster.lease().epoch == epoch, "the refused start asked the registry for nothing"
+    cluster.ingest(20)
+    cluster.all_arrive()
+    assert cluster.count_at(cluster.node_address) == 40
+
+
+@pytest.mark.parametrize(
+    ("copied", "new_port", "reason"),
+    [
+        (False, False, "is locked by another process"),
+        (True, False, "is in use by another process"),
+        (False, True, "is locked by another process"),
+    ],
+)
+def test_a_refused_replacement_of_a_paused_owner_changes_nothing(
+    cluster: Cluster, copied: bool, new_port: bool, reason: str
+) -> None:
+    epoch = cluster.lease().epoch
+    cluster.owner.pause()
+    try:
+        data = cluster.tmp_path / "data"
+        if copied:
+            shutil.copytree(data, cluster.tmp_path / "copy")
+            data = cluster.tmp_path / "copy"
+        (cluster.tmp_path / "second").mkdir()
+        replacement = cluster.replacement(data, free_port() if new_port else None, "second")
+        refused(replacement, reason)
+    finally:
+        cluster.owner.resume()
+    assert cluster.lease().epoch == epoch
+    cluster.ingest(20)
+    cluster.all_arrive()
+    assert cluster.count_at(cluster.node_address) == 40
+
+
+def test_a_replacement_with_a_copy_on_a_new_port_takes_over_from_the_paused_owner(
+    cluster: Cluster,
+) -> None:
+    epoch = cluster.lease().epoch
+    cluster.owner.pause()
+    shutil.copytree(cluster.tmp_path / "data", cluster.tmp_path / "copy")
+    (cluster.tmp_path / "second").mkdir()
+    port = free_port()
+    replacement = cluster.replacement(cluster.tmp_path / "copy", port, "second")
+    try:
+        replacement.start()
+        lease = cluster.lease()
+        assert lease.epoch > epoch and lease.address == f"127.0.0.1:{port}"
+        cluster.ingest(10)  # routed to the replacement: the forwarder follows the lease
+        cluster.owner.resume()  # the zombie wakes up with records it never acknowledged
+        cluster.ingest(10)
+        cluster.all_arrive()
+        wait_until(
+            lambda: "fenced" in cluster.owner.log_path.read_text(), 20, "the zombie to fence itself"
+        )
+        time.sleep(1.0)
+        assert cluster.lease().address == f"127.0.0.1:{port}", "one owner: the replacement"
+        assert cluster.count_at(f"127.0.0.1:{port}") == 40, "each record counted once"
+    finally:
+        replacement.kill()
+
+
+def test_a_lost_ownership_journal_never_hands_out_an_old_epoch(cluster: Cluster) -> None:
+    epoch = cluster.lease().epoch
+    cluster.injector.terminate()
+    (cluster.tmp_path / "log" / "ownership.json").unlink()
+    (cluster.tmp_path / "log" / "watermarks.json").unlink(missing_ok=True)  # lost too
+    cluster.injector.start()
+    cluster.owner.kill()
+    cluster.owner.start()  # shows the epoch its store claimed
+    assert cluster.lease().epoch > epoch
+    cluster.ingest(20)
+    cluster.all_arrive()
+    assert cluster.count_at(cluster.node_address) == 40
