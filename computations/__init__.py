@@ -26,14 +26,23 @@ from computations._processor import IntervalProcessor
 from computations._records import FiredTimer, Record
 from computations._serde import BYTES, JSON, BytesSerde, JsonSerde, ProtobufSerde, Serde
 from computations._topology import ComputationSpec, InputSpec, Topology
-from computations._watermarks import MAX_TIME, MIN_TIME, ComputationWatermark, compute_watermarks
+from computations._watermarks import (
+    MAX_EVENT_TIME_MS,
+    MAX_TIME,
+    MIN_EVENT_TIME_MS,
+    MIN_TIME,
+    ComputationWatermark,
+    compute_watermarks,
+)
 from computations.errors import ProduceError, TimerError, TopologyError
 from statestore.types import TimeDomain
 
 __all__ = [
     "BYTES",
     "JSON",
+    "MAX_EVENT_TIME_MS",
     "MAX_TIME",
+    "MIN_EVENT_TIME_MS",
     "MIN_TIME",
     "BatchOutcome",
     "BytesSerde",

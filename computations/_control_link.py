@@ -80,11 +80,13 @@ def register_intervals(
 class LeaseKeeper:
     """Keeps a node's leases confirmed, its routes current, and fences what it lost.
 
-    Every ``poll_s`` it asks the registry for the assignment of its own
-    computation and of the computations it sends to:
+    Every ``poll_s`` (and at once after :meth:`check_now`) it asks the
+    registry for the whole assignment:
 
     - one of its intervals leased at a newer epoch: ``on_superseded``;
     - every lease's address: ``on_routes`` (senders follow replacements);
+    - every lease's epoch: :meth:`granted_epoch`, what senders' epochs are
+      checked against (an epoch the registry never granted is not believed);
     - its own leases still current: the lease is *confirmed*.
 
     :meth:`fresh` is what acks wait on. A lease is fresh when confirmed within
@@ -99,7 +101,6 @@ class LeaseKeeper:
         self,
         address: str,
         *,
-        computations: list[str],
         held: Callable[[], Mapping[tuple[str, int], int]],
         on_superseded: Callable[[str, int, int, str], None],
         on_routes: Callable[[list[tuple[str, int, str]]], None],
@@ -109,7 +110,6 @@ class LeaseKeeper:
         gap_s: float = 0.5,
     ) -> None:
         self._address = address
-        self._computations = computations
         self._held = held
         self._on_superseded = on_superseded
         self._on_routes = on_routes
@@ -121,6 +121,7 @@ class LeaseKeeper:
         self._confirmed_at: dict[tuple[str, int], float] = {}
         """Per held interval: when the registry last confirmed its lease (monotonic)."""
         self._last_tick = time.monotonic()
+        self._granted: dict[tuple[str, int], int] = {}
         self._wake = threading.Event()
         self._channel = security.open_channel(address)
         self._threads = [
@@ -140,6 +141,15 @@ class LeaseKeeper:
         with self._cond:
             self._cond.notify_all()
         self._channel.close()
+
+    def check_now(self) -> None:
+        """Ask the registry now rather than at the next poll (something looks off)."""
+        self._wake.set()
+
+    def granted_epoch(self, computation: str, index: int) -> int | None:
+        """The epoch of the interval's current lease as last seen (None: no lease seen)."""
+        with self._cond:
+            return self._granted.get((computation, index))
 
     def fresh(self, interval: tuple[str, int]) -> bool:
         """True while ``(computation, index)``'s lease was confirmed recently and the process
@@ -181,7 +191,7 @@ class LeaseKeeper:
 
     def _poll(self) -> None:
         stub = control_pb2_grpc.ControlStub(self._channel)
-        request = control_pb2.GetAssignmentRequest(computations=self._computations)
+        request = control_pb2.GetAssignmentRequest()
         while not self._stopping.is_set():
             asked = time.monotonic()
             try:
@@ -209,6 +219,9 @@ class LeaseKeeper:
                     self._on_superseded(*key, lease.epoch, lease.node_id)
         self._on_routes(routes)
         with self._cond:
+            for lease in assignment.leases:
+                key = (lease.interval.computation, lease.interval.index)
+                self._granted[key] = max(self._granted.get(key, 0), lease.epoch)
             # Confirmed as of when it was asked; a stall since then voids it.
             valid = asked >= self._last_tick - self._gap_s
             for key in held:

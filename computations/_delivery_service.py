@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 
 from computations._acks import DeliveryWork
 from computations._worker import IntervalWorker
+from millrace._service_support import abort
 from millrace.wire.v1 import delivery_pb2
 
 SERVICE = "millrace.wire.v1.Delivery"
@@ -82,7 +83,8 @@ class DeliveryService:
             if item is _END:
                 ended = True
             elif isinstance(item, Undecodable):
-                context.abort(
+                abort(
+                    context,
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"undecodable DeliveryBatch ({item.size} bytes): {item.error}",
                 )

@@ -30,12 +30,20 @@ from computations._routes import Routes
 from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
 from computations._watermark_link import WatermarkLink
 from computations._worker import IntervalWorker, WorkerHooks
-from millrace._service_support import EXCLUSIVE_PORT, serve_health_and_reflection
+from millrace._request_guard import RequestGuard
+from millrace._service_support import EXCLUSIVE_PORT, metrics_host, serve_health_and_reflection
+from millrace._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
 from millrace.security import Security
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
-from statestore import StateStore, StoreConfig
+from statestore import MAX_EPOCH, StateStore, StoreConfig
 
 log = logging.getLogger(__name__)
+
+MAX_STREAMS = 48
+"""Deliver (and health-watch) streams a node serves at once; more are RESOURCE_EXHAUSTED."""
+MAX_STREAMS_PER_PEER = 16
+SPARE_THREADS = 16
+"""Server threads no stream can take: health checks and admin calls always answer."""
 
 
 class Node(WorkerHooks):
@@ -138,7 +146,9 @@ class Node(WorkerHooks):
             self._keeper.start()
         if self.placement.metrics_port is not None:
             server, _ = start_http_server(
-                self.placement.metrics_port, registry=self.metrics.registry
+                self.placement.metrics_port,
+                addr=metrics_host(self.address),
+                registry=self.metrics.registry,
             )
             self.metrics_port = server.server_port
         log.info(
@@ -177,14 +187,8 @@ class Node(WorkerHooks):
             stored_epochs=stored_epochs,
             security=self.security,
         )
-        topology = self.deployment.topology
-        downstream = sorted(
-            {c.name for stream in topology.computations[computation].outputs
-             for c in topology.consumers(stream)}
-        )  # fmt: skip
         self._keeper = LeaseKeeper(
             injector.address,
-            computations=[computation, *(c for c in downstream if c != computation)],
             held=lambda: {(p.name, p.interval): p.epoch for p in self.processors.values()},
             on_superseded=self._superseded,
             on_routes=self._follow_routes,
@@ -212,10 +216,19 @@ class Node(WorkerHooks):
             worker.fence(epoch, f"interval leased to {owner} at epoch {epoch}")
 
     def _build_server(self) -> grpc.Server:
+        self.stream_limiter = StreamLimiter(
+            max_streams=MAX_STREAMS, max_per_peer=MAX_STREAMS_PER_PEER, server=f"node {self.name}"
+        )
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"{self.name}-rpc"),
-            options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT],
-            interceptors=self.security.server_interceptors(),
+            futures.ThreadPoolExecutor(
+                max_workers=MAX_STREAMS + SPARE_THREADS, thread_name_prefix=f"{self.name}-rpc"
+            ),
+            options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT, *STREAM_SERVER_OPTIONS],
+            interceptors=[
+                *self.security.server_interceptors(),
+                RequestGuard(),
+                self.stream_limiter,
+            ],
         )
         server.add_generic_rpc_handlers((DeliveryService(self.workers).handler(),))
         admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self), server)
@@ -285,7 +298,33 @@ class Node(WorkerHooks):
         self.workers[(origin.computation, origin.interval)].acknowledged(outbox_keys)
 
     def fenced(self, origin: Origin, message: str) -> None:
-        self.workers[(origin.computation, origin.interval)].fence(origin.epoch + 1, message)
+        """A receiver refused ``origin`` as stale: it knows a newer epoch of the interval.
+        With a registry, believe it only once the registry confirms (the lease keeper then
+        fences the worker); without one, fence now. A fenced origin's sends stop."""
+        worker = self.workers[(origin.computation, origin.interval)]
+        if self._keeper is None:
+            worker.fence(origin.epoch + 1, message)
+        elif not worker.fenced:
+            self._keeper.check_now()
+        if worker.fenced:
+            for sender in self._senders.all():
+                sender.forget(origin)
+
+    def sender_epoch_ok(self, computation: str, index: int, epoch: int) -> bool:
+        if not 0 <= epoch < MAX_EPOCH:
+            return False
+        keeper = self._keeper
+        if keeper is None:
+            return True  # no registry: epochs are what the deployment file and restarts made
+        granted = keeper.granted_epoch(computation, index)
+        if granted is not None and epoch > granted:
+            keeper.check_now()  # maybe a lease newer than our last look
+            return False
+        return True
+
+    def verify_lease(self) -> None:
+        if self._keeper is not None:
+            self._keeper.check_now()
 
     def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
         self.workers[(origin.computation, origin.interval)].refused(production, message)

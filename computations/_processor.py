@@ -41,6 +41,7 @@ from computations._routing import ProductionRouter
 from computations._scope import RecordScope
 from computations._sender_epochs import SenderEpochs
 from computations._topology import Topology
+from computations._watermarks import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, event_time_problem
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
 from statestore import SenderProgress, StateStore, Transaction
 from statestore.types import TimeDomain, Timer
@@ -181,6 +182,10 @@ class IntervalProcessor:
         if extract is None:
             message = f"computation {self.name!r} does not read stream {record.stream!r}"
             outcome.rejected.append((rid, UNKNOWN_STREAM, message))
+            return None
+        if not MIN_EVENT_TIME_MS <= record.event_time_ms <= MAX_EVENT_TIME_MS:
+            problem = event_time_problem(record.event_time_ms)
+            outcome.rejected.append((rid, MALFORMED_RECORD, f"record {rid!r}: {problem}"))
             return None
         try:
             key = extract(record.key, record.value)

@@ -13,6 +13,7 @@ from typing import NamedTuple, TypeVar
 
 from computations._records import new_tuple
 from computations._serde import BYTES, Serde
+from computations._watermarks import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, event_time_problem
 from computations.errors import ProduceError, TimerError
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer
@@ -112,6 +113,8 @@ class RecordScope:
                 f"computation {self._computation!r} sets timer {tag!r} "
                 "but its class does not implement process_timer"
             )
+        if not MIN_EVENT_TIME_MS <= int(time_ms) <= MAX_EVENT_TIME_MS:
+            raise TimerError(f"timer {tag!r}: {event_time_problem(int(time_ms))}")
         self._timers[(TimeDomain(domain), tag)] = int(time_ms)
 
     def delete_timer(self, tag: str, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
@@ -126,6 +129,8 @@ class RecordScope:
                 f"which is not among its declared outputs {sorted(self._outputs)}"
             )
         ts = self._timestamp_ms if timestamp_ms is None else int(timestamp_ms)
+        if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
+            raise ProduceError(f"produced to {stream!r}: {event_time_problem(ts)}")
         self.emitted.append(new_tuple(Emitted, (stream, bytes(key), bytes(value), ts)))
 
     def apply(self) -> None:

@@ -175,6 +175,19 @@ class DownstreamSender:
         if call is not None:
             call.cancel()
 
+    def forget(self, origin: Origin) -> None:
+        """Stop sending ``origin``'s productions (it was fenced): they stay in its outbox."""
+        with self._cond:
+            for group in [g for g in self._pending if g[0] == origin]:
+                self._queued -= sum(len(f.productions) for f in self._pending.pop(group))
+                self._held.pop(group, None)
+            kept = [r for r in self._retries if r[2][0] != origin]
+            for _, _, _, frames in (r for r in self._retries if r[2][0] == origin):
+                self._queued -= sum(len(f.productions) for f in frames)
+            self._retries = kept
+            heapq.heapify(self._retries)
+            self._cond.notify_all()
+
     def stop(self, timeout: float = 2.0) -> None:
         """Stop delivering; unacknowledged productions stay in their outboxes."""
         with self._cond:
@@ -227,7 +240,8 @@ class DownstreamSender:
                 if taken is None:
                     return
                 seq, (origin, consumer, interval), frames = taken
-                floor = self._held[(origin, consumer, interval)].floor()
+                held = self._held.get((origin, consumer, interval))
+                floor = None if held is None else held.floor()
             header = delivery_pb2.DeliveryBatch(
                 batch_seq=seq,
                 target=record_pb2.KeyInterval(computation=consumer, index=interval),
@@ -293,7 +307,7 @@ class DownstreamSender:
                 done = items  # the common case: the receiver answered every record
             else:
                 done, unanswered, refused, fenced_message = _sort_answers(ack, items)
-            held = self._held[group]
+            held = self._held.setdefault(group, _Positions())
             for frame in frames:
                 held.remove(frame.positions)
             if unanswered:
@@ -458,7 +472,7 @@ def _sort_answers(
         if production is None:
             continue
         if rejection.reason == delivery_pb2.STALE_SENDER_EPOCH:
-            by_id.pop(rejection.record_id)
+            # Kept for a retry: the origin stops sending only once it is fenced for sure.
             fenced_message = rejection.message
         elif rejection.reason in _PERMANENT:
             by_id.pop(rejection.record_id)

@@ -37,7 +37,7 @@ from computations._outcome import BatchOutcome
 from computations._processor import IntervalProcessor
 from computations._sender import Origin
 from millrace.wire.v1 import delivery_pb2
-from statestore import EpochFencedError
+from statestore import MAX_EPOCH, EpochFencedError
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,14 @@ class WorkerHooks:
         """Block until the interval's lease is confirmed fresh (True); False when it was
         superseded or the node is stopping: then nothing may be acked or sent."""
         return True
+
+    def sender_epoch_ok(self, computation: str, index: int, epoch: int) -> bool:
+        """False for a sender epoch the ownership registry never granted (forged, or newer
+        than the receiver knows yet): such a batch is refused, the epoch never adopted."""
+        return 0 <= epoch < MAX_EPOCH
+
+    def verify_lease(self) -> None:
+        """A message claims a newer owner of an interval here: ask the registry now."""
 
     def committed(self, worker: IntervalWorker, outcome: BatchOutcome, seconds: float) -> None:
         """A commit happened (metrics)."""
@@ -273,14 +281,27 @@ class IntervalWorker:
             sender = work.batch.sender
             target = work.batch.target
             if work.batch.target_epoch > self.processor.epoch:
-                reason = f"a newer owner (epoch {work.batch.target_epoch}) took this interval"
-                self._control([_Fence(work.batch.target_epoch, reason)])
+                # Epochs come from the registry, not from messages: refuse, never adopt;
+                # the registry says whether a newer owner exists (then we are fenced).
+                reason = (
+                    f"the batch is for epoch {work.batch.target_epoch} of this interval; this "
+                    f"node holds epoch {self.processor.epoch} and asks the registry"
+                )
+                self.hooks.verify_lease()
                 work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, reason))
             elif (
                 target.computation != self.processor.name or target.index != self.processor.interval
             ):
                 message = f"this node does not host {target.computation}/{target.index}"
                 work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, message))
+            elif sender.interval.computation and not self.hooks.sender_epoch_ok(
+                sender.interval.computation, sender.interval.index, sender.epoch
+            ):
+                message = (
+                    f"{sender.interval.computation}/{sender.interval.index} epoch {sender.epoch} "
+                    "was never granted by the ownership registry (as far as this node knows)"
+                )
+                work.reply(self._refusal(work.batch, delivery_pb2.UNKNOWN_SENDER_EPOCH, message))
             elif sender.interval.computation and not self.processor.accept_sender(
                 sender.interval.computation, sender.interval.index, sender.epoch
             ):

@@ -12,6 +12,7 @@ from concurrent import futures
 import grpc
 
 from injector.watermark_authority import IntervalReport, PublishedWatermark, WatermarkAuthority
+from millrace._service_support import abort
 from millrace.wire.v1 import record_pb2, watermark_pb2, watermark_pb2_grpc
 
 WATCH_POLL_SECONDS = 0.2
@@ -61,7 +62,8 @@ class WatermarkAuthorityServicer(watermark_pb2_grpc.WatermarkAuthorityServicer):
         watched = list(dict.fromkeys(request.computations)) or sorted(published)
         unknown = sorted(set(watched) - set(published))
         if unknown:
-            context.abort(
+            abort(
+                context,
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"unknown watermark names {unknown}; known: {sorted(published)}",
             )

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import grpc
 
 from injector.ownership import Lease, OwnershipRegistry
+from millrace._service_support import abort
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
 
 
@@ -39,11 +40,13 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 {stored.index: stored.epoch for stored in request.stored_epochs},
             )
         except ValueError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise
         except OSError as exc:  # the journal cannot be written (a full disk): nothing granted
-            context.abort(
-                grpc.StatusCode.UNAVAILABLE, f"the ownership journal cannot be written: {exc}"
+            abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"the ownership journal cannot be written: {exc}",
             )
             raise
         return control_pb2.RegisterNodeResponse(leases=[_to_proto(lease) for lease in leases])

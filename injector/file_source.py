@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from computations._watermarks import event_time_problem
 from injector.group_commit import GroupCommitter
 from injector.log import AppendRequest, LogError
 from millrace._durable_files import AppendOnlyFile, write_json_durably
@@ -45,6 +46,10 @@ class Position:
         return cls(file=body["file"], offset=int(body["offset"]), line=int(body["line"]))
 
 
+MAX_LINE_RECORD_BYTES = 4 << 20
+"""Key plus value of one line's record (what the Ingest service accepts too)."""
+
+
 def parse_line(text: str) -> tuple[bytes, bytes, int]:
     """A JSON line as ``(key, value, ts)``; ValueError says what is wrong."""
     try:
@@ -59,7 +64,15 @@ def parse_line(text: str) -> tuple[bytes, bytes, int]:
     ts = body["ts"]
     if not isinstance(ts, int) or isinstance(ts, bool):
         raise ValueError(f"'ts' must be integer milliseconds, got {ts!r}")
-    return _as_bytes(body["key"]), _as_bytes(body["value"]), ts
+    problem = event_time_problem(ts)
+    if problem is not None:
+        raise ValueError(f"'ts': {problem}")
+    key, value = _as_bytes(body["key"]), _as_bytes(body["value"])
+    if len(key) + len(value) > MAX_LINE_RECORD_BYTES:
+        raise ValueError(
+            f"key + value are {len(key) + len(value)} bytes; the limit is {MAX_LINE_RECORD_BYTES}"
+        )
+    return key, value, ts
 
 
 def _as_bytes(value: object) -> bytes:

@@ -8,7 +8,12 @@ futures: a client is acknowledged only once its records are durable.
 Idempotency: a request with a non-empty key that was committed before (the
 key is in the log's COMMIT marker, rebuilt from the log on open) is answered
 with the original result and appends nothing; a retry that races its own
-first attempt waits for that attempt's result.
+first attempt waits for that attempt's result. A retry must carry the same
+records: one with other records under a used key is refused
+(:class:`IdempotencyKeyReusedError`), never acknowledged and dropped.
+
+Isolation: a request the log cannot encode fails alone; the others of its
+group are written.
 """
 
 from __future__ import annotations
@@ -21,9 +26,29 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from injector.log import AppendRequest, AppendResult, LogClosedError, LogWriteError, StreamLog
+from injector.log import (
+    AppendRequest,
+    AppendResult,
+    LogClosedError,
+    LogWriteError,
+    OffsetDeletedError,
+    StreamLog,
+)
 
 log = logging.getLogger(__name__)
+
+
+class IdempotencyKeyReusedError(Exception):
+    """A request reuses an idempotency key for records other than the ones committed (or
+    being committed) under it. Nothing of it is written: use a new key for new records."""
+
+    def __init__(self, key: bytes, where: str) -> None:
+        super().__init__(
+            f"idempotency key {key.decode(errors='replace')!r} was already used for other "
+            f"records ({where}); a retry must carry exactly the same records, new records "
+            "need a new key"
+        )
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +81,7 @@ class GroupCommitter:
         self._on_append_seconds = on_append_seconds
         self._cond = threading.Condition()
         self._queue: list[tuple[AppendRequest, Future[Acked]]] = []
-        self._inflight: dict[bytes, Future[Acked]] = {}
+        self._inflight: dict[bytes, tuple[Future[Acked], AppendRequest]] = {}
         self._done: OrderedDict[bytes, Acked] = OrderedDict()
         self._stopping = False
         for commit in stream_log.commits():
@@ -91,18 +116,43 @@ class GroupCommitter:
                     )
                 )
                 return future
-            if key:
-                done = self._done.get(key)
-                if done is not None:
-                    future.set_result(Acked(done.first_offset, done.count, True))
-                    return future
-                running = self._inflight.get(key)
-                if running is not None:
-                    return _as_replay(running)
-                self._inflight[key] = future
-            self._queue.append((request, future))
-            self._cond.notify()
+            done = self._done.get(key) if key else None
+            running = self._inflight.get(key) if key and done is None else None
+            if done is None and running is None:
+                if key:
+                    self._inflight[key] = (future, request)
+                self._queue.append((request, future))
+                self._cond.notify()
+                return future
+        if running is not None:
+            first_future, first_request = running
+            if first_request.records != request.records:
+                future.set_exception(
+                    IdempotencyKeyReusedError(key, "a request still being written")
+                )
+                return future
+            return _as_replay(first_future)
+        assert done is not None
+        if self._same_records(done, request):
+            future.set_result(Acked(done.first_offset, done.count, True))
+        else:
+            end = done.first_offset + done.count - 1
+            where = f"offsets {done.first_offset}..{end}" if done.count else "an empty request"
+            future.set_exception(IdempotencyKeyReusedError(key, where))
         return future
+
+    def _same_records(self, done: Acked, request: AppendRequest) -> bool:
+        """Whether ``request`` carries the records committed at ``done`` (read back from the
+        log: retries are rare). Records retention deleted cannot be compared: a replay."""
+        if done.count != len(request.records):
+            return False
+        try:
+            logged = self.log.read(done.first_offset, done.count)
+        except OffsetDeletedError:
+            return True
+        return [(r.key, r.value, r.event_time_ms) for r in logged] == [
+            (bytes(k), bytes(v), int(ts)) for k, v, ts in request.records
+        ]
 
     def _remember(self, key: bytes, acked: Acked) -> None:
         self._done[key] = acked
@@ -133,19 +183,31 @@ class GroupCommitter:
             results = self.log.append([request for request, _ in group])
             if self._on_append_seconds is not None:
                 self._on_append_seconds(time.perf_counter() - started)
+        except (ValueError, TypeError) as exc:
+            # A request the log cannot encode: planning failed, nothing was written. Write
+            # the others alone so that it fails by itself.
+            if len(group) > 1:
+                for item in group:
+                    self._commit([item])
+                return
+            self._fail(group, exc)
+            return
         except BaseException as exc:
             published = exc.published if isinstance(exc, LogWriteError) else []
             log.error("append to %s failed: %s", self.log.stream, exc)
             self._succeed(group[: len(published)], published)
             refused = group[len(published) :]
-            with self._cond:
-                for request, future in refused:
-                    self._inflight.pop(request.idempotency_key, None)
-                    future.set_exception(exc)
+            self._fail(refused, exc)
             if self._on_refused is not None:
                 self._on_refused([request for request, _ in refused])
             return
         self._succeed(group, results)
+
+    def _fail(self, group: list[tuple[AppendRequest, Future[Acked]]], exc: BaseException) -> None:
+        with self._cond:
+            for request, future in group:
+                self._inflight.pop(request.idempotency_key, None)
+                future.set_exception(exc)
 
     def _succeed(
         self, group: list[tuple[AppendRequest, Future[Acked]]], results: list[AppendResult]

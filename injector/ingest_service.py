@@ -1,7 +1,10 @@
 """The ``Ingest`` gRPC service: append records durably, then acknowledge.
 
 Bad input is answered with a status that says what is wrong (unknown stream,
-empty request, oversized record) and nothing of that request is written.
+empty or oversized request, oversized record or idempotency key, an event
+time out of range) and nothing of that request is written. Every request is
+checked here, before it joins a group commit, so one client's bad request can
+never fail another's. A key reused for other records is FAILED_PRECONDITION.
 """
 
 from __future__ import annotations
@@ -11,14 +14,19 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from computations._watermarks import event_time_problem
+from injector.group_commit import IdempotencyKeyReusedError
 from injector.log import AppendRequest, LogError, stream_tag
-from millrace._service_support import abort
+from millrace._service_support import abort, brief
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc
 
 if TYPE_CHECKING:
     from injector.server import Injector
 
 MAX_RECORD_BYTES = 4 << 20
+"""Key plus value of one record."""
+MAX_RECORDS_PER_REQUEST = 100_000
+MAX_IDEMPOTENCY_KEY_BYTES = 1024
 APPEND_TIMEOUT_S = 60.0
 
 
@@ -48,24 +56,20 @@ class IngestService(ingest_pb2_grpc.IngestServicer):
             abort(
                 context,
                 grpc.StatusCode.NOT_FOUND,
-                f"unknown stream {request.stream!r}: the topology's source streams are [{sources}]",
+                f"unknown stream {brief(request.stream)}: the topology's source streams are "
+                f"[{sources}]",
             )
-        if not request.records:
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "the request carries no records")
-        for index, record in enumerate(request.records):
-            size = len(record.key) + len(record.value)
-            if size > MAX_RECORD_BYTES:
-                abort(
-                    context,
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"record {index} is {size} bytes; the limit is {MAX_RECORD_BYTES}",
-                )
+        problem = request_problem(request)
+        if problem is not None:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
         append = AppendRequest(
             records=[(r.key, r.value, r.event_time_ms) for r in request.records],
             idempotency_key=request.idempotency_key.encode(),
         )
         try:
             acked = stream.submit(append).result(timeout=APPEND_TIMEOUT_S)
+        except IdempotencyKeyReusedError as exc:
+            abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LogError as exc:
             # The log cannot write now (a full disk): nothing of this request is kept.
             abort(context, grpc.StatusCode.UNAVAILABLE, f"stream {request.stream!r}: {exc}")
@@ -83,3 +87,25 @@ class IngestService(ingest_pb2_grpc.IngestServicer):
             first_offset=acked.first_offset,
             replayed=acked.replayed,
         )
+
+
+def request_problem(request: ingest_pb2.IngestRequest) -> str | None:
+    """What is wrong with ``request``, naming the field and the limit (None: nothing)."""
+    if not request.records:
+        return "the request carries no records"
+    if len(request.records) > MAX_RECORDS_PER_REQUEST:
+        return (
+            f"the request carries {len(request.records)} records; the limit is "
+            f"{MAX_RECORDS_PER_REQUEST} per request"
+        )
+    key_bytes = len(request.idempotency_key.encode())
+    if key_bytes > MAX_IDEMPOTENCY_KEY_BYTES:
+        return f"idempotency_key is {key_bytes} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}"
+    for index, record in enumerate(request.records):
+        size = len(record.key) + len(record.value)
+        if size > MAX_RECORD_BYTES:
+            return f"record {index} is {size} bytes (key + value); the limit is {MAX_RECORD_BYTES}"
+        problem = event_time_problem(record.event_time_ms)
+        if problem is not None:
+            return f"record {index}: {problem}"
+    return None

@@ -22,10 +22,11 @@ from pathlib import Path
 
 from computations import Topology
 from millrace._durable_files import write_json_durably
+from millrace._service_support import brief
+from statestore import MAX_EPOCH
 
-MAX_EPOCH = 2**53
-"""No epoch above this is granted or believed: far beyond any real count of restarts, and
-far below the int64 limit, so a forged epoch near it can never be outranked."""
+MAX_NAME = 256
+"""Longest node id or address a registration may carry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +75,15 @@ class OwnershipRegistry:
         """
         spec = self._topology.computations.get(computation)
         if spec is None:
-            raise ValueError(f"unknown computation {computation!r}")
+            raise ValueError(f"unknown computation {brief(computation)}")
+        if not node_id or len(node_id) > MAX_NAME:
+            raise ValueError(f"node_id must have 1..{MAX_NAME} characters, not {len(node_id)}")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or len(address) > MAX_NAME:
+            raise ValueError(f"address {brief(address)} is not HOST:PORT")
         wanted = list(indexes)
+        if not wanted or len(set(wanted)) != len(wanted):
+            raise ValueError(f"interval_indexes must name each interval once, got {wanted[:20]}")
         shown = dict(stored_epochs or {})
         for index in wanted:
             if not 0 <= index < spec.intervals:

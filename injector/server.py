@@ -40,7 +40,9 @@ from injector.ownership import OwnershipRegistry
 from injector.source_watermark import SourceWatermark
 from injector.watermark_authority import WatermarkAuthority
 from millrace._durable_files import write_json_durably
-from millrace._service_support import EXCLUSIVE_PORT, serve_health_and_reflection
+from millrace._request_guard import RequestGuard
+from millrace._service_support import EXCLUSIVE_PORT, metrics_host, serve_health_and_reflection
+from millrace._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
 from millrace.security import Security
 from millrace.wire.v1 import (
     control_pb2,
@@ -52,6 +54,12 @@ from millrace.wire.v1 import (
 )
 
 log = logging.getLogger(__name__)
+
+MAX_STREAMS = 64
+"""Streaming calls (IngestStream, watermark and assignment watches) served at once."""
+MAX_STREAMS_PER_PEER = 16
+SPARE_THREADS = 32
+"""Server threads no stream can take: ingest, reports, registrations, health answer."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,7 +284,9 @@ class Injector:
         self._server.start()
         self._ticker.start()
         if self._metrics_port is not None:
-            server, _ = start_http_server(self._metrics_port, registry=self.metrics.registry)
+            server, _ = start_http_server(
+                self._metrics_port, addr=metrics_host(self.address), registry=self.metrics.registry
+            )
             self.metrics_port = server.server_port
         log.info(
             "injector started on port %d: streams %s",
@@ -288,10 +298,19 @@ class Injector:
     def _build_server(self) -> grpc.Server:
         from injector.ingest_service import IngestService
 
+        self.stream_limiter = StreamLimiter(
+            max_streams=MAX_STREAMS, max_per_peer=MAX_STREAMS_PER_PEER, server="the injector"
+        )
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="injector-rpc"),
-            options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT],
-            interceptors=self.security.server_interceptors(),
+            futures.ThreadPoolExecutor(
+                max_workers=MAX_STREAMS + SPARE_THREADS, thread_name_prefix="injector-rpc"
+            ),
+            options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT, *STREAM_SERVER_OPTIONS],
+            interceptors=[
+                *self.security.server_interceptors(),
+                RequestGuard(),
+                self.stream_limiter,
+            ],
         )
         ingest_pb2_grpc.add_IngestServicer_to_server(IngestService(self), server)
         watermark_pb2_grpc.add_WatermarkAuthorityServicer_to_server(

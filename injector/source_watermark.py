@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable
 
 from computations import MIN_TIME
+from computations._watermarks import saturate
 
 
 class SourceWatermark:
@@ -81,11 +82,13 @@ class SourceWatermark:
                 oldest_unfinished_ms = refused
             if self._max_seen is None or self._last_append_ms is None:
                 return self._published
-            mark = self._max_seen - self._bound
+            # Saturated: a value from before event times were range-checked (an old log,
+            # an old journal) must never push a watermark past int64.
+            mark = saturate(self._max_seen - self._bound)
             last_activity = max([self._last_append_ms, *(at for _, at in self._refused.values())])
             quiet = now_ms - last_activity - self._idle
             if quiet >= 0:
-                idle_mark = self._max_seen + 1 + quiet
+                idle_mark = saturate(self._max_seen + 1 + quiet)
                 if idle_mark > mark:
                     mark = idle_mark
                     self.idle_advances += 1

@@ -33,9 +33,10 @@ from computations._watermarks import (
     SOURCE_PREFIX,
     compute_watermarks,
     feeders,
+    saturate,
     source_name,
 )
-from statestore import Clock, wall_clock_ms
+from statestore import MAX_EPOCH, Clock, wall_clock_ms
 
 """Published names of source-stream watermarks: ``"source:<stream>"``."""
 
@@ -154,9 +155,11 @@ class WatermarkAuthority:
         previous = self._latest.get(key)
         if previous is not None and item.epoch < previous.epoch:
             return False
-        if item.epoch < self._epoch_floor.get(key, 0):
+        if item.epoch < self._epoch_floor.get(key, 0) or not 0 <= item.epoch < MAX_EPOCH:
             return False
-        if self._leased_epoch is not None and item.epoch < self._leased_epoch(*key):
+        leased = 0 if self._leased_epoch is None else self._leased_epoch(*key)
+        if leased and item.epoch != leased:
+            # Below the lease: a replaced owner. Above it: an epoch nobody granted (forged).
             return False
         if (
             previous is not None
@@ -178,6 +181,7 @@ class WatermarkAuthority:
                 f"{stream!r} is not a source stream of the topology; "
                 f"sources are {sorted(self._sources)}"
             )
+        ms = saturate(ms)
         with self._lock:
             current = self._source_watermarks.get(stream, MIN_TIME)
             if ms > current:
@@ -329,8 +333,9 @@ class WatermarkAuthority:
             published = state.get("published", {})
             assert isinstance(published, dict)
             for name, low_ms in published.items():
-                if name in self._published and int(low_ms) > self._published[name].low_ms:
-                    self._published[name] = PublishedWatermark(int(low_ms), now)
+                value = saturate(int(low_ms))  # an old journal may hold any integer
+                if name in self._published and value > self._published[name].low_ms:
+                    self._published[name] = PublishedWatermark(value, now)
             reports = state.get("reports", [])
             assert isinstance(reports, list)
             for name, index, epoch, _oldest in reports:
@@ -341,7 +346,7 @@ class WatermarkAuthority:
             assert isinstance(sources, dict)
             for stream, ms in sources.items():
                 if stream in self._sources:
-                    self._source_watermarks[stream] = int(ms)
+                    self._source_watermarks[stream] = saturate(int(ms))
             self._version += 1
             self._changed.notify_all()
 

@@ -20,6 +20,14 @@ bind one port (SO_REUSEPORT) and the kernel splits connections between them: a
 replacement started beside a paused node would silently take half its deliveries."""
 
 
+def metrics_host(service_address: str) -> str:
+    """Where a service's Prometheus endpoint listens: the host its gRPC address names
+    (``127.0.0.1`` stays on loopback), every interface only when the service itself
+    listens on every interface."""
+    host = service_address.rpartition(":")[0].strip("[]")
+    return host if host and host != "::" else "0.0.0.0"
+
+
 def serve_health_and_reflection(server: grpc.Server, services: Iterable[str]) -> None:
     """Standard gRPC health (every service SERVING) and server reflection on ``server``."""
     names = tuple(services)
@@ -32,8 +40,22 @@ def serve_health_and_reflection(server: grpc.Server, services: Iterable[str]) ->
     )
 
 
+MAX_STATUS_MESSAGE = 1000
+"""Characters of a status message: it travels in trailing metadata, whose size is limited
+(and an oversized one would turn a clear status into RESOURCE_EXHAUSTED)."""
+
+
+def brief(text: str, limit: int = 80) -> str:
+    """``text`` quoted, cut to ``limit`` characters: names from requests go into messages,
+    and a megabyte-long one must not make the message itself fail."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    """End the call with ``code`` and ``message`` (``context.abort`` raises)."""
+    """End the call with ``code`` and ``message`` (cut to :data:`MAX_STATUS_MESSAGE`
+    characters; ``context.abort`` raises)."""
+    if len(message) > MAX_STATUS_MESSAGE:
+        message = message[: MAX_STATUS_MESSAGE - 3] + "..."
     context.abort(code, message)
     raise AssertionError("unreachable: grpc's abort raises")
 

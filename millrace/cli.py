@@ -18,6 +18,7 @@ from millrace.commands import (
     injector,
     log,
     node,
+    security,
     sink,
     state,
     status,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     sink.register(subparsers)
     view.register(subparsers)
     health.register(subparsers)
+    security.register(subparsers)
     return parser
 
 

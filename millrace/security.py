@@ -4,15 +4,23 @@ A deployment file may carry a ``[security]`` table::
 
     [security]
     token = "s3cret"                    # every call must carry "authorization: Bearer s3cret"
+    token_file = "secrets/token"        # ... or the token read from an owner-only file
     tls_cert = "certs/server.pem"       # this process's certificate chain (PEM) ...
     tls_key = "certs/server.key"        # ... and its private key; serve TLS when both are set
     tls_ca = "certs/ca.pem"             # trust these roots; dial TLS when set
     require_client_cert = true          # servers demand a client certificate signed by tls_ca
 
+    insecure = true                     # serve non-loopback addresses without authentication
+
 Paths in the file are relative to the deployment file (in the environment,
 to the working directory). The environment overrides each
-setting: ``MILLRACE_TOKEN``, ``MILLRACE_TLS_CERT``, ``MILLRACE_TLS_KEY``,
-``MILLRACE_TLS_CA``, ``MILLRACE_TLS_REQUIRE_CLIENT_CERT`` (``1``/``true``/``yes``).
+setting: ``MILLRACE_TOKEN``, ``MILLRACE_TOKEN_FILE``, ``MILLRACE_TLS_CERT``,
+``MILLRACE_TLS_KEY``, ``MILLRACE_TLS_CA``, ``MILLRACE_TLS_REQUIRE_CLIENT_CERT``,
+``MILLRACE_INSECURE`` (``1``/``true``/``yes``).
+
+Open to the network only by choice: a server that would listen on an address
+other than loopback without authenticating its callers (a token, or TLS with
+client certificates) refuses to start unless ``insecure = true``.
 
 :class:`Security` with every field unset is plaintext without a token. With a
 token, servers refuse every call but ``grpc.health.v1.Health`` and server
@@ -23,7 +31,9 @@ opened through :meth:`Security.open_channel` attach it to every call.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +46,17 @@ TLS_CERT_ENV = "MILLRACE_TLS_CERT"
 TLS_KEY_ENV = "MILLRACE_TLS_KEY"
 TLS_CA_ENV = "MILLRACE_TLS_CA"
 TLS_REQUIRE_CLIENT_CERT_ENV = "MILLRACE_TLS_REQUIRE_CLIENT_CERT"
+TOKEN_FILE_ENV = "MILLRACE_TOKEN_FILE"
+INSECURE_ENV = "MILLRACE_INSECURE"
 
 UNAUTHENTICATED_MESSAGE = "missing or wrong token (set MILLRACE_TOKEN or [security] token)"
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 """Methods callable without the token: health checks and server reflection (read-only)."""
+
+SETTINGS = frozenset(
+    {"token", "token_file", "tls_cert", "tls_key", "tls_ca", "require_client_cert", "insecure"}
+)
+"""The keys of a ``[security]`` table."""
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -66,6 +83,8 @@ class Security:
     """PEM roots that sign the peers' certificates; clients dial TLS when set."""
     require_client_cert: bool = False
     """Servers refuse a TLS handshake without a client certificate signed by ``tls_ca``."""
+    insecure: bool = False
+    """Serve a non-loopback address without authenticating callers (an explicit choice)."""
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -85,7 +104,7 @@ class Security:
     ) -> Security:
         """Read a ``[security]`` table (paths relative to ``base_dir``), then the environment."""
         env = os.environ if environ is None else environ
-        unknown = set(section) - {"token", "tls_cert", "tls_key", "tls_ca", "require_client_cert"}
+        unknown = set(section) - SETTINGS
         if unknown:
             raise ValueError(f"[security] has unknown settings: {', '.join(sorted(unknown))}")
 
@@ -98,6 +117,14 @@ class Security:
             return base_dir / str(value)  # an absolute value stays absolute
 
         token = env.get(TOKEN_ENV) or section.get("token")
+        token_file = path("token_file", TOKEN_FILE_ENV)
+        if token is None and token_file is not None:
+            token = read_token_file(token_file)
+        insecure = section.get("insecure", False)
+        if INSECURE_ENV in env:
+            insecure = _flag(env[INSECURE_ENV], INSECURE_ENV)
+        if not isinstance(insecure, bool):
+            raise ValueError("[security] insecure must be true or false")
         require = section.get("require_client_cert", False)
         if TLS_REQUIRE_CLIENT_CERT_ENV in env:
             require = _flag(env[TLS_REQUIRE_CLIENT_CERT_ENV], TLS_REQUIRE_CLIENT_CERT_ENV)
@@ -109,6 +136,7 @@ class Security:
             tls_key=path("tls_key", TLS_KEY_ENV),
             tls_ca=path("tls_ca", TLS_CA_ENV),
             require_client_cert=require,
+            insecure=insecure,
         )
 
     # -- clients ------------------------------------------------------------------
@@ -141,8 +169,19 @@ class Security:
         """Listen on ``address`` (TLS when this process has a certificate); the port.
 
         Raises ``OSError`` naming the address when it cannot be bound (in use by
-        another process: servers set ``EXCLUSIVE_PORT``, so nothing shares a port).
+        another process: servers set ``EXCLUSIVE_PORT``, so nothing shares a port),
+        and ``PermissionError`` when it is not a loopback address and this process
+        would serve anyone who reaches it (no token, no client certificates) without
+        ``insecure = true``.
         """
+        if not self.authenticates and not self.insecure and not is_loopback(address):
+            raise PermissionError(
+                f"refusing to serve {address} without authentication: anyone who can reach "
+                "it could register as an interval's owner, deliver records and append to "
+                "the log. Set [security] token_file (`millrace security init` writes one) or "
+                "token, or TLS with require_client_cert; or, to serve it open on purpose, "
+                "[security] insecure = true"
+            )
         try:
             if self.tls_cert is not None and self.tls_key is not None:
                 credentials = grpc.ssl_server_credentials(
@@ -165,6 +204,11 @@ class Security:
             ) from cause
         return port
 
+    @property
+    def authenticates(self) -> bool:
+        """True when servers know who calls them: a token, or TLS with client certificates."""
+        return self.token is not None or (self.tls_cert is not None and self.require_client_cert)
+
     def server_interceptors(self) -> list[grpc.ServerInterceptor]:
         """Interceptors a server must be built with (the token check, when a token is set)."""
         return [] if self.token is None else [_TokenServerInterceptor(self.token)]
@@ -179,6 +223,34 @@ class Security:
         if self.token is not None:
             parts.append("token")
         return ", ".join(parts) or "plaintext"
+
+
+def is_loopback(address: str) -> bool:
+    """True for ``HOST:PORT`` whose host is a loopback address (or ``localhost``)."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost, or a wildcard: reachable from outside
+
+
+def read_token_file(path: Path) -> str:
+    """The token stored in ``path``, which only its owner may read (like an SSH key)."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"[security] token_file {str(path)!r}: {exc.strerror or exc}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ValueError(
+            f"[security] token_file {str(path)!r} is readable by others "
+            f"(mode {stat.S_IMODE(mode):o}): chmod 600 it"
+        )
+    if not text:
+        raise ValueError(f"[security] token_file {str(path)!r} is empty")
+    return text
 
 
 def _flag(text: str, variable: str) -> bool:

@@ -13,7 +13,23 @@ import os
 import threading
 from pathlib import Path
 
+from computations._routing import SINK_PREFIX
+from computations._watermarks import event_time_problem
+from millrace._service_support import brief
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+
+MAX_RECORD_ID_BYTES = 1024
+NOT_OWNER = delivery_pb2.NOT_OWNER
+MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
+
+
+def _record_problem(record: record_pb2.Record) -> str | None:
+    """Why a sink will not write ``record`` (None: it will)."""
+    if not record.record_id:
+        return "record has no record_id"
+    if len(record.record_id) > MAX_RECORD_ID_BYTES:
+        return f"record_id is {len(record.record_id)} bytes; the limit is {MAX_RECORD_ID_BYTES}"
+    return event_time_problem(record.event_time_ms)
 
 
 class SinkUnavailableError(Exception):
@@ -44,6 +60,10 @@ def lock_beside(path: Path) -> int:
 class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
     """Base of the sinks: serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``."""
 
+    stream = ""
+    """The sink stream served (set by ``millrace sink``): batches for another target are
+    refused NOT_OWNER. Empty: any target (a sink used on its own)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()  # guards the read index: positions and _latest
         self._grew = threading.Condition(self._lock)
@@ -67,8 +87,18 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
         ``pending`` (the write in progress, which this call extends), is a duplicate."""
         ack = delivery_pb2.DeliveryAck(batch_seq=batch.batch_seq)
         fresh: list[record_pb2.Record] = []
+        target = batch.target.computation
+        if target and self.stream and target != SINK_PREFIX + self.stream:
+            message = f"this sink serves {self.stream!r}, not {brief(target)}"
+            for record in batch.records:
+                ack.rejected.add(record_id=record.record_id, reason=NOT_OWNER, message=message)
+            return ack, fresh
         for record in batch.records:
             rid = record.record_id
+            problem = _record_problem(record)
+            if problem is not None:
+                ack.rejected.add(record_id=rid, reason=MALFORMED_RECORD, message=problem)
+                continue
             if rid in self._seen or rid in pending:
                 ack.duplicate_ids.append(rid)
             else:

@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 
 from millrace._durable_files import AppendOnlyFile
+from millrace._service_support import abort
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 
@@ -96,7 +97,7 @@ class FileSink(IndexedSink):
             try:
                 ack = self.write(batch)
             except SinkUnavailableError as exc:
-                context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+                abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
                 return
             yield ack
 

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from millrace._durable_files import fsync_directory
+from millrace._service_support import abort
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 
@@ -132,7 +133,7 @@ class ParquetSink(IndexedSink):
             try:
                 acks = self.write_group(group)
             except SinkUnavailableError as exc:
-                context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+                abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
                 return
             yield from acks
 

@@ -11,6 +11,7 @@ from typing import Protocol
 
 import grpc
 
+from millrace._service_support import abort
 from millrace.wire.v1 import record_pb2, sink_pb2, sink_pb2_grpc
 
 DEFAULT_BATCH = 1000
@@ -43,7 +44,8 @@ class SubscribeService(sink_pb2_grpc.SubscribeServicer):
         self, request: sink_pb2.SubscribeRequest, context: grpc.ServicerContext
     ) -> Iterator[sink_pb2.SubscribeBatch]:
         if request.stream != self._stream:
-            context.abort(
+            abort(
+                context,
                 grpc.StatusCode.NOT_FOUND,
                 f"this sink serves stream {self._stream!r}, not {request.stream!r}",
             )
@@ -72,7 +74,8 @@ class ViewService(sink_pb2_grpc.ViewServicer):
         self, request: sink_pb2.ViewGetRequest, context: grpc.ServicerContext
     ) -> sink_pb2.ViewGetResponse:
         if request.stream != self._stream:
-            context.abort(
+            abort(
+                context,
                 grpc.StatusCode.NOT_FOUND,
                 f"this sink serves stream {self._stream!r}, not {request.stream!r}",
             )

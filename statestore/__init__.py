@@ -28,9 +28,10 @@ from statestore.errors import (
 )
 from statestore.store import Clock, StateStore, monotonic_ms, wall_clock_ms
 from statestore.transaction import Transaction, TransactionStatus
-from statestore.types import DedupStats, SenderProgress, TimeDomain, Timer
+from statestore.types import MAX_EPOCH, DedupStats, SenderProgress, TimeDomain, Timer
 
 __all__ = [
+    "MAX_EPOCH",
     "Clock",
     "DedupStats",
     "EpochFencedError",

@@ -33,7 +33,7 @@ from statestore.errors import (
     StoreClosedError,
 )
 from statestore.transaction import Transaction
-from statestore.types import DedupStats, TimeDomain, Timer
+from statestore.types import MAX_EPOCH, DedupStats, TimeDomain, Timer
 
 Clock = Callable[[], int]
 """Returns a time in integer milliseconds; the store uses only its differences."""
@@ -149,8 +149,12 @@ class StateStore:
         return self._owner_epoch
 
     def claim_epoch(self, epoch: int) -> None:
-        """Make ``epoch`` the owner (durably); older epochs are fenced from now on."""
+        """Make ``epoch`` the owner (durably); older epochs are fenced from now on.
+
+        Raises ``ValueError`` for an epoch at or above :data:`MAX_EPOCH`."""
         self._require_open()
+        if not 0 <= epoch < MAX_EPOCH:
+            raise ValueError(f"epoch {epoch} is outside 0..{MAX_EPOCH - 1}")
         self._check_epoch(epoch)
         if epoch > self._owner_epoch:
             batch = self._engine.new_batch()

@@ -5,6 +5,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+MAX_EPOCH = 2**53
+"""No epoch at or above this is ever claimed, granted or believed: far beyond any real count
+of restarts, far below the int64 limit, so a forged epoch near the limit can never win."""
+
 
 class TimeDomain(enum.IntEnum):
     """Which clock a timer follows."""

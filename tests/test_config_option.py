@@ -32,7 +32,12 @@ REQUIRED = {
     "up": [],
     "view get": ["--stream", "s", "--key", "k"],
 }
-OPTIONAL = {"health": [], "inject": ["--stream", "s"], "watermarks": []}
+OPTIONAL = {
+    "health": [],
+    "inject": ["--stream", "s"],
+    "security init": [],
+    "watermarks": [],
+}
 
 
 @pytest.fixture(autouse=True)
@@ -236,6 +241,7 @@ def test_a_node_process_starts_by_computation_and_interval(tmp_path: Path) -> No
     (tmp_path / "config.toml").write_text(
         f'topology = "topology.toml"\n[nodes.c-all]\ncomputation = "c"\nintervals = [0, 1]\n'
         f'address = "127.0.0.1:{port}"\n[sinks.out]\naddress = "127.0.0.1:{free_port()}"\n'
+        "[security]\ninsecure = true\n"  # it binds 0.0.0.0 below: open on purpose
     )
     env = {
         **os.environ,

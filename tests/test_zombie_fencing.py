@@ -18,7 +18,8 @@ exercised:
    outbox (not dead-lettered, not acked), and Z fences itself: it answers
    every later delivery with ``NOT_OWNER`` and commits nothing.
 2. A sender addresses Z with a ``target_epoch`` newer than Z's: Z answers
-   ``NOT_OWNER`` and refuses every later delivery too.
+   ``NOT_OWNER`` for that batch but does not believe it (epochs come from the
+   ownership registry, not from messages) and serves every later delivery.
 
 Synchronisation point: Admin ``Status`` does not say whether an interval is
 fenced (it keeps reporting the epoch the interval started with), so the tests
@@ -336,9 +337,10 @@ def test_zombie_sender_is_rejected_downstream_and_fences_itself(cluster: Cluster
 # -- 2. a sender knows a newer epoch of the receiver's interval ---------------------------
 
 
-def test_delivery_for_a_newer_target_epoch_fences_the_receiver(cluster: Cluster) -> None:
-    """A batch whose ``target_epoch`` is newer than Z's own epoch proves another process owns
-    ``up``/0: Z answers ``NOT_OWNER`` and then refuses (does not commit) every delivery."""
+def test_a_newer_target_epoch_is_refused_not_believed(cluster: Cluster) -> None:
+    """A batch whose ``target_epoch`` is newer than Z's own epoch is refused ``NOT_OWNER``,
+    but Z does not fence itself on a message's word (issue 15: anyone can send one):
+    epochs come from the registry. Z keeps its epoch and serves every later delivery."""
     flow_through(cluster, source_records("before", 5))
     z_epoch = cluster.z_status().epoch
     assert z_epoch == Z_ASSIGNED_EPOCH
@@ -352,36 +354,21 @@ def test_delivery_for_a_newer_target_epoch_fences_the_receiver(cluster: Cluster)
     assert list(ack.committed_ids) == [current[0].record_id], ack
     assert ack.receiver_epoch == z_epoch
     wait_for(lambda: b"current-0" in cluster.sink_values(), "the control record")
-    assert cluster.state(cluster.z_address, "up", current[0].key).found
 
-    newer = source_records("newer", 1)
-    ack = cluster.deliver(
-        cluster.z_address,
-        direct_batch(target=("up", 0), records=newer, target_epoch=z_epoch + 1),
-    )
-    assert not ack.committed_ids and not ack.duplicate_ids, ack
-    [(reason, message)] = rejections(ack).values()
-    assert reason == delivery_pb2.NOT_OWNER, ack
-    assert f"newer owner (epoch {z_epoch + 1})" in message, message
-    wait_for(lambda: fenced_in_log(cluster.z), "Z to log that it was fenced")
-
-    # Every later delivery is refused, whatever target epoch it names.
-    for target_epoch in (0, z_epoch):
-        later = source_records(f"later{target_epoch}", 1)
+    for forged in (z_epoch + 1, z_epoch + 100, 2**63 - 1):
+        newer = source_records(f"newer{forged}", 1)
         ack = cluster.deliver(
             cluster.z_address,
-            direct_batch(target=("up", 0), records=later, target_epoch=target_epoch),
+            direct_batch(target=("up", 0), records=newer, target_epoch=forged),
         )
         assert not ack.committed_ids and not ack.duplicate_ids, ack
         [(reason, message)] = rejections(ack).values()
         assert reason == delivery_pb2.NOT_OWNER, ack
-        assert "newer owner" in message, message
-        assert ack.receiver_epoch == 0
-        assert not cluster.state(cluster.z_address, "up", later[0].key).found
+        assert f"the batch is for epoch {forged}" in message, message
+        assert not cluster.state(cluster.z_address, "up", newer[0].key).found
 
-    assert not cluster.state(cluster.z_address, "up", newer[0].key).found
-    time.sleep(1.0)
-    refused = {b"newer-0", b"later0-0", f"later{z_epoch}-0".encode()}
-    assert not refused & cluster.sink_values(), "a refused record reached the sink"
-    assert cluster.z_status().outbox_size == 0
+    # Z was not fenced: it keeps its epoch and commits what genuine senders send.
+    flow_through(cluster, source_records("after", 5))
+    assert cluster.z_status().epoch == z_epoch
+    assert not fenced_in_log(cluster.z)
     assert cluster.dead_letters(cluster.z_address, "up") == []

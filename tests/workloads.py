@@ -190,3 +190,14 @@ class LatenessAudit(Computation):
                     "ts": record.timestamp_ms, "watermark": mark}  # fmt: skip
             ctx.produce("late", ctx.key, json.dumps(body).encode(), mark)
         ctx.produce(self.output, ctx.key, record.value, record.timestamp_ms)
+
+
+class Forward(Computation):
+    """Counts records per key (state ``n``) and forwards each to ``params["output"]``."""
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        self.output = str(params["output"])
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.put_state("n", (ctx.get_state("n", JSON) or 0) + 1, JSON)
+        ctx.produce(self.output, ctx.key, record.value, record.timestamp_ms)

@@ -13,12 +13,14 @@ import grpc
 from computations._deployment import Deployment
 from computations._sender import CHANNEL_OPTIONS
 from millrace._logging import configure_logging
+from millrace._request_guard import RequestGuard
 from millrace._service_support import (
     EXCLUSIVE_PORT,
     StopSignals,
     enable_stack_dumps,
     serve_health_and_reflection,
 )
+from millrace._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
 from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
 from sinks import FileSink, SinkLockedError
@@ -65,11 +67,14 @@ def run(args: argparse.Namespace) -> int:
     except SinkLockedError as exc:
         print(f"millrace sink: {exc}", file=sys.stderr)
         return 2
+    sink.stream = args.stream
     security = deployment.security
+    # Deliver and Subscribe streams are bounded; spare threads keep health and View answering.
+    streams = StreamLimiter(max_streams=32, max_per_peer=16, server=f"sink {args.stream}")
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=16),
-        options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT],
-        interceptors=security.server_interceptors(),
+        futures.ThreadPoolExecutor(max_workers=32 + 8),
+        options=[*CHANNEL_OPTIONS, EXCLUSIVE_PORT, *STREAM_SERVER_OPTIONS],
+        interceptors=[*security.server_interceptors(), RequestGuard(), streams],
     )
     delivery_pb2_grpc.add_DeliveryServicer_to_server(sink, server)
     sink_pb2_grpc.add_SubscribeServicer_to_server(SubscribeService(args.stream, sink), server)

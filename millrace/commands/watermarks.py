@@ -11,6 +11,7 @@ survives an authority restart by reconnecting.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 import time
@@ -249,9 +250,12 @@ def _watch(
     follower.start()
     printed = dict(marks)
     width = max((len(name) for name in marks), default=0)
+    # A handler that only sets an event: a KeyboardInterrupt raised while the main
+    # thread is inside gRPC's C code can be swallowed there, this cannot.
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        while True:
-            time.sleep(args.interval)
+        while not stop.wait(args.interval):
             if follower.error is not None:
                 raise CommandError(follower.error)
             latest = follower.latest()
@@ -269,4 +273,5 @@ def _watch(
                 out.write(line + "\n")
             out.flush()
     finally:
+        signal.signal(signal.SIGINT, previous)
         follower.stop()

@@ -179,7 +179,8 @@ def test_intervals_split_keys_evenly_and_stably() -> None:
 def test_public_names_are_pinned() -> None:
     assert sorted(computations.__all__) == sorted(
         [
-            "BYTES", "JSON", "MAX_TIME", "MIN_TIME", "BatchOutcome", "BytesSerde", "Computation",
+            "BYTES", "JSON", "MAX_EVENT_TIME_MS", "MAX_TIME", "MIN_EVENT_TIME_MS", "MIN_TIME",
+            "BatchOutcome", "BytesSerde", "Computation",
             "ComputationSpec", "ComputationWatermark", "Context", "FiredTimer", "InputSpec",
             "IntervalProcessor", "JsonSerde", "ProduceError", "ProtobufSerde", "Record", "Serde",
             "TimeDomain", "TimerError", "Topology", "TopologyError", "compute_watermarks",

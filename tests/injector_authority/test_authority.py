@@ -390,3 +390,28 @@ def test_a_late_retry_of_an_older_report_does_not_replace_a_newer_one() -> None:
     auth.report([newer])
     auth.report([older])
     assert auth.oldest_work()["counts"] == 500
+
+
+def test_absurd_journal_values_saturate_instead_of_overflowing() -> None:
+    """Issue 15: a journal written before event times were range-checked may hold values
+    past int64; restoring it must leave every published value a valid int64."""
+    auth = authority()
+    auth.restore(
+        {
+            "published": {"source:events": 2**63 + 1999, "counts": 2**70},
+            "sources": {"events": 2**64},
+            "reports": [],
+        }
+    )
+    assert all(MIN_TIME <= v <= MAX_TIME for v in auth.watermarks().values())
+    assert auth.set_source_watermark("events", 2**70) == MAX_TIME
+
+
+def test_a_report_at_an_epoch_the_registry_did_not_grant_is_ignored() -> None:
+    """Issue 15: a forged report above the lease must not take an interval's watermark over
+    (the real owner's reports would be stale from then on)."""
+    auth = WatermarkAuthority(two_stage_topology(), clock=lambda: 42, leased_epoch=lambda c, i: 3)
+    for forged in (10**9, 2**63 - 1):
+        accepted, ignored = auth.report([rep("counts", 0, MIN_TIME, epoch=forged)])
+        assert (accepted, ignored) == (0, [("counts", 0)])
+    assert auth.report([rep("counts", 0, 500, epoch=3)]) == (1, [])

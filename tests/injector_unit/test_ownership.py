@@ -29,7 +29,7 @@ def test_each_registration_bumps_the_epoch_durably(tmp_path: Path) -> None:
     _, leases = reopened.leases(["counts"])
     assert [(lease.index, lease.node_id, lease.epoch) for lease in leases] == [(0, "a", 3)]
     with pytest.raises(ValueError, match="has no interval 7"):
-        reopened.register("a", "counts", "x", [7])
+        reopened.register("a", "counts", "h:1", [7])
 
 
 def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
@@ -41,14 +41,13 @@ def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
     address = f"127.0.0.1:{port}"
     try:
         held = register_intervals(
-            address, node_id="old", computation="counts", node_address="x", intervals=[0, 1]
+            address, node_id="old", computation="counts", node_address="h:1", intervals=[0, 1]
         )
         assert held == {0: 1, 1: 1}
         superseded: list[tuple[str, int, int, str]] = []
         routes: list[tuple[str, int, str]] = []
         keeper = LeaseKeeper(
             address,
-            computations=["counts"],
             held=lambda: {("counts", i): epoch for i, epoch in held.items()},
             on_superseded=lambda c, i, e, owner: superseded.append((c, i, e, owner)),
             on_routes=routes.extend,
@@ -57,7 +56,7 @@ def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
         keeper.start()
         assert keeper.wait_fresh(("counts", 1), 5.0), "the registry confirms the lease"
         newer = register_intervals(
-            address, node_id="new", computation="counts", node_address="y", intervals=[1]
+            address, node_id="new", computation="counts", node_address="h:2", intervals=[1]
         )
         assert newer == {1: 2}
         stub = control_pb2_grpc.ControlStub(grpc.insecure_channel(address))
@@ -71,13 +70,13 @@ def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
                 break
             time.sleep(0.05)
         assert superseded[0] == ("counts", 1, 2, "new"), "the old owner learns it lost interval 1"
-        assert ("counts", 1, "y") in routes, "senders learn where interval 1 is served now"
+        assert ("counts", 1, "h:2") in routes, "senders learn where interval 1 is served now"
         assert not keeper.wait_fresh(("counts", 1), 0.5), "a superseded lease is not confirmed"
         assert keeper.fresh(("counts", 0)), "the interval it kept still is"
         keeper.stop()
         with pytest.raises(ValueError, match="refused"):
             register_intervals(
-                address, node_id="z", computation="nope", node_address="x", intervals=[0]
+                address, node_id="z", computation="nope", node_address="h:1", intervals=[0]
             )
     finally:
         server.stop(0.5).wait()
@@ -87,14 +86,14 @@ def test_registration_grants_above_the_epoch_a_node_shows(tmp_path: Path) -> Non
     """Issue 14: a registry that lost ownership.json never hands out an epoch a store
     already claimed (a zombie would outrank the new owner)."""
     registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
-    [lease] = registry.register("a", "counts", "x", [0], {0: 41})
+    [lease] = registry.register("a", "counts", "h:1", [0], {0: 41})
     assert lease.epoch == 42
     (tmp_path / "ownership.json").unlink()
     lost = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
-    [fresh] = lost.register("b", "counts", "y", [0])
+    [fresh] = lost.register("b", "counts", "h:2", [0])
     assert fresh.epoch == 1, "nothing shown, nothing known"
     lost.raise_floor("counts", 0, 42)  # e.g. from the watermark journal
-    [floored] = lost.register("b", "counts", "y", [0])
+    [floored] = lost.register("b", "counts", "h:2", [0])
     assert floored.epoch == 43
 
 
@@ -102,13 +101,13 @@ def test_forged_stored_epochs_are_refused(tmp_path: Path) -> None:
     registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
     for forged in (2**63 - 1, 2**53, -1):
         with pytest.raises(ValueError, match="outside"):
-            registry.register("a", "counts", "x", [0], {0: forged})
+            registry.register("a", "counts", "h:1", [0], {0: forged})
     assert registry.leases()[1] == [], "nothing was leased"
 
 
 def test_the_journal_is_replaced_durably(tmp_path: Path) -> None:
     path = tmp_path / "ownership.json"
     registry = OwnershipRegistry(two_stage_topology(), path)
-    registry.register("a", "counts", "x", [0, 1])
+    registry.register("a", "counts", "h:1", [0, 1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ownership.json"], "no temp file left"
     assert len(json.loads(path.read_text())["leases"]) == 2

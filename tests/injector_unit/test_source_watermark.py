@@ -85,3 +85,10 @@ def test_a_refused_request_that_never_comes_back_stops_holding_after_the_idle_ti
     source.refused(b"gone", 950, 100)
     assert source.current(None, 1_050) == 899, "the refusal is recent: not idle"
     assert source.current(None, 2_200) > 1_000, "idle once the refusal is a timeout old"
+
+
+def test_watermark_arithmetic_saturates_at_the_int64_limit() -> None:
+    """An old log may hold an event time at the int64 limit: idle advance adds to it."""
+    source = SourceWatermark(out_of_orderness_ms=100, idle_timeout_ms=1_000)
+    source.observe(2**63 - 1, 0)
+    assert source.current(None, 5_000) == 2**63 - 1

@@ -220,6 +220,7 @@ EXPECTED_ENUMS: dict[str, dict[str, dict[str, int]]] = {
             "MALFORMED_RECORD": 4,
             "WRONG_INTERVAL": 5,
             "OVERLOADED": 6,
+            "UNKNOWN_SENDER_EPOCH": 7,
         },
     },
 }

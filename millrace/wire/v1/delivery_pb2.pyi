@@ -17,6 +17,7 @@ class RejectReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MALFORMED_RECORD: _ClassVar[RejectReason]
     WRONG_INTERVAL: _ClassVar[RejectReason]
     OVERLOADED: _ClassVar[RejectReason]
+    UNKNOWN_SENDER_EPOCH: _ClassVar[RejectReason]
 REJECT_REASON_UNSPECIFIED: RejectReason
 STALE_SENDER_EPOCH: RejectReason
 NOT_OWNER: RejectReason
@@ -24,6 +25,7 @@ UNKNOWN_STREAM: RejectReason
 MALFORMED_RECORD: RejectReason
 WRONG_INTERVAL: RejectReason
 OVERLOADED: RejectReason
+UNKNOWN_SENDER_EPOCH: RejectReason
 
 class Sender(_message.Message):
     __slots__ = ("sender_id", "interval", "epoch", "progress")
