@@ -11,6 +11,10 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY millrace ./millrace
 COPY statestore ./statestore
 COPY computations ./computations
+COPY engine ./engine
+COPY deployment ./deployment
+COPY delivery ./delivery
+COPY node ./node
 COPY injector ./injector
 COPY spark_jobs ./spark_jobs
 COPY sinks ./sinks

@@ -1,4 +1,4 @@
-"""The Millrace user API and computation runtime.
+"""The Millrace user API: computations, their records, state serdes and the topology.
 
 Write a computation::
 
@@ -15,25 +15,17 @@ Write a computation::
             ctx.delete_state(timer.tag)
 
 describe the topology (:class:`Topology`), test it in-process with
-:class:`computations.testing.TestHarness`, and deploy it on nodes.
-The user API and topology import nothing from gRPC or RocksDB.
+:class:`computations.testing.TestHarness`, and deploy it on nodes. This
+package imports nothing from gRPC or RocksDB; the engine that runs it is
+``engine``, the process that hosts it ``node``.
 """
 
 from computations._computation import Computation, Context
-from computations._keys import interval_of, key_hash
-from computations._outcome import BatchOutcome
-from computations._processor import IntervalProcessor
+from computations._keys import KeyExtractor, interval_of, key_hash
 from computations._records import FiredTimer, Record
 from computations._serde import BYTES, JSON, BytesSerde, JsonSerde, ProtobufSerde, Serde
+from computations._time import MAX_EVENT_TIME_MS, MAX_TIME, MIN_EVENT_TIME_MS, MIN_TIME
 from computations._topology import ComputationSpec, InputSpec, Topology
-from computations._watermarks import (
-    MAX_EVENT_TIME_MS,
-    MAX_TIME,
-    MIN_EVENT_TIME_MS,
-    MIN_TIME,
-    ComputationWatermark,
-    compute_watermarks,
-)
 from computations.errors import ProduceError, TimerError, TopologyError
 from statestore.types import TimeDomain
 
@@ -44,16 +36,14 @@ __all__ = [
     "MAX_TIME",
     "MIN_EVENT_TIME_MS",
     "MIN_TIME",
-    "BatchOutcome",
     "BytesSerde",
     "Computation",
     "ComputationSpec",
-    "ComputationWatermark",
     "Context",
     "FiredTimer",
     "InputSpec",
-    "IntervalProcessor",
     "JsonSerde",
+    "KeyExtractor",
     "ProduceError",
     "ProtobufSerde",
     "Record",
@@ -62,7 +52,6 @@ __all__ = [
     "TimerError",
     "Topology",
     "TopologyError",
-    "compute_watermarks",
     "interval_of",
     "key_hash",
 ]

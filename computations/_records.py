@@ -7,10 +7,6 @@ from typing import NamedTuple
 
 from statestore.types import TimeDomain
 
-new_tuple = tuple.__new__
-"""``new_tuple(SomeNamedTuple, (a, b))`` builds a NamedTuple in C; its generated
-``__new__`` is Python (~0.2 us), which shows on the per-record path."""
-
 
 class Record(NamedTuple):
     """One record of a stream as a computation sees it.

@@ -1,8 +1,11 @@
 """``TestHarness``: run a topology in one process, step by step, and crash it at will.
 
 For users' unit tests (and ours). Every key interval gets an in-memory store
-and an :class:`IntervalProcessor`, exactly the code a node runs; the network
-is a FIFO of deliveries the harness moves one batch at a time. Processing
+and an :class:`~engine.IntervalDriver`, exactly the code a node's worker
+runs; the network is a :class:`~engine.LocalNetwork` of whole batches in
+their wire encoding: each step hands every batch queued for the next
+destination to its interval in one turn (a group commit), and the acks go
+back to the senders. Processing
 time and the source watermark are set by the test::
 
     harness = TestHarness(Topology.load("topology.toml"))
@@ -20,35 +23,35 @@ contents. Fed records not yet acknowledged are resent, like the injector does.
 from __future__ import annotations
 
 import hashlib
-from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from computations._keys import interval_of
-from computations._outbox import Production
-from computations._outcome import BatchOutcome
-from computations._processor import IntervalProcessor
 from computations._records import Record
-from computations._routing import SINK_PREFIX
-from computations._scope import state_key
 from computations._serde import BYTES, Serde
+from computations._time import MIN_TIME
 from computations._topology import Topology
-from computations._watermarks import MIN_TIME, ComputationWatermark, compute_watermarks
-from millrace.wire.v1 import admin_pb2, record_pb2
-from statestore import StateStore, StoreConfig
-from statestore._memory import MemoryEngine
+from engine import (
+    SINK_PREFIX,
+    ComputationWatermark,
+    InFlight,
+    IntervalDriver,
+    IntervalProcessor,
+    LocalNetwork,
+    Production,
+    compute_watermarks,
+    receive,
+    state_key,
+)
+from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
+from statestore import MemoryEngine, StateStore, StoreConfig
 
 T = TypeVar("T")
 
+Ack = delivery_pb2.DeliveryAck
+
 SOURCE = "source"
 """The producer name of fed records."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Delivery:
-    sender: tuple[str, int] | None  # None: fed by the test (the source)
-    production: Production
 
 
 class TestHarness:
@@ -73,7 +76,10 @@ class TestHarness:
         self._sink_outputs: dict[str, dict[bytes, Record]] = {s: {} for s in topology.sinks()}
         self._fed = 0
         self.processors: dict[tuple[str, int], IntervalProcessor] = {}
-        self._network: deque[_Delivery] = deque()
+        self._drivers: dict[tuple[str, int], IntervalDriver] = {}
+        self._network = LocalNetwork()
+        self.group_commits = 0
+        """Turns that committed more than one batch at once."""
         self._start()
 
     def _clock(self) -> int:
@@ -92,12 +98,11 @@ class TestHarness:
             )
             for (name, i), engine in self._engines.items()
         }
-        self._network = deque()
-        for (name, i), processor in self.processors.items():
-            for production in processor.pending_productions():
-                self._network.append(_Delivery((name, i), production))
-        for production in self._unacked_source.values():
-            self._network.append(_Delivery(None, production))
+        self._drivers = {at: IntervalDriver(p) for at, p in self.processors.items()}
+        self._network = LocalNetwork()
+        for at, driver in self._drivers.items():
+            self._network.send(at, self._epoch, driver.resend())
+        self._network.send_productions(None, 0, list(self._unacked_source.values()))
 
     # -- driving ----------------------------------------------------------
 
@@ -127,16 +132,19 @@ class TestHarness:
             producer=SOURCE,
             stream=stream,
         )
+        productions = []
         for consumer in self.topology.consumers(stream):
             extract = self.topology.key_extractor(consumer.name, stream)
             interval = interval_of(extract(key, value), consumer.intervals)
             production = Production.to(consumer.name, interval, record)
             self._unacked_source[production.outbox_key] = production
-            self._network.append(_Delivery(None, production))
+            productions.append(production)
+        self._network.send_productions(None, 0, productions)
         return record_id
 
     def step(self) -> bool:
-        """Deliver the next in-flight message; False when the network is empty."""
+        """Deliver every batch in flight to the destination of the oldest one, in one turn
+        of that interval (a group commit); False when the network is empty."""
         return self._deliver_next() is not None
 
     def run(self, max_steps: int = 1_000_000) -> None:
@@ -172,6 +180,11 @@ class TestHarness:
         self._start()
 
     # -- inspecting -------------------------------------------------------
+
+    def in_flight(self) -> int:
+        """Batches on the network now (each step delivers every one bound for the oldest
+        one's destination)."""
+        return len(self._network.in_flight)
 
     def outputs(self, stream: str) -> list[Record]:
         """Records delivered to sink ``stream``, once each, in arrival order."""
@@ -213,62 +226,64 @@ class TestHarness:
     # -- internals ----------------------------------------------------------
 
     def _deliver_next(self) -> bool | None:
-        """Deliver the next in-flight message: None if there is none, else whether it was
-        acknowledged (if not, it goes to the back of the network: the sender retries)."""
-        if not self._network:
+        """Deliver what is in flight to the oldest batch's destination: None if nothing is
+        in flight, else whether anything was acknowledged (what was not goes to the back
+        of the network: its sender retries it)."""
+        destination = self._network.next_destination()
+        if destination is None:
             return None
-        delivery = self._network.popleft()
-        production = delivery.production
-        if production.consumer.startswith(SINK_PREFIX):
-            self._to_sink(production)
-            self._acknowledged(delivery)
-            return True
-        target = self.processors[(production.consumer, production.interval)]
-        outcome = target.process_records([production.record])
-        self._enqueue(target, outcome)
-        if production.record.record_id in outcome.committed + outcome.duplicates:
-            self._acknowledged(delivery)
-            return True
-        self._network.append(delivery)
-        return False
+        messages = self._network.take(destination)
+        if destination[0].startswith(SINK_PREFIX):
+            answered = [(m, self._to_sink(m)) for m in messages]
+        else:
+            driver = self._drivers[destination]
+            answered, outcome = receive(driver, messages)
+            if outcome is not None:
+                self.group_commits += len(messages) > 1
+                self._network.send(destination, self._epoch, outcome.frames)
+        acked = False
+        for message, ack in answered:
+            done, again = message.settle(ack)
+            acked = acked or bool(done)
+            self._acknowledged(message, done)
+            self._network.send_productions(message.sender, message.epoch, again)
+        return acked
 
     def _fire_due_timers(self) -> bool:
         fired = False
         marks = self.watermarks()
-        for (name, _), processor in self.processors.items():
+        for (name, interval), driver in self._drivers.items():
             if marks[name].input_ms > MIN_TIME:
-                processor.advance_watermark(marks[name].input_ms)
-            outcome = processor.fire_timers()
+                driver.advance_watermark(marks[name].input_ms)
+            outcome = driver.fire_timers()
             if outcome.timers_fired or outcome.timers_failed:
                 fired = True  # a failed timer is retried next round, until dead-lettered
-                self._enqueue(processor, outcome)
+                self._network.send((name, interval), self._epoch, outcome.frames)
         return fired
 
-    def _enqueue(self, sender: IntervalProcessor, outcome: BatchOutcome) -> None:
-        for production in outcome.productions:
-            self._network.append(_Delivery((sender.name, sender.interval), production))
+    def _acknowledged(self, message: InFlight, outbox_keys: list[bytes]) -> None:
+        if message.sender is None:
+            for key in outbox_keys:
+                self._unacked_source.pop(key, None)
+        elif outbox_keys:
+            self._drivers[message.sender].acknowledged(outbox_keys)
 
-    def _acknowledged(self, delivery: _Delivery) -> None:
-        key = delivery.production.outbox_key
-        if delivery.sender is None:
-            self._unacked_source.pop(key, None)
-        else:
-            self.processors[delivery.sender].acknowledge([key])
-
-    def _to_sink(self, production: Production) -> None:
-        record = production.record
-        stream = production.consumer[len(SINK_PREFIX) :]
-        self._sink_outputs[stream].setdefault(
-            record.record_id,
-            Record(
-                stream=stream,
-                key=record.key,
-                value=record.value,
-                timestamp_ms=record.event_time_ms,
-                record_id=record.record_id,
-                producer=record.producer,
-            ),
-        )
+    def _to_sink(self, message: InFlight) -> Ack:
+        batch = message.batch()
+        stream = batch.target.computation[len(SINK_PREFIX) :]
+        for record in batch.records:
+            self._sink_outputs[stream].setdefault(
+                record.record_id,
+                Record(
+                    stream=stream,
+                    key=record.key,
+                    value=record.value,
+                    timestamp_ms=record.event_time_ms,
+                    record_id=record.record_id,
+                    producer=record.producer,
+                ),
+            )
+        return Ack(batch_seq=batch.batch_seq, committed_ids=[r.record_id for r in batch.records])
 
     def feed_many(self, stream: str, items: Iterable[tuple[bytes, bytes, int]]) -> list[bytes]:
         """:meth:`feed` each ``(key, value, timestamp_ms)``; returns the record ids."""

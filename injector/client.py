@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from millrace.security import Security
+from deployment.security import Security
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc
 
 RETRYABLE = frozenset(

@@ -21,10 +21,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from computations._watermarks import event_time_problem
+from deployment import AppendOnlyFile, write_json_durably
+from engine import event_time_problem
 from injector.group_commit import GroupCommitter
 from injector.log import AppendRequest, LogError
-from millrace._durable_files import AppendOnlyFile, write_json_durably
 
 log = logging.getLogger(__name__)
 

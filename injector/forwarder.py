@@ -30,12 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from computations import Topology, interval_of
-from computations._keys import KeyExtractor
-from computations._outbox import Frame, OldestInFlight, Production, split_outbox_key
-from computations._sender import Origin
+from computations import KeyExtractor, Topology, interval_of
+from delivery import Origin
+from deployment import write_json_durably
+from engine import Frame, OldestInFlight, Production, split_outbox_key
 from injector.log import LogRecord, LogTailLostError, StreamLog, offset_of
-from millrace._durable_files import write_json_durably
 from millrace.wire.v1 import record_pb2
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from computations._watermarks import event_time_problem
+from deployment import abort, brief
+from engine import event_time_problem
 from injector.group_commit import IdempotencyKeyReusedError
 from injector.log import AppendRequest, LogError, stream_tag
-from millrace._service_support import abort, brief
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc
 
 if TYPE_CHECKING:

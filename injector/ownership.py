@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from computations import Topology
-from millrace._durable_files import write_json_durably
-from millrace._service_support import brief
+from deployment import brief, write_json_durably
 from statestore import MAX_EPOCH
 
 MAX_NAME = 256

@@ -24,11 +24,19 @@ import grpc
 from prometheus_client import start_http_server
 
 from computations import MIN_TIME
-from computations._deployment import Deployment
-from computations._outbox import Production
-from computations._routes import Routes
-from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
-from computations._watermarks import source_name
+from delivery import CHANNEL_OPTIONS, DownstreamSender, Origin, Routes, SenderPool
+from deployment import (
+    EXCLUSIVE_PORT,
+    STREAM_SERVER_OPTIONS,
+    Deployment,
+    RequestGuard,
+    StreamLimiter,
+    metrics_host,
+    serve_health_and_reflection,
+    write_json_durably,
+)
+from deployment.security import Security
+from engine import Production, source_name
 from injector.authority_service import WatermarkAuthorityServicer
 from injector.control_service import ControlService
 from injector.file_source import FileSource
@@ -39,11 +47,6 @@ from injector.log import AppendRequest, AppendResult, LogConfig, StreamLog, stre
 from injector.ownership import OwnershipRegistry
 from injector.source_watermark import SourceWatermark
 from injector.watermark_authority import WatermarkAuthority
-from millrace._durable_files import write_json_durably
-from millrace._request_guard import RequestGuard
-from millrace._service_support import EXCLUSIVE_PORT, metrics_host, serve_health_and_reflection
-from millrace._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
-from millrace.security import Security
 from millrace.wire.v1 import (
     control_pb2,
     control_pb2_grpc,

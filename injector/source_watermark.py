@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable
 
 from computations import MIN_TIME
-from computations._watermarks import saturate
+from engine import saturate
 
 
 class SourceWatermark:

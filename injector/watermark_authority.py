@@ -27,15 +27,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from computations._topology import Topology
-from computations._watermarks import (
-    MIN_TIME,
-    SOURCE_PREFIX,
-    compute_watermarks,
-    feeders,
-    saturate,
-    source_name,
-)
+from computations import MIN_TIME, Topology
+from engine import SOURCE_PREFIX, compute_watermarks, feeders, saturate, source_name
 from statestore import MAX_EPOCH, Clock, wall_clock_ms
 
 """Published names of source-stream watermarks: ``"source:<stream>"``."""

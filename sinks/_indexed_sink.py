@@ -13,9 +13,8 @@ import os
 import threading
 from pathlib import Path
 
-from computations._routing import SINK_PREFIX
-from computations._watermarks import event_time_problem
-from millrace._service_support import brief
+from deployment import brief
+from engine import SINK_PREFIX, event_time_problem
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 
 MAX_RECORD_ID_BYTES = 1024

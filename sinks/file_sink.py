@@ -25,8 +25,7 @@ from typing import Any
 
 import grpc
 
-from millrace._durable_files import AppendOnlyFile
-from millrace._service_support import abort
+from deployment import AppendOnlyFile, abort
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 

@@ -32,8 +32,7 @@ import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from millrace._durable_files import fsync_directory
-from millrace._service_support import abort
+from deployment import abort, fsync_directory
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 

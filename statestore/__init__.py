@@ -15,6 +15,7 @@ The in-memory backend (:meth:`StateStore.open_memory`) has the same API and
 passes the same contract tests.
 """
 
+from statestore._memory import MemoryEngine
 from statestore.config import StoreConfig
 from statestore.errors import (
     EpochFencedError,
@@ -36,6 +37,7 @@ __all__ = [
     "DedupStats",
     "EpochFencedError",
     "IncompatibleStoreError",
+    "MemoryEngine",
     "SenderProgress",
     "StateStore",
     "StateStoreError",

@@ -27,8 +27,8 @@ from typing import Any
 import grpc
 
 from computations import Topology, interval_of
-from computations._outbox import Production
-from computations._sender import Origin, SenderPool
+from delivery._sender import Origin, SenderPool
+from engine._outbox import Production
 from examples.clickstream import demo
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 

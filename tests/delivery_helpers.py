@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from computations import IntervalProcessor, Topology
-from computations._outbox import Production
-from computations._sender import Origin
+from computations import Topology
+from delivery._sender import Origin
+from engine import IntervalProcessor
+from engine._outbox import Production
 from statestore import StateStore
 
 FORWARD_TOPOLOGY = {

@@ -13,12 +13,12 @@ import sys
 import threading
 from pathlib import Path
 
-from computations._acks import DeliveryWork
-from computations._after_sync import EXIT_SYNC_FAILED, AfterSync
-from computations._outbox import Frame
-from computations._sender import Origin
-from computations._worker import IntervalWorker, WorkerHooks
+from delivery._acks import DeliveryWork
+from delivery._sender import Origin
+from engine._outbox import Frame
 from millrace.wire.v1 import delivery_pb2
+from node._after_sync import EXIT_SYNC_FAILED, AfterSync
+from node._worker import IntervalWorker, WorkerHooks
 from statestore import StoreClosedError
 from tests.cluster import numbered_records
 from tests.delivery_helpers import forwarding_processor
@@ -93,7 +93,7 @@ def test_a_failed_sync_stops_the_process_before_any_action(tmp_path: Path) -> No
     script = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from computations._after_sync import AfterSync
+from node._after_sync import AfterSync
 
 def sync():
     raise OSError("disk gone")

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from computations._deployment import Deployment
 from computations._topology import Topology
-from millrace._grpc_errors import CommandError
+from deployment._deployment import Deployment
 from millrace.cli import build_parser, main
+from millrace.commands._grpc_errors import CommandError
 from millrace.commands._options import CONFIG_ENV
 from millrace.commands.node import resolve_node
 from tests.cluster import ROOT, free_port

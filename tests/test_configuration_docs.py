@@ -23,19 +23,22 @@ from typing import Any
 
 import pytest
 
-from computations._deployment import (
+from computations._topology import COMPUTATION_SETTINGS, ComputationSpec, Topology
+from deployment._deployment import (
     Deployment,
     InjectorPlacement,
     NodePlacement,
     apply_environment,
 )
-from computations._topology import COMPUTATION_SETTINGS, ComputationSpec, Topology
-from millrace.security import SETTINGS as SECURITY_SETTINGS
-from millrace.security import Security
+from deployment.security import SETTINGS as SECURITY_SETTINGS
+from deployment.security import Security
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"
-SOURCE_PACKAGES = ("millrace", "computations", "injector", "sinks", "statestore", "spark_jobs")
+SOURCE_PACKAGES = (
+    "millrace", "computations", "engine", "delivery", "node", "deployment",
+    "injector", "sinks", "statestore", "spark_jobs",
+)  # fmt: skip
 
 
 def doc_text() -> str:

@@ -16,8 +16,8 @@ from typing import Any
 
 import grpc
 
-from computations._outbox import Production
-from computations._sender import DownstreamSender, Origin
+from delivery._sender import DownstreamSender, Origin
+from engine._outbox import Production
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.cluster import numbered_records
 from tests.delivery_helpers import CountingAcks, forwarding_processor

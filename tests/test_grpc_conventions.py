@@ -33,10 +33,10 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 from computations import Topology
-from computations._deployment import Deployment
+from deployment._deployment import Deployment
+from deployment.security import Security
 from injector.server import Injector
 from millrace import cli
-from millrace.security import Security
 from tests.cluster import ROOT, InjectorProcess, NodeProcess, free_port, stop_gracefully
 from tests.test_prometheus import require
 from tests.test_security import certs, secured_injector  # noqa: F401 - fixtures

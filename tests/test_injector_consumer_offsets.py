@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from computations._deployment import Deployment
+from deployment._deployment import Deployment
 from injector.client import IngestClient
 from injector.log import offset_of
 from injector.server import Injector, InjectorConfig

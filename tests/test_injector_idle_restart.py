@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from computations._deployment import Deployment
+from deployment._deployment import Deployment
 from injector.client import IngestClient
 from injector.server import Injector, InjectorConfig
 from tests.cluster import CollectingSink, free_port

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from millrace._logging import configure_logging
+from deployment._logging import configure_logging
 from tests.cluster import ROOT, free_port, stop_gracefully
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from computations import IntervalProcessor
-from computations._outbox import is_frame_key, outbox_key
+from engine import IntervalProcessor
+from engine._outbox import is_frame_key, outbox_key
 from millrace.wire.v1 import record_pb2
 from statestore import StateStore
 from tests.cluster import numbered_records

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from computations import Topology
-from computations._deployment import Deployment
 from computations.errors import TopologyError
+from deployment._deployment import Deployment
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2, sink_pb2, sink_pb2_grpc
 from sinks import SinkLockedError
 from sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink

@@ -15,8 +15,8 @@ from typing import Any
 
 import grpc
 
-from computations._outbox import Frame, Production, encode_frame
-from computations._sender import DownstreamSender, Origin
+from delivery._sender import DownstreamSender, Origin
+from engine._outbox import Frame, Production, encode_frame
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.delivery_helpers import CountingAcks
 

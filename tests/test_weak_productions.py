@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from computations import IntervalProcessor, Topology
-from computations._outbox import Production
+from computations import Topology
+from engine import IntervalProcessor
+from engine._outbox import Production
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import StateStore
 from tests.cluster import (

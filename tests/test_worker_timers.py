@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 from computations import Topology
-from computations._acks import DeliveryWork
-from computations._processor import IntervalProcessor
-from computations._scope import state_key
-from computations._worker import TIMER_RETRY_S, IntervalWorker, WorkerHooks
+from delivery._acks import DeliveryWork
+from engine._processor import IntervalProcessor
+from engine._scope import state_key
 from millrace.wire.v1 import delivery_pb2, record_pb2
+from node._worker import TIMER_RETRY_S, IntervalWorker, WorkerHooks
 from statestore import StateStore
 from tests.cluster import wait_until
 

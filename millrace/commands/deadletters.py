@@ -17,8 +17,9 @@ from typing import Any, TextIO
 
 import grpc
 
-from computations._deployment import NodePlacement
-from millrace._grpc_errors import (
+from deployment import NodePlacement
+from deployment.security import Security
+from millrace.commands._grpc_errors import (
     EXIT_USAGE,
     CommandError,
     Service,
@@ -31,7 +32,6 @@ from millrace._grpc_errors import (
 from millrace.commands._options import add_config_argument
 from millrace.commands.state import show_bytes
 from millrace.commands.watermarks import iso_utc
-from millrace.security import Security
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
 
 DEFAULT_LIMIT = 100

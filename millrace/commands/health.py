@@ -19,7 +19,7 @@ import os
 
 import grpc
 
-from millrace._grpc_errors import (
+from millrace.commands._grpc_errors import (
     EXIT_USAGE,
     CommandError,
     add_timeout_argument,

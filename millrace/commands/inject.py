@@ -37,10 +37,11 @@ from typing import BinaryIO, TextIO
 
 import grpc
 
+from deployment.security import Security
 from injector.client import IngestClient
 from injector.file_source import parse_line
 from injector.ingest_service import MAX_RECORD_BYTES
-from millrace._grpc_errors import (
+from millrace.commands._grpc_errors import (
     EXIT_INTERRUPTED,
     CommandError,
     Service,
@@ -55,7 +56,6 @@ from millrace._grpc_errors import (
 )
 from millrace.commands._inject_progress import CountedLines, Progress, input_size
 from millrace.commands._options import add_config_argument
-from millrace.security import Security
 from millrace.wire.v1 import ingest_pb2
 
 DEFAULT_BATCH = 1000

@@ -6,10 +6,14 @@ import argparse
 import os
 import sys
 
-from computations._deployment import Deployment
-from millrace._logging import configure_logging
-from millrace._runtime_tuning import settle_garbage_collector, tune_threads
-from millrace._service_support import StopSignals, enable_stack_dumps
+from deployment import (
+    Deployment,
+    StopSignals,
+    configure_logging,
+    enable_stack_dumps,
+    settle_garbage_collector,
+    tune_threads,
+)
 from millrace.commands._options import add_config_argument
 
 

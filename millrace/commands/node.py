@@ -15,13 +15,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from computations._deployment import Deployment, NodePlacement
-from computations._node import Node
-from millrace._grpc_errors import CommandError, load_deployment
-from millrace._logging import configure_logging
-from millrace._runtime_tuning import settle_garbage_collector, tune_threads
-from millrace._service_support import StopSignals, enable_stack_dumps
+from deployment import (
+    Deployment,
+    NodePlacement,
+    StopSignals,
+    configure_logging,
+    enable_stack_dumps,
+    settle_garbage_collector,
+    tune_threads,
+)
+from millrace.commands._grpc_errors import CommandError, load_deployment
 from millrace.commands._options import add_config_argument
+from node import Node
 from statestore import StateStoreError, StoreConfig
 
 

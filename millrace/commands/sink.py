@@ -10,17 +10,18 @@ from pathlib import Path
 
 import grpc
 
-from computations._deployment import Deployment
-from computations._sender import CHANNEL_OPTIONS
-from millrace._logging import configure_logging
-from millrace._request_guard import RequestGuard
-from millrace._service_support import (
+from delivery import CHANNEL_OPTIONS
+from deployment import (
     EXCLUSIVE_PORT,
+    STREAM_SERVER_OPTIONS,
+    Deployment,
+    RequestGuard,
     StopSignals,
+    StreamLimiter,
+    configure_logging,
     enable_stack_dumps,
     serve_health_and_reflection,
 )
-from millrace._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
 from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
 from sinks import FileSink, SinkLockedError

@@ -17,8 +17,8 @@ import json
 import sys
 from typing import TextIO
 
-from computations._keys import interval_of
-from millrace._grpc_errors import (
+from computations import interval_of
+from millrace.commands._grpc_errors import (
     CommandError,
     Service,
     add_timeout_argument,

@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from computations._deployment import Deployment
 from computations.errors import TopologyError
-from millrace._logging import configure_logging
-from millrace._service_support import enable_stack_dumps
+from deployment import Deployment, configure_logging, enable_stack_dumps
 from millrace.commands._options import add_config_argument
 from millrace.supervisor import ChildStartError, StartInterruptedError, Supervisor
 

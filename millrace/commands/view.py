@@ -8,7 +8,7 @@ import sys
 
 import grpc
 
-from computations._deployment import Deployment
+from deployment import Deployment
 from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import sink_pb2, sink_pb2_grpc
 

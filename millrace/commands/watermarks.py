@@ -22,8 +22,8 @@ from typing import Any, TextIO
 import grpc
 
 from computations import MAX_TIME, MIN_TIME
-from computations._deployment import Deployment
-from millrace._grpc_errors import (
+from deployment import Deployment
+from millrace.commands._grpc_errors import (
     CommandError,
     Service,
     add_timeout_argument,

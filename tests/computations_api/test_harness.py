@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from computations import JSON, Computation, Context, FiredTimer, Record, TimeDomain, Topology
-from computations._failures import HOLD_TIMEOUT_MS
-from computations._processor import IntervalProcessor
-from computations._scope import state_key
 from computations.testing import TestHarness
+from engine._failures import HOLD_TIMEOUT_MS
+from engine._processor import IntervalProcessor
+from engine._scope import state_key
 from millrace.wire.v1 import record_pb2
 from statestore import StateStore, StoreConfig
 from tests.workloads import (
@@ -263,3 +263,20 @@ def test_outputs_are_exactly_once_across_crashes(crash_every: int) -> None:
     harness.advance_processing_time(5_000)
     values = [json.dumps([r.key.decode(), r.value.decode()]) for r in harness.outputs("out")]
     assert len(values) == 4 * 4, "every key: three event timers and one processing timer"
+
+
+def test_the_harness_delivers_whole_batches_in_group_commits() -> None:
+    """Records fed before a run wait in flight as separate batches; one step hands every
+    batch for an interval to one turn of its driver: one commit for all of them."""
+    harness = TestHarness(two_stage_topology())
+    events = random_events(3, 40, keys=4)
+    for key, ts in events:
+        harness.feed("events", key, b"", ts)
+    assert harness.in_flight() == 40
+    assert harness.step()
+    assert harness.group_commits == 1, "one turn committed several fed batches at once"
+    assert harness.in_flight() < 40 - 1, "the step took more than one batch"
+    harness.run()
+    harness.advance_watermark(10 * WINDOW_MS)
+    got = totals_from_outputs(r.value for r in harness.outputs("window_totals"))
+    assert got == expected_totals(events)

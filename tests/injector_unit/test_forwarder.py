@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from computations import Topology
-from computations._outbox import Frame
-from computations._sender import Origin
+from delivery._sender import Origin
+from engine._outbox import Frame
 from injector.forwarder import Forwarder
 from injector.log import AppendRequest, LogConfig, StreamLog
 

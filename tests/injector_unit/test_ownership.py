@@ -10,10 +10,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from computations._control_link import LeaseKeeper, register_intervals
 from injector.control_service import ControlService
 from injector.ownership import OwnershipRegistry
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
+from node._control_link import LeaseKeeper, register_intervals
 from tests.workloads import two_stage_topology
 
 

@@ -8,12 +8,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from computations import interval_of
-from computations._outbox import Production
-from computations._processor import IntervalProcessor
-from computations._routing import SINK_PREFIX
-from computations._watermarks import MIN_TIME, ComputationWatermark, compute_watermarks
-from millrace.wire.v1 import record_pb2
+from computations import MIN_TIME, interval_of
+from engine import (
+    SINK_PREFIX,
+    ComputationWatermark,
+    IntervalDriver,
+    IntervalProcessor,
+    LocalNetwork,
+    Production,
+    compute_watermarks,
+    frames_of,
+    receive,
+)
+from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import StateStore
 from tests.randomized_delivery._setup import (
     ACK_LOSS_P,
@@ -56,12 +63,14 @@ Message = Batch | Ack
 
 
 class Stage:
-    """One key interval: its RocksDB store and the processor of its current incarnation."""
+    """One key interval: its RocksDB store and the driver of its current incarnation
+    (the node worker's own :class:`IntervalDriver`)."""
 
     def __init__(self, name: str, path: Path) -> None:
         self.name = name
         self.path = path
         self.processor = self._open()
+        self.driver = IntervalDriver(self.processor)
 
     def _open(self) -> IntervalProcessor:
         store = StateStore.open_rocksdb(self.path, config=STORE_CONFIG)
@@ -82,6 +91,7 @@ class Stage:
         """Lose the processor and everything in memory; reopen from the committed store."""
         self.processor.store.close()
         self.processor = self._open()
+        self.driver = IntervalDriver(self.processor)
 
     def close(self) -> None:
         """Release the store."""
@@ -108,6 +118,7 @@ class ChaosRun:
         self.cap = MIN_TIME
         self.stats: Counter[str] = Counter()
         self.trace: list[str] = []
+        self.wire = LocalNetwork()  # encodes the chaotic network's batches as the wire does
 
     def close(self) -> None:
         """Close both stores."""
@@ -275,26 +286,32 @@ class ChaosRun:
         self._ack(batch, [p.outbox_key for p in batch.productions], faults=faults)
 
     def _stage_receive(self, stage: Stage, batches: list[Batch], *, faults: bool) -> None:
-        """What the node's worker does with the deliveries of one turn."""
-        processor = stage.processor
-        accepted = []
-        for batch in batches:
-            if batch.sender != SOURCE and not processor.accept_sender(batch.sender, 0, batch.epoch):
-                # STALE_SENDER_EPOCH: only a dead incarnation may ever be told so.
+        """One turn of the stage's real :class:`IntervalDriver` over the batches (in their
+        wire encoding), as a node's worker runs it."""
+        messages = [
+            self.wire.batch_of(
+                None if batch.sender == SOURCE else (batch.sender, 0),
+                batch.epoch,
+                frames_of(batch.productions),
+            )
+            for batch in batches
+        ]
+        answered, outcome = receive(stage.driver, messages)
+        for batch, (message, ack) in zip(batches, answered, strict=True):
+            reasons = {rejection.reason for rejection in ack.rejected}
+            if delivery_pb2.STALE_SENDER_EPOCH in reasons:
+                # Only a dead incarnation may ever be told so.
                 live = self.stages[batch.sender].epoch
                 assert batch.epoch < live, f"live {batch.sender} (epoch {live}) was fenced"
                 self.stats["zombie_batches_rejected"] += 1
                 continue
-            accepted.append(batch)
-        if not accepted:
+            assert not reasons, ack
+            done, _ = message.settle(ack)
+            self._ack(batch, done, faults=faults)
+        if outcome is None:
             return
-        outcome = processor.process_records([p.record for b in accepted for p in b.productions])
         assert not (outcome.rejected or outcome.retry or outcome.dead_lettered), outcome
         self.stats["duplicates_dropped"] += len(outcome.duplicates)
-        done = {*outcome.committed, *outcome.duplicates}
-        for batch in accepted:
-            acked = [p.outbox_key for p in batch.productions if p.record.record_id in done]
-            self._ack(batch, acked, faults=faults)
         self._send(stage.name, stage.epoch, outcome.productions)
 
     def _ack(self, batch: Batch, outbox_keys: list[bytes], *, faults: bool) -> None:

@@ -6,9 +6,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from computations._processor import _FIRE_SEQ, IntervalProcessor
-from computations._watermarks import MAX_TIME
+from computations import MAX_TIME
 from computations.testing import TestHarness
+from engine._processor import _FIRE_SEQ, IntervalProcessor
 from statestore import TimeDomain, Timer
 from tests.randomized_delivery._setup import SINK_STREAM, SOURCE_STREAM, STAGES, TOPOLOGY, Event
 from tests.workloads import expected_totals, totals_from_outputs

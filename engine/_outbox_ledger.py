@@ -1,7 +1,7 @@
 """``OutboxLedger``: one interval's outbox, as stored and as still unacknowledged.
 
 It knows which frames the store holds, which productions in them await an
-ack (:class:`~computations._outbox.OldestInFlight`, which also holds the
+ack (:class:`~engine._outbox.OldestInFlight`, which also holds the
 watermark back) and which frames every ack has emptied. The processor goes
 through it in each of its commits:
 
@@ -20,7 +20,7 @@ import struct
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 
-from computations._outbox import (
+from engine._outbox import (
     Frame,
     FrameBuilder,
     OldestInFlight,

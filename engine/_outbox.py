@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from xxhash import xxh3_128_digest
 
-from computations._records import new_tuple
+from engine._tuples import new_tuple
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 _U32 = struct.Struct(">I")
@@ -206,6 +206,13 @@ def decode_frame(value: bytes) -> Frame:
     prefix = outbox_key_prefix(consumer, interval)
     productions = [Production(consumer, interval, r, prefix + r.record_id) for r in batch.records]
     return Frame(consumer, interval, productions, value)
+
+
+def encode_batch(header: delivery_pb2.DeliveryBatch, frames: Sequence[Frame]) -> bytes:
+    """A ``DeliveryBatch`` as the wire carries it: ``header`` (the batch's own fields),
+    then each frame's stored encoding. Concatenated messages parse as their merge, so
+    the frames' records append and nothing is re-encoded."""
+    return b"".join([header.SerializeToString(), *(frame.encoded() for frame in frames)])
 
 
 def frames_of(productions: Iterable[Production]) -> list[Frame]:

@@ -10,7 +10,7 @@ Its loop, for everything queued since the last turn (group commit):
    acking if it moved earlier, and hold that batch's acks until the
    authority has accepted the report (so no sender can drop its hold on a
    timestamp the authority does not yet see here, whatever fails);
-4. hand the rest to the :class:`~computations._after_sync.AfterSync` thread,
+4. hand the rest to the :class:`~node._after_sync.AfterSync` thread,
    which syncs the WAL and only then acks each delivery (committed /
    duplicates / rejections) and hands the productions to the senders, while
    this thread goes on with the next batch;
@@ -29,14 +29,10 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 
-from computations._acks import Ack, DeliveryWork, refusal, sender_progress
-from computations._acks import answer as answer_deliveries
-from computations._after_sync import AfterSync
-from computations._outbox import Frame, Production, frames_of
-from computations._outcome import BatchOutcome
-from computations._processor import IntervalProcessor
-from computations._sender import Origin
+from delivery import DeliveryWork, Origin
+from engine import BatchOutcome, Frame, IntervalDriver, IntervalProcessor, Production, frames_of
 from millrace.wire.v1 import delivery_pb2
+from node._after_sync import AfterSync
 from statestore import MAX_EPOCH, EpochFencedError
 
 log = logging.getLogger(__name__)
@@ -121,7 +117,8 @@ class WorkerHooks:
 
 
 class IntervalWorker:
-    """Owns an :class:`IntervalProcessor`; every call into it happens on this thread."""
+    """Owns an :class:`IntervalDriver` (and its processor); every call into them happens
+    on this thread."""
 
     def __init__(
         self,
@@ -134,11 +131,11 @@ class IntervalWorker:
     ) -> None:
         self.processor = processor
         self.hooks = hooks
+        self.driver = IntervalDriver(processor, sender_epoch_ok=hooks.sender_epoch_ok)
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._slots = threading.BoundedSemaphore(max_queued)
         self._max_batch_records = max_batch_records
         self._tick_s = tick_s
-        self.fenced_reason = ""
         self._reported_oldest: int | None = None
         self._report_due = 0.0
         self._timer_retry_at = 0.0
@@ -160,7 +157,7 @@ class IntervalWorker:
 
     def start(self) -> None:
         """Resend the outbox, then start the loop."""
-        pending = self.processor.pending_frames()
+        pending = self.driver.resend()
         if pending:
             self.hooks.route(self.origin, pending)
         if self._after_sync is not None:
@@ -201,7 +198,12 @@ class IntervalWorker:
     @property
     def fenced(self) -> bool:
         """True once this interval has lost ownership."""
-        return bool(self.fenced_reason)
+        return self.driver.fenced
+
+    @property
+    def fenced_reason(self) -> str:
+        """Why this interval lost ownership ("" while it owns it)."""
+        return self.driver.fenced_reason
 
     # -- the loop (worker thread) --------------------------------------------------
 
@@ -244,12 +246,7 @@ class IntervalWorker:
         deliveries = [i for i in items if isinstance(i, DeliveryWork)]
         try:
             self._control(items)
-            if self.fenced:
-                for work in deliveries:
-                    work.reply(
-                        self._refusal(work.batch, delivery_pb2.NOT_OWNER, self.fenced_reason)
-                    )
-            elif deliveries:
+            if deliveries:
                 self._process(deliveries)
             elif not items:
                 self.processor.flush_acknowledged()
@@ -266,78 +263,40 @@ class IntervalWorker:
             if isinstance(item, _Acked):
                 # Under load the frame deletes ride along with the next commit; an idle
                 # turn commits them on their own.
-                self.processor.acknowledge(item.outbox_keys, flush=False)
+                self.driver.acknowledged(item.outbox_keys, flush=False)
             elif isinstance(item, tuple) and item[0] == "watermark":
-                self.processor.advance_watermark(int(item[1]))
+                self.driver.advance_watermark(int(item[1]))
             elif isinstance(item, _Fence) and not self.fenced:
-                self.processor.store.claim_epoch(max(item.epoch, self.processor.epoch + 1))
-                self._become_fenced(item.reason)
-            elif isinstance(item, _Refused) and not self.fenced:
-                self.processor.refused(item.production, item.reason)
+                self.driver.fence(item.epoch, item.reason)
+                self._log_fenced()
+            elif isinstance(item, _Refused):
+                self.driver.refused(item.production, item.reason)
 
     def _process(self, deliveries: list[DeliveryWork]) -> None:
-        accepted: list[DeliveryWork] = []
-        for work in deliveries:
-            sender = work.batch.sender
-            target = work.batch.target
-            if work.batch.target_epoch > self.processor.epoch:
-                # Epochs come from the registry, not from messages: refuse, never adopt;
-                # the registry says whether a newer owner exists (then we are fenced).
-                reason = (
-                    f"the batch is for epoch {work.batch.target_epoch} of this interval; this "
-                    f"node holds epoch {self.processor.epoch} and asks the registry"
-                )
-                self.hooks.verify_lease()
-                work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, reason))
-            elif (
-                target.computation != self.processor.name or target.index != self.processor.interval
-            ):
-                message = f"this node does not host {target.computation}/{target.index}"
-                work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, message))
-            elif sender.interval.computation and not self.hooks.sender_epoch_ok(
-                sender.interval.computation, sender.interval.index, sender.epoch
-            ):
-                message = (
-                    f"{sender.interval.computation}/{sender.interval.index} epoch {sender.epoch} "
-                    "was never granted by the ownership registry (as far as this node knows)"
-                )
-                work.reply(self._refusal(work.batch, delivery_pb2.UNKNOWN_SENDER_EPOCH, message))
-            elif sender.interval.computation and not self.processor.accept_sender(
-                sender.interval.computation, sender.interval.index, sender.epoch
-            ):
-                message = (
-                    f"{sender.interval.computation}/{sender.interval.index} epoch {sender.epoch} "
-                    "is stale: a newer owner has delivered here"
-                )
-                work.reply(self._refusal(work.batch, delivery_pb2.STALE_SENDER_EPOCH, message))
-            else:
-                accepted.append(work)
-        if self.fenced:  # a delivery above revealed a newer owner
-            for work in accepted:
-                work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, self.fenced_reason))
-            return
+        admission = self.driver.admit([work.batch for work in deliveries])
+        if admission.ask_registry:
+            self.hooks.verify_lease()
+        work_of = {id(work.batch): work for work in deliveries}
+        for batch, ack in admission.refused:
+            work_of[id(batch)].reply(ack)
+        accepted = [work_of[id(batch)] for batch in admission.accepted]
         if not accepted:
             return
-        records = [r for work in accepted for r in work.batch.records]
-        marks = [mark for work in accepted if (mark := sender_progress(work.batch)) is not None]
         started = time.perf_counter()
         try:
-            outcome = self.processor.process_records(
-                records,
+            outcome = self.driver.process(
+                admission.accepted,
                 send_first=self._send_first,
                 durable=self._after_sync is None,
-                progress=marks,
             )
         except BaseException as exc:
             # Nothing was committed: answer every delivery so no sender waits forever.
             fenced = isinstance(exc, EpochFencedError)
             for work in accepted:
                 if fenced:
-                    work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, str(exc)))
+                    work.reply(self.driver.refuse(work.batch, delivery_pb2.NOT_OWNER, str(exc)))
                 else:  # an ack listing nothing: the sender retries every record
-                    work.reply(
-                        Ack(batch_seq=work.batch.batch_seq, receiver_epoch=self.processor.epoch)
-                    )
+                    work.reply(self.driver.unprocessed(work.batch))
             raise
         for rid in outcome.dead_lettered:
             log.warning(
@@ -371,11 +330,15 @@ class IntervalWorker:
                 # Replaced while this was processed (a pause, a partition): the new owner
                 # takes these records; nothing of this commit leaves this process.
                 for work in answer or ():
-                    work.reply(self._refusal(work.batch, delivery_pb2.NOT_OWNER, "not the owner"))
+                    work.reply(
+                        self.driver.refuse(work.batch, delivery_pb2.NOT_OWNER, "not the owner")
+                    )
                 return
             self.hooks.committed(self, outcome, time.perf_counter() - started)
             if answer:
-                answer_deliveries(answer, outcome, self.processor.epoch)
+                acks = self.driver.answer([work.batch for work in answer], outcome)
+                for work, ack in zip(answer, acks, strict=True):
+                    work.reply(ack)
             if send and outcome.frames:
                 self.hooks.route(self.origin, outcome.frames)
 
@@ -399,7 +362,7 @@ class IntervalWorker:
             return
         while True:
             started = time.perf_counter()
-            outcome = self.processor.fire_timers(durable=self._after_sync is None)
+            outcome = self.driver.fire_timers(durable=self._after_sync is None)
             if outcome.timers_fired:
                 ticket = self._maybe_report(urgent=True)
                 self._when_durable(outcome, started, send=True, reported=ticket)
@@ -427,14 +390,14 @@ class IntervalWorker:
         return ticket if urgent and moved_earlier else 0
 
     def _become_fenced(self, reason: str) -> None:
-        if not self.fenced_reason:
-            log.warning(
-                "interval %s/%s fenced: %s",
-                self.origin.computation, self.origin.interval, reason,
-                extra={"event": "fenced", "computation": self.origin.computation,
-                       "interval": self.origin.interval, "epoch": self.origin.epoch},
-            )  # fmt: skip
-            self.fenced_reason = reason or "fenced"
+        if not self.fenced:
+            self.driver.lost(reason)
+            self._log_fenced()
 
-    def _refusal(self, batch: delivery_pb2.DeliveryBatch, reason: int, message: str) -> Ack:
-        return refusal(batch, reason, message, 0 if self.fenced else self.processor.epoch)
+    def _log_fenced(self) -> None:
+        log.warning(
+            "interval %s/%s fenced: %s",
+            self.origin.computation, self.origin.interval, self.fenced_reason,
+            extra={"event": "fenced", "computation": self.origin.computation,
+                   "interval": self.origin.interval, "epoch": self.origin.epoch},
+        )  # fmt: skip

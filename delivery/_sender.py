@@ -1,7 +1,7 @@
 """``DownstreamSender``: delivers productions to one address until each one is acknowledged.
 
 One bidirectional ``Delivery.Deliver`` stream per destination address. The
-sender queues :class:`~computations._outbox.Frame` s per (origin interval,
+sender queues :class:`~engine._outbox.Frame` s per (origin interval,
 target interval) and sends whole frames, up to ``max_batch`` records per
 batch (a bigger frame goes alone): a frame's encoding is sent as it is,
 after a small header, so records are not copied or re-encoded. It keeps at
@@ -27,7 +27,7 @@ from typing import Protocol
 
 import grpc
 
-from computations._outbox import Frame, Production, frames_of
+from engine import Frame, Production, encode_batch, frames_of
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 log = logging.getLogger(__name__)
@@ -258,7 +258,7 @@ class DownstreamSender:
                 progress.first = min(f.positions[0] for f in frames if f.positions)
                 progress.last = max(f.positions[1] for f in frames if f.positions)
             self.sent_batches += 1
-            yield b"".join([header.SerializeToString(), *(f.encoded() for f in frames)])
+            yield encode_batch(header, frames)
 
     def _next_batch(self, generation: int) -> tuple[int, _Group, list[Frame]] | None:
         """Under the lock: wait for room and work; None when this stream must end."""

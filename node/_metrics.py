@@ -15,10 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from computations._outcome import BatchOutcome
-from computations._processor import IntervalProcessor
-from computations._sender import DownstreamSender
-from computations._watermarks import MIN_TIME
+from computations import MIN_TIME
+from delivery import DownstreamSender
+from engine import BatchOutcome, IntervalProcessor
 
 
 class NodeMetrics:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from computations._deployment import Deployment
+from deployment import Deployment
 
 
 class Routes:

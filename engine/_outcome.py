@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from computations._outbox import Frame, Production
+from engine._outbox import Frame, Production
 
 
 @dataclass

@@ -17,24 +17,25 @@ from pathlib import Path
 import grpc
 from prometheus_client import start_http_server
 
-from computations._admin_service import AdminService
-from computations._control_link import LeaseKeeper, register_intervals
-from computations._delivery_service import SERVICE as DELIVERY_SERVICE
-from computations._delivery_service import DeliveryService
-from computations._deployment import Deployment
-from computations._node_metrics import NodeMetrics
-from computations._outbox import Frame, Production
-from computations._outcome import BatchOutcome
-from computations._processor import IntervalProcessor
-from computations._routes import Routes
-from computations._sender import CHANNEL_OPTIONS, DownstreamSender, Origin, SenderPool
-from computations._watermark_link import WatermarkLink
-from computations._worker import IntervalWorker, WorkerHooks
-from millrace._request_guard import RequestGuard
-from millrace._service_support import EXCLUSIVE_PORT, metrics_host, serve_health_and_reflection
-from millrace._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
-from millrace.security import Security
+from delivery import CHANNEL_OPTIONS, DeliveryService, DownstreamSender, Origin, Routes, SenderPool
+from delivery import SERVICE as DELIVERY_SERVICE
+from deployment import (
+    EXCLUSIVE_PORT,
+    STREAM_SERVER_OPTIONS,
+    Deployment,
+    RequestGuard,
+    StreamLimiter,
+    metrics_host,
+    serve_health_and_reflection,
+)
+from deployment.security import Security
+from engine import BatchOutcome, Frame, IntervalProcessor, Production
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
+from node._admin_service import AdminService
+from node._control_link import LeaseKeeper, register_intervals
+from node._metrics import NodeMetrics
+from node._watermark_link import WatermarkLink
+from node._worker import IntervalWorker, WorkerHooks
 from statestore import MAX_EPOCH, StateStore, StoreConfig
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import grpc
 
-from computations._deployment import Deployment
 from computations.errors import TopologyError
-from millrace.security import Security
+from deployment import Deployment
+from deployment.security import Security
 
 EXIT_USAGE = 2
 """Usage errors, bad deployment files and unreachable services."""

@@ -1,10 +1,11 @@
-"""The ``Delivery`` gRPC service of a node: batches in, acks out, after the commit.
+"""The receiving side of ``Delivery``: batches in, acks out, after the commit.
 
 Each incoming stream gets a reader thread that hands batches to the target
-interval's worker; acks flow back on the response stream in completion
-order. An undecodable message ends that stream with INVALID_ARGUMENT and a
-message saying what could not be parsed; the channel and other streams are
-unaffected, and the sender resends its unacknowledged batches on a new stream.
+interval's :class:`BatchTarget` (a node's interval worker); acks flow back on
+the response stream in completion order. An undecodable message ends that
+stream with INVALID_ARGUMENT and a message saying what could not be parsed;
+the channel and other streams are unaffected, and the sender resends its
+unacknowledged batches on a new stream.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
 
-from computations._acks import DeliveryWork
-from computations._worker import IntervalWorker
-from millrace._service_support import abort
+from delivery._acks import DeliveryWork
+from deployment import abort
 from millrace.wire.v1 import delivery_pb2
 
 SERVICE = "millrace.wire.v1.Delivery"
@@ -46,10 +47,18 @@ def parse_batch(data: bytes) -> delivery_pb2.DeliveryBatch | Undecodable:
 _END = object()
 
 
+class BatchTarget(Protocol):
+    """Where the batches of one hosted interval go: it answers each through
+    ``work.reply``, after its commit."""
+
+    def deliver(self, work: DeliveryWork) -> None:
+        """Take ``work`` (never blocks for long; the reply comes later)."""
+
+
 class DeliveryService:
     """Routes delivery batches to the workers of the intervals this node hosts."""
 
-    def __init__(self, workers: Mapping[tuple[str, int], IntervalWorker]) -> None:
+    def __init__(self, workers: Mapping[tuple[str, int], BatchTarget]) -> None:
         self._workers = workers
 
     def handler(self) -> grpc.GenericRpcHandler:

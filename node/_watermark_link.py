@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
-from computations._sender import STREAM_DEADLINE_S
-from computations._topology import Topology
-from computations._watermarks import input_watermark
-from millrace.security import Security
+from computations import Topology
+from delivery import STREAM_DEADLINE_S
+from deployment.security import Security
+from engine import input_watermark
 from millrace.wire.v1 import record_pb2, watermark_pb2, watermark_pb2_grpc
 
 log = logging.getLogger(__name__)

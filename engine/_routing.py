@@ -11,10 +11,9 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
-from computations._keys import interval_of
-from computations._outbox import FrameBuilder, outbox_key_prefix, production_id
-from computations._scope import Emitted
-from computations._topology import Topology
+from computations import Topology, interval_of
+from engine._outbox import FrameBuilder, outbox_key_prefix, production_id
+from engine._scope import Emitted
 
 SINK_PREFIX = "sink:"
 """Consumer name of a sink stream's destination: ``sink:<stream>``, one interval."""
@@ -61,7 +60,7 @@ class ProductionRouter:
     def route(self, emitted: list[Emitted], cause: bytes, frames: FrameBuilder) -> None:
         """Add to ``frames`` one production per emitted record and consuming interval.
         ``cause`` names what emitted them (an input record, a timer fire): the n-th
-        record's id is :func:`~computations._outbox.production_id` of it and n."""
+        record's id is :func:`~engine._outbox.production_id` of it and n."""
         producer = self._producer
         add = frames.add
         for index, (stream, key, value, timestamp) in enumerate(emitted):

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from computations._keys import interval_of
-from computations._scope import state_prefix
-from millrace._service_support import abort
-from millrace._version import __version__
+from computations import interval_of
+from deployment import abort
+from engine import state_prefix
+from millrace import __version__
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, record_pb2
 
 if TYPE_CHECKING:
-    from computations._node import Node
+    from node._node import Node
 
 _DEFAULT_LIMIT = 100
 

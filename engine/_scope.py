@@ -11,10 +11,10 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, TypeVar
 
-from computations._records import new_tuple
-from computations._serde import BYTES, Serde
-from computations._watermarks import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, event_time_problem
+from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Serde
 from computations.errors import ProduceError, TimerError
+from engine._tuples import new_tuple
+from engine._watermarks import event_time_problem
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer
 

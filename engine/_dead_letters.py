@@ -7,7 +7,7 @@ commit that gives up on the record, so it is never lost or written twice.
 
 from __future__ import annotations
 
-from computations._scope import RESERVED_PREFIX
+from engine._scope import RESERVED_PREFIX
 from millrace.wire.v1 import admin_pb2, record_pb2
 from statestore import StateStore, Transaction
 

@@ -28,7 +28,7 @@ A deployment file (TOML) names a topology and places it::
     format = "jsonl"                    # or "parquet": `path` is then a directory of part files
 
     [security]                          # optional: TLS/mTLS and a shared token
-    token = "s3cret"                    # (see millrace.security; env MILLRACE_TOKEN ...)
+    token = "s3cret"                    # (see deployment.security; env MILLRACE_TOKEN ...)
     tls_cert = "certs/node.pem"
     tls_key = "certs/node.key"
     tls_ca = "certs/ca.pem"
@@ -48,10 +48,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from computations._routing import SINK_PREFIX
-from computations._topology import Topology
+from computations import Topology
 from computations.errors import TopologyError
-from millrace.security import Security
+from deployment.security import Security
+from engine import SINK_PREFIX
 
 ENV_PREFIX = "MILLRACE__"
 SINK_FORMATS = ("jsonl", "parquet")

@@ -9,7 +9,7 @@ all drive this one class:
 2. ``fire_timers``: due timers, in time order, each fire deleting its timer
    in the same commit as its effects.
 3. ``acknowledge``: productions acked downstream leave the outbox
-   (:class:`~computations._outbox_ledger.OutboxLedger` keeps its books).
+   (:class:`~engine._outbox_ledger.OutboxLedger` keeps its books).
 
 It keeps no process-global state, so many run side by side in one process.
 """
@@ -22,26 +22,32 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from computations._computation import Computation
-from computations._dead_letters import read_letters, stage_letter
-from computations._due_timers import due_timers, timer_ident
-from computations._failures import FailureBook
-from computations._keys import interval_of
-from computations._outbox import (
+from computations import (
+    MAX_EVENT_TIME_MS,
+    MIN_EVENT_TIME_MS,
+    Computation,
+    FiredTimer,
+    Record,
+    Topology,
+    interval_of,
+)
+from engine._dead_letters import read_letters, stage_letter
+from engine._due_timers import due_timers, timer_ident
+from engine._failures import FailureBook
+from engine._outbox import (
     Frame,
     FrameBuilder,
     Production,
     record_id_prefix,
     timer_id_prefix,
 )
-from computations._outbox_ledger import OutboxLedger
-from computations._outcome import BatchOutcome
-from computations._records import FiredTimer, Record, new_tuple
-from computations._routing import ProductionRouter
-from computations._scope import RecordScope
-from computations._sender_epochs import SenderEpochs
-from computations._topology import Topology
-from computations._watermarks import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, event_time_problem
+from engine._outbox_ledger import OutboxLedger
+from engine._outcome import BatchOutcome
+from engine._routing import ProductionRouter
+from engine._scope import RecordScope
+from engine._sender_epochs import SenderEpochs
+from engine._tuples import new_tuple
+from engine._watermarks import event_time_problem
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
 from statestore import SenderProgress, StateStore, Transaction
 from statestore.types import TimeDomain, Timer

@@ -1,0 +1,34 @@
+"""The delivery protocol: frames sent from an outbox, acked after the receiver's commit.
+
+A :class:`DownstreamSender` streams one destination interval's frames as
+``DeliveryBatch`` messages and retires them on ``DeliveryAck``; a
+:class:`SenderPool` keeps one per destination and :class:`Routes` says where
+each interval lives. :class:`DeliveryService` is the receiving side: it hands
+each batch to the hosted interval's target and streams acks back. Shared by
+the nodes and the injector's forwarder.
+"""
+
+from delivery._acks import Ack, DeliveryWork
+from delivery._receiver import SERVICE, BatchTarget, DeliveryService
+from delivery._routes import Routes
+from delivery._sender import (
+    CHANNEL_OPTIONS,
+    STREAM_DEADLINE_S,
+    DownstreamSender,
+    Origin,
+    SenderPool,
+)
+
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "SERVICE",
+    "STREAM_DEADLINE_S",
+    "Ack",
+    "BatchTarget",
+    "DeliveryService",
+    "DeliveryWork",
+    "DownstreamSender",
+    "Origin",
+    "Routes",
+    "SenderPool",
+]

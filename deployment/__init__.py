@@ -1,0 +1,47 @@
+"""What every Millrace process shares: its deployment file, its security, its serving.
+
+:class:`Deployment` reads the deployment file (where each node, the injector
+and the sinks listen; the topology it runs); :mod:`deployment.security` the
+``[security]`` table (TLS, token); the rest are the helpers every gRPC server
+uses (health and reflection, request guard, stream limits, stop signals) and
+durable file writes.
+"""
+
+from deployment._deployment import Deployment, NodePlacement
+from deployment._durable_files import AppendOnlyFile, fsync_directory, write_json_durably
+from deployment._logging import configure_logging
+from deployment._request_guard import RequestGuard
+from deployment._runtime_tuning import settle_garbage_collector, tune_threads
+from deployment._service_support import (
+    EXCLUSIVE_PORT,
+    StopSignals,
+    abort,
+    brief,
+    enable_stack_dumps,
+    metrics_host,
+    serve_health_and_reflection,
+)
+from deployment._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
+from deployment.security import Security
+
+__all__ = [
+    "EXCLUSIVE_PORT",
+    "STREAM_SERVER_OPTIONS",
+    "AppendOnlyFile",
+    "Deployment",
+    "NodePlacement",
+    "RequestGuard",
+    "Security",
+    "StopSignals",
+    "StreamLimiter",
+    "abort",
+    "brief",
+    "configure_logging",
+    "enable_stack_dumps",
+    "fsync_directory",
+    "metrics_host",
+    "serve_health_and_reflection",
+    "settle_garbage_collector",
+    "tune_threads",
+    "write_json_durably",
+]

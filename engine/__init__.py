@@ -1,0 +1,67 @@
+"""The exactly-once engine: one key interval's batches in, one atomic commit out.
+
+:class:`IntervalProcessor` takes a batch of records (or due timers), runs the
+user's computation on them, routes what it produced to the consuming
+intervals and commits state, dedup ids, timers and outbox frames in one
+transaction of the interval's ``statestore``. Pure: no gRPC, no threads, no
+clocks of its own; the ``node`` package drives it over the network.
+
+Also here: the outbox's ids and frames (what a sender sends and a receiver
+dedups on) and the low-watermark arithmetic the injector's authority and the
+harness share.
+"""
+
+from engine._driver import Admission, IntervalDriver, SenderEpochCheck, refusal, sender_progress
+from engine._local_network import InFlight, LocalNetwork, receive
+from engine._outbox import (
+    Frame,
+    OldestInFlight,
+    Production,
+    encode_batch,
+    frames_of,
+    split_outbox_key,
+)
+from engine._outcome import BatchOutcome
+from engine._processor import IntervalProcessor
+from engine._routing import SINK_PREFIX
+from engine._scope import state_key, state_prefix
+from engine._watermarks import (
+    SOURCE_PREFIX,
+    ComputationWatermark,
+    compute_watermarks,
+    event_time_problem,
+    feeders,
+    input_watermark,
+    saturate,
+    source_name,
+)
+
+__all__ = [
+    "Admission",
+    "IntervalDriver",
+    "SenderEpochCheck",
+    "receive",
+    "refusal",
+    "sender_progress",
+    "SINK_PREFIX",
+    "SOURCE_PREFIX",
+    "BatchOutcome",
+    "ComputationWatermark",
+    "Frame",
+    "InFlight",
+    "IntervalProcessor",
+    "LocalNetwork",
+    "OldestInFlight",
+    "Production",
+    "compute_watermarks",
+    "event_time_problem",
+    "feeders",
+    "encode_batch",
+    "frames_of",
+    "input_watermark",
+    "saturate",
+    "source_name",
+    "split_outbox_key",
+    "state_key",
+    "state_prefix",
+]

@@ -1,0 +1,74 @@
+"""The packages stay layered: no reach into another package's private modules, and
+no import of a layer above (issue 16)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LAYERS: dict[str, set[str]] = {
+    # package: the packages it may import (besides itself and the wire contract)
+    "statestore": set(),
+    "computations": {"statestore"},
+    "engine": {"computations", "statestore"},
+    "deployment": {"computations", "engine"},
+    "delivery": {"engine", "deployment", "statestore"},
+    "node": {"computations", "engine", "delivery", "deployment", "statestore"},
+    "sinks": {"engine", "deployment"},
+    "injector": {"computations", "engine", "delivery", "deployment", "statestore"},
+    "spark_jobs": {"injector"},
+    "millrace": {*["statestore", "computations", "engine", "deployment", "delivery", "node"],
+                 "injector", "sinks"},
+}  # fmt: skip
+EXCEPTIONS = {
+    # The user's test harness runs the engine in-process.
+    "computations/testing.py": {"engine"},
+    # The package's version, reported by Admin.
+    "node/_admin_service.py": {"millrace"},
+}
+WIRE = "millrace.wire"
+
+
+def imports(path: Path) -> list[str]:
+    """Every module ``path`` imports at any level (absolute imports only)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+    return found
+
+
+def product_files() -> list[tuple[str, Path]]:
+    files = []
+    for package in LAYERS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "wire" not in path.relative_to(ROOT).parts:
+                files.append((package, path))
+    return files
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    reaches = []
+    for package, path in product_files():
+        for module in imports(path):
+            parts = module.split(".")
+            private = any(part.startswith("_") for part in parts[1:])
+            if parts[0] in LAYERS and parts[0] != package and private:
+                reaches.append(f"{path.relative_to(ROOT)}: {module}")
+    assert not reaches, "imports of another package's private modules:\n" + "\n".join(reaches)
+
+
+def test_no_package_imports_a_layer_above_it() -> None:
+    upward = []
+    for package, path in product_files():
+        relative = str(path.relative_to(ROOT))
+        allowed = LAYERS[package] | EXCEPTIONS.get(relative, set()) | {package}
+        for module in imports(path):
+            top = module.split(".")[0]
+            if top in LAYERS and top not in allowed and not module.startswith(WIRE):
+                upward.append(f"{relative}: {module}")
+    assert not upward, "imports of a package above:\n" + "\n".join(upward)

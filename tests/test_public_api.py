@@ -1,0 +1,24 @@
+"""The user API is pinned: ``computations`` exports user-facing names only."""
+
+from __future__ import annotations
+
+import computations
+import computations.testing
+
+
+def test_the_user_api_is_pinned() -> None:
+    assert sorted(computations.__all__) == sorted(
+        [
+            "BYTES", "JSON", "BytesSerde", "JsonSerde", "ProtobufSerde", "Serde",
+            "Computation", "Context", "Record", "FiredTimer", "TimeDomain",
+            "Topology", "ComputationSpec", "InputSpec", "KeyExtractor", "interval_of", "key_hash",
+            "ProduceError", "TimerError", "TopologyError",
+            "MIN_TIME", "MAX_TIME", "MIN_EVENT_TIME_MS", "MAX_EVENT_TIME_MS",
+        ]
+    )  # fmt: skip
+    for name in computations.__all__:
+        assert getattr(computations, name) is not None, name
+
+
+def test_the_harness_is_where_users_find_it() -> None:
+    assert computations.testing.TestHarness.__module__ == "computations.testing"
