@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 
 from millrace.wire.v1 import delivery_pb2
-from tests.cluster import CollectingSink
+from tests.support import CollectingSink
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -34,7 +34,7 @@ from millrace.wire.v1 import (
     watermark_pb2,
     watermark_pb2_grpc,
 )
-from tests.cluster import InjectorProcess, NodeProcess, free_port
+from tests.support import InjectorProcess, NodeProcess, free_port
 
 STAGES = ("stage1", "stage2", "stage3")
 

@@ -102,7 +102,7 @@ def main() -> int:
         serve(args.serve)
         return 0
     from bench._measure import process_cpu_s
-    from tests.cluster import free_port
+    from tests.support import free_port
 
     print(
         f"gRPC bidirectional stream, {args.bytes:,}-byte requests, ack each (cpus={os.cpu_count()})"

@@ -62,7 +62,7 @@ from millrace.wire.v1 import (  # noqa: E402
     ingest_pb2,
     ingest_pb2_grpc,
 )
-from tests.cluster import InjectorProcess, NodeProcess, free_port  # noqa: E402
+from tests.support import InjectorProcess, NodeProcess, free_port  # noqa: E402
 
 BATCHES = (1, 100, 1000)
 WARMUP_RECORDS = 60_000  # > the forwarder's sender max_pending (50,000)

@@ -35,7 +35,7 @@ from bench._measure import percentile, process_cpu_s  # noqa: E402
 from computations import Topology  # noqa: E402
 from deployment._runtime_tuning import settle_garbage_collector, tune_threads  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
-from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port  # noqa: E402
+from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port  # noqa: E402
 
 TOPOLOGY = """
 [streams.clicks]

@@ -6,7 +6,7 @@ Write a computation::
 
     class WindowCounts(Computation):
         def process_record(self, ctx: Context, record: Record) -> None:
-            end = (record.timestamp_ms // 60_000 + 1) * 60_000
+            end = (record.event_time_ms // 60_000 + 1) * 60_000
             ctx.put_state(f"w{end}", (ctx.get_state(f"w{end}", JSON) or 0) + 1, JSON)
             ctx.set_timer(f"w{end}", end - 1)
 

@@ -19,8 +19,9 @@ same classes run inside PySpark executors for backfills.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
 from computations._records import FiredTimer, Record
 from computations._serde import BYTES, Serde
@@ -47,12 +48,21 @@ class Context(Protocol):
         """The node's clock, in ms since the epoch."""
         ...
 
-    def get_state(self, tag: str, serde: Serde[T] = BYTES) -> T | None:  # type: ignore[assignment]
-        """This key's state under ``tag``, or None."""
+    @overload
+    def get_state(self, tag: str) -> bytes | None: ...
+    @overload
+    def get_state(self, tag: str, serde: Serde[T]) -> T | None: ...
+    def get_state(self, tag: str, serde: Serde[Any] = BYTES) -> Any:
+        """This key's state under ``tag`` (decoded by ``serde``; raw bytes without one),
+        or None."""
         ...
 
-    def put_state(self, tag: str, value: T, serde: Serde[T] = BYTES) -> None:  # type: ignore[assignment]
-        """Replace this key's state under ``tag``."""
+    @overload
+    def put_state(self, tag: str, value: bytes) -> None: ...
+    @overload
+    def put_state(self, tag: str, value: T, serde: Serde[T]) -> None: ...
+    def put_state(self, tag: str, value: Any, serde: Serde[Any] = BYTES) -> None:
+        """Replace this key's state under ``tag`` (encoded by ``serde``)."""
         ...
 
     def delete_state(self, tag: str) -> None:
@@ -67,27 +77,48 @@ class Context(Protocol):
         """Cancel this key's timer ``tag`` of ``domain`` (no error if unset)."""
         ...
 
+    @overload
     def produce(
-        self, stream: str, key: bytes, value: bytes, timestamp_ms: int | None = None
+        self, stream: str, key: bytes, value: bytes, event_time_ms: int | None = None
+    ) -> None: ...
+    @overload
+    def produce(
+        self,
+        stream: str,
+        key: bytes,
+        value: T,
+        event_time_ms: int | None = None,
+        *,
+        serde: Serde[T],
+    ) -> None: ...
+    def produce(
+        self,
+        stream: str,
+        key: bytes,
+        value: Any,
+        event_time_ms: int | None = None,
+        *,
+        serde: Serde[Any] | None = None,
     ) -> None:
-        """Emit a record to a declared output stream.
+        """Emit a record to a declared output stream: ``value`` as bytes, or encoded by
+        ``serde`` (as state is).
 
-        ``timestamp_ms`` defaults to the timestamp of the record or timer
+        ``event_time_ms`` defaults to the timestamp of the record or timer
         being processed.
         """
         ...
 
 
-class Computation:
-    """Base class of user computations. Override ``process_record``; override
+class Computation(ABC):
+    """Base class of user computations. Implement ``process_record``; override
     ``process_timer`` if the computation sets timers."""
 
-    def setup(self, params: Mapping[str, Any]) -> None:
+    def setup(self, params: Mapping[str, Any]) -> None:  # noqa: B027 (optional, empty)
         """Receive the computation's ``params`` from the topology. Optional."""
 
+    @abstractmethod
     def process_record(self, ctx: Context, record: Record) -> None:
         """Handle one new record of one of the computation's input streams."""
-        raise NotImplementedError(f"{type(self).__name__} must implement process_record")
 
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
         """Handle a fired timer of ``timer.key``."""

@@ -19,7 +19,7 @@ class Record(NamedTuple):
     stream: str
     key: bytes
     value: bytes
-    timestamp_ms: int
+    event_time_ms: int
     record_id: bytes = b""
     producer: str = ""
 

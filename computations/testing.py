@@ -9,7 +9,7 @@ back to the senders. Processing
 time and the source watermark are set by the test::
 
     harness = TestHarness(Topology.load("topology.toml"))
-    harness.feed("clicks", b"alice", b'{"page": "/"}', timestamp_ms=1_000)
+    harness.feed("clicks", b"alice", b'{"page": "/"}', event_time_ms=1_000)
     harness.run()                        # deliver until nothing moves
     harness.advance_watermark(120_000)   # windows close, timers fire
     assert harness.outputs("page_counts") == [...]
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 from computations._keys import interval_of
 from computations._records import Record
@@ -41,6 +41,8 @@ from engine import (
     Production,
     compute_watermarks,
     receive,
+    routes_of,
+    source_productions,
     state_key,
 )
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
@@ -111,7 +113,7 @@ class TestHarness:
         stream: str,
         key: bytes,
         value: bytes,
-        timestamp_ms: int,
+        event_time_ms: int,
         *,
         record_id: bytes | None = None,
     ) -> bytes:
@@ -128,17 +130,13 @@ class TestHarness:
             record_id=record_id,
             key=key,
             value=value,
-            event_time_ms=timestamp_ms,
+            event_time_ms=event_time_ms,
             producer=SOURCE,
             stream=stream,
         )
-        productions = []
-        for consumer in self.topology.consumers(stream):
-            extract = self.topology.key_extractor(consumer.name, stream)
-            interval = interval_of(extract(key, value), consumer.intervals)
-            production = Production.to(consumer.name, interval, record)
+        productions = source_productions(routes_of(self.topology, stream), record)
+        for production in productions:
             self._unacked_source[production.outbox_key] = production
-            productions.append(production)
         self._network.send_productions(None, 0, productions)
         return record_id
 
@@ -190,8 +188,12 @@ class TestHarness:
         """Records delivered to sink ``stream``, once each, in arrival order."""
         return list(self._sink_outputs[stream].values())
 
-    def state(self, computation: str, key: bytes, tag: str, serde: Serde[T] = BYTES) -> T | None:  # type: ignore[assignment]
-        """Committed state ``tag`` of ``key`` in ``computation``."""
+    @overload
+    def state(self, computation: str, key: bytes, tag: str) -> bytes | None: ...
+    @overload
+    def state(self, computation: str, key: bytes, tag: str, serde: Serde[T]) -> T | None: ...
+    def state(self, computation: str, key: bytes, tag: str, serde: Serde[Any] = BYTES) -> Any:
+        """Committed state ``tag`` of ``key`` in ``computation`` (decoded by ``serde``)."""
         spec = self.topology.computations[computation]
         processor = self.processors[(computation, interval_of(key, spec.intervals))]
         raw = processor.store.get(state_key(key, tag))
@@ -278,7 +280,7 @@ class TestHarness:
                     stream=stream,
                     key=record.key,
                     value=record.value,
-                    timestamp_ms=record.event_time_ms,
+                    event_time_ms=record.event_time_ms,
                     record_id=record.record_id,
                     producer=record.producer,
                 ),
@@ -286,5 +288,5 @@ class TestHarness:
         return Ack(batch_seq=batch.batch_seq, committed_ids=[r.record_id for r in batch.records])
 
     def feed_many(self, stream: str, items: Iterable[tuple[bytes, bytes, int]]) -> list[bytes]:
-        """:meth:`feed` each ``(key, value, timestamp_ms)``; returns the record ids."""
+        """:meth:`feed` each ``(key, value, event_time_ms)``; returns the record ids."""
         return [self.feed(stream, key, value, ts) for key, value, ts in items]

@@ -1,7 +1,7 @@
 """``DownstreamSender``: delivers productions to one address until each one is acknowledged.
 
 One bidirectional ``Delivery.Deliver`` stream per destination address. The
-sender queues :class:`~engine._outbox.Frame` s per (origin interval,
+sender queues :class:`~engine._production_ids.Frame` s per (origin interval,
 target interval) and sends whole frames, up to ``max_batch`` records per
 batch (a bigger frame goes alone): a frame's encoding is sent as it is,
 after a small header, so records are not copied or re-encoded. It keeps at

@@ -12,18 +12,13 @@ harness share.
 """
 
 from engine._driver import Admission, IntervalDriver, SenderEpochCheck, refusal, sender_progress
+from engine._frames import Frame, encode_batch, frames_of
+from engine._in_flight import OldestInFlight
 from engine._local_network import InFlight, LocalNetwork, receive
-from engine._outbox import (
-    Frame,
-    OldestInFlight,
-    Production,
-    encode_batch,
-    frames_of,
-    split_outbox_key,
-)
 from engine._outcome import BatchOutcome
-from engine._processor import IntervalProcessor
-from engine._routing import SINK_PREFIX
+from engine._processor import IntervalProcessor, IntervalStatus
+from engine._production_ids import Production, split_outbox_key
+from engine._routing import SINK_PREFIX, Route, routes_of, source_productions
 from engine._scope import state_key, state_prefix
 from engine._watermarks import (
     SOURCE_PREFIX,
@@ -50,8 +45,10 @@ __all__ = [
     "Frame",
     "InFlight",
     "IntervalProcessor",
+    "IntervalStatus",
     "LocalNetwork",
     "OldestInFlight",
+    "Route",
     "Production",
     "compute_watermarks",
     "event_time_problem",
@@ -59,8 +56,10 @@ __all__ = [
     "encode_batch",
     "frames_of",
     "input_watermark",
+    "routes_of",
     "saturate",
     "source_name",
+    "source_productions",
     "split_outbox_key",
     "state_key",
     "state_prefix",

@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine._outbox import Frame, Production
+from engine._frames import Frame
 from engine._outcome import BatchOutcome
 from engine._processor import IntervalProcessor
+from engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2
 from statestore import MAX_EPOCH, SenderProgress
 

@@ -18,8 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from engine._driver import Ack, IntervalDriver
-from engine._outbox import Frame, Production, encode_batch, frames_of
+from engine._frames import Frame, encode_batch, frames_of
 from engine._outcome import BatchOutcome
+from engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 Interval = tuple[str, int]

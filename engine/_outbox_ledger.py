@@ -1,7 +1,7 @@
 """``OutboxLedger``: one interval's outbox, as stored and as still unacknowledged.
 
 It knows which frames the store holds, which productions in them await an
-ack (:class:`~engine._outbox.OldestInFlight`, which also holds the
+ack (:class:`~engine._production_ids.OldestInFlight`, which also holds the
 watermark back) and which frames every ack has emptied. The processor goes
 through it in each of its commits:
 
@@ -20,16 +20,9 @@ import struct
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 
-from engine._outbox import (
-    Frame,
-    FrameBuilder,
-    OldestInFlight,
-    Production,
-    decode_frame,
-    frame_key,
-    frame_seq,
-    is_frame_key,
-)
+from engine._frames import Frame, FrameBuilder, decode_frame, frame_key, frame_seq
+from engine._in_flight import OldestInFlight
+from engine._production_ids import Production
 from statestore import StateStore, Transaction
 
 _NEXT_FRAME = "outbox-next-frame"
@@ -55,8 +48,7 @@ class OutboxLedger:
         """Frames whose productions are all acknowledged, to delete with the next commit."""
         for key, frame in self._read():
             self._track(key, frame)
-            if is_frame_key(key):
-                self._next_frame = max(self._next_frame, frame_seq(key) + 1)
+            self._next_frame = max(self._next_frame, frame_seq(key) + 1)
 
     def pending_frames(self) -> list[Frame]:
         """The stored frames in the order they were made, as stored (to resend after a
@@ -118,17 +110,11 @@ class OutboxLedger:
         )
 
     def _read(self) -> Staged:
-        """The outbox's entries in production order: per-production entries of the older
-        format first (they are older), then the frames by sequence."""
-        legacy: list[tuple[int, Production]] = []
+        """The outbox's frames in production order (by sequence)."""
         frames: Staged = []
         for key, value in self._store.outbox():
-            if is_frame_key(key):
-                frame = decode_frame(value)
-                seq = frame_seq(key)
-                frame.positions = (seq, seq)
-                frames.append((key, frame))
-            else:
-                legacy.append(Production.from_outbox(key, value))
-        legacy.sort(key=lambda entry: entry[0])
-        return [(p.outbox_key, Frame(p.consumer, p.interval, [p])) for _, p in legacy] + frames
+            frame = decode_frame(value)
+            seq = frame_seq(key)
+            frame.positions = (seq, seq)
+            frames.append((key, frame))
+        return frames

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine._outbox import Frame, Production
+from engine._frames import Frame
+from engine._production_ids import Production
 
 
 @dataclass

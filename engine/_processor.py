@@ -17,10 +17,10 @@ It keeps no process-global state, so many run side by side in one process.
 from __future__ import annotations
 
 import struct
-import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 from computations import (
     MAX_EVENT_TIME_MS,
@@ -34,22 +34,17 @@ from computations import (
 from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
-from engine._outbox import (
-    Frame,
-    FrameBuilder,
-    Production,
-    record_id_prefix,
-    timer_id_prefix,
-)
+from engine._frames import Frame, FrameBuilder
 from engine._outbox_ledger import OutboxLedger
 from engine._outcome import BatchOutcome
+from engine._production_ids import Production, record_id_prefix, timer_id_prefix
 from engine._routing import ProductionRouter
 from engine._scope import RecordScope
 from engine._sender_epochs import SenderEpochs
 from engine._tuples import new_tuple
 from engine._watermarks import event_time_problem
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
-from statestore import SenderProgress, StateStore, Transaction
+from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
 from statestore.types import TimeDomain, Timer
 
 _FIRE_SEQ = "timer-fire-seq"
@@ -59,8 +54,23 @@ WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 _U64 = struct.Struct(">Q")
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+@dataclass(frozen=True, slots=True)
+class IntervalStatus:
+    """What an interval reports of itself: to ``Admin.Status``, to the metrics, to the
+    startup log."""
+
+    computation: str
+    interval: int
+    intervals: int
+    """How many intervals the computation has."""
+    epoch: int
+    outbox_size: int
+    """Productions sent but not yet acknowledged."""
+    oldest_unacked_age_s: float
+    records_committed: int
+    pending_timers: int
+    input_watermark: int | None
+    dedup: DedupStats
 
 
 class IntervalProcessor:
@@ -74,7 +84,7 @@ class IntervalProcessor:
         interval: int,
         store: StateStore,
         epoch: int,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = wall_clock_ms,
     ) -> None:
         self.topology = topology
         self.spec = topology.computations[computation]
@@ -373,20 +383,35 @@ class IntervalProcessor:
         ]
         return min(candidates) if candidates else None
 
+    def status(self) -> IntervalStatus:
+        """This interval's status now (reads only; safe beside the driving thread)."""
+        return IntervalStatus(
+            computation=self.name,
+            interval=self.interval,
+            intervals=self.spec.intervals,
+            epoch=self.epoch,
+            outbox_size=len(self.in_flight),
+            oldest_unacked_age_s=self.in_flight.oldest_age_s(),
+            records_committed=self.records_committed,
+            pending_timers=self.store.pending_timers,
+            input_watermark=self.input_watermark,
+            dedup=self.store.dedup_stats(),
+        )
+
     def dead_letters(self) -> list[admin_pb2.DeadLetter]:
         """Records and timers that failed ``max_attempts`` times, with their errors."""
         return read_letters(self.store)
 
     # -- shared steps ------------------------------------------------------------
 
-    def _scope(self, txn: Transaction, key: bytes, timestamp_ms: int, now: int) -> RecordScope:
+    def _scope(self, txn: Transaction, key: bytes, event_time_ms: int, now: int) -> RecordScope:
         return RecordScope(
             computation=self.name,
             outputs=self._outputs,
             handles_timers=self._handles_timers,
             txn=txn,
             key=key,
-            timestamp_ms=timestamp_ms,
+            event_time_ms=event_time_ms,
             low_watermark=self.input_watermark,
             now_ms=now,
         )

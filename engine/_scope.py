@@ -9,7 +9,7 @@ unaffected.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Serde
 from computations.errors import ProduceError, TimerError
@@ -18,7 +18,6 @@ from engine._watermarks import event_time_problem
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer
 
-T = TypeVar("T")
 _U32 = struct.Struct(">I")
 
 RESERVED_PREFIX = b"\xff\xff\xff\xff"
@@ -41,7 +40,7 @@ class Emitted(NamedTuple):
     stream: str
     key: bytes
     value: bytes
-    timestamp_ms: int
+    event_time_ms: int
 
 
 class RecordScope:
@@ -55,7 +54,7 @@ class RecordScope:
         handles_timers: bool,
         txn: Transaction,
         key: bytes,
-        timestamp_ms: int,
+        event_time_ms: int,
         low_watermark: int | None,
         now_ms: int,
     ) -> None:
@@ -65,18 +64,18 @@ class RecordScope:
         self._txn = txn
         self._key = key
         self._prefix = state_prefix(key)
-        self._timestamp_ms = timestamp_ms
+        self._timestamp_ms = event_time_ms
         self._low_watermark = low_watermark
         self._now_ms = now_ms
         self._state: dict[str, bytes | None] = {}
         self._timers: dict[tuple[TimeDomain, str], int | None] = {}
         self.emitted: list[Emitted] = []
 
-    def reset(self, key: bytes, timestamp_ms: int) -> RecordScope:
+    def reset(self, key: bytes, event_time_ms: int) -> RecordScope:
         """Reuse this scope for the next call (cheaper than a new one per record)."""
         self._key = key
         self._prefix = state_prefix(key)
-        self._timestamp_ms = timestamp_ms
+        self._timestamp_ms = event_time_ms
         self._state = {}
         self._timers = {}
         self.emitted = []
@@ -94,14 +93,14 @@ class RecordScope:
     def processing_time_ms(self) -> int:
         return self._now_ms
 
-    def get_state(self, tag: str, serde: Serde[T] = BYTES) -> T | None:  # type: ignore[assignment]
+    def get_state(self, tag: str, serde: Serde[Any] = BYTES) -> Any:
         if tag in self._state:
             raw = self._state[tag]
         else:
             raw = self._txn.get(self._prefix + tag.encode())
         return None if raw is None else serde.loads(raw)
 
-    def put_state(self, tag: str, value: T, serde: Serde[T] = BYTES) -> None:  # type: ignore[assignment]
+    def put_state(self, tag: str, value: Any, serde: Serde[Any] = BYTES) -> None:
         self._state[tag] = serde.dumps(value)
 
     def delete_state(self, tag: str) -> None:
@@ -121,14 +120,22 @@ class RecordScope:
         self._timers[(TimeDomain(domain), tag)] = None
 
     def produce(
-        self, stream: str, key: bytes, value: bytes, timestamp_ms: int | None = None
+        self,
+        stream: str,
+        key: bytes,
+        value: Any,
+        event_time_ms: int | None = None,
+        *,
+        serde: Serde[Any] | None = None,
     ) -> None:
+        if serde is not None:
+            value = serde.dumps(value)
         if stream not in self._outputs:
             raise ProduceError(
                 f"computation {self._computation!r} produced to {stream!r}, "
                 f"which is not among its declared outputs {sorted(self._outputs)}"
             )
-        ts = self._timestamp_ms if timestamp_ms is None else int(timestamp_ms)
+        ts = self._timestamp_ms if event_time_ms is None else int(event_time_ms)
         if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
             raise ProduceError(f"produced to {stream!r}: {event_time_problem(ts)}")
         self.emitted.append(new_tuple(Emitted, (stream, bytes(key), bytes(value), ts)))

@@ -30,10 +30,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from computations import KeyExtractor, Topology, interval_of
+from computations import Topology
 from delivery import Origin
 from deployment import write_json_durably
-from engine import Frame, OldestInFlight, Production, split_outbox_key
+from engine import (
+    SINK_PREFIX,
+    Frame,
+    OldestInFlight,
+    Production,
+    Route,
+    routes_of,
+    source_name,
+    split_outbox_key,
+)
 from injector.log import LogRecord, LogTailLostError, StreamLog, offset_of
 from millrace.wire.v1 import record_pb2
 
@@ -55,8 +64,7 @@ class _Consumer:
     """One computation reading the stream, and what it has not acknowledged yet."""
 
     name: str
-    intervals: int
-    extract: KeyExtractor
+    route: Route
     floor: int = 0
     """It acknowledged every offset below this before a restart: never sent again."""
     acked_offset: int = 0
@@ -80,10 +88,11 @@ class Forwarder:
     ) -> None:
         self.log = stream_log
         self.stream = stream_log.stream
-        self._origin = Origin("", 0, 0, sequence=f"source:{stream_log.stream}")
+        self._origin = Origin("", 0, 0, sequence=source_name(stream_log.stream))
         self._consumers = {
-            c.name: _Consumer(c.name, c.intervals, topology.key_extractor(c.name, self.stream))
-            for c in topology.consumers(self.stream)
+            route.consumer: _Consumer(route.consumer, route)
+            for route in routes_of(topology, self.stream)
+            if not route.consumer.startswith(SINK_PREFIX)
         }
         self._sender = sender
         self._state_path = state_path
@@ -242,12 +251,7 @@ class Forwarder:
                 for record, message in zip(records, messages, strict=True):
                     if record.offset < consumer.floor:
                         continue  # acknowledged before a restart: its node has it
-                    try:
-                        key = consumer.extract(record.key, record.value)
-                        interval = interval_of(key, consumer.intervals)
-                    except Exception:
-                        # Unkeyable for this consumer: let its node dead-letter it with the reason.
-                        interval = 0
+                    interval = consumer.route.interval_for(record.key, record.value)
                     production = Production.to(consumer.name, interval, message)
                     consumer.unacked[record.offset] = None
                     tracked.append((production.outbox_key, record.event_time_ms))

@@ -9,19 +9,16 @@ never fail another's. A key reused for other records is FAILED_PRECONDITION.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
 
 import grpc
 
 from deployment import abort, brief
 from engine import event_time_problem
 from injector.group_commit import IdempotencyKeyReusedError
+from injector.ingest_stream import IngestStream
 from injector.log import AppendRequest, LogError, stream_tag
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc
-
-if TYPE_CHECKING:
-    from injector.server import Injector
 
 MAX_RECORD_BYTES = 4 << 20
 """Key plus value of one record."""
@@ -33,8 +30,8 @@ APPEND_TIMEOUT_S = 60.0
 class IngestService(ingest_pb2_grpc.IngestServicer):
     """Appends to the stream's log through its group committer."""
 
-    def __init__(self, injector: Injector) -> None:
-        self._injector = injector
+    def __init__(self, streams: Mapping[str, IngestStream]) -> None:
+        self._streams = streams
 
     def Ingest(
         self, request: ingest_pb2.IngestRequest, context: grpc.ServicerContext
@@ -50,9 +47,9 @@ class IngestService(ingest_pb2_grpc.IngestServicer):
     def _ingest(
         self, request: ingest_pb2.IngestRequest, context: grpc.ServicerContext
     ) -> ingest_pb2.IngestResponse:
-        stream = self._injector.streams.get(request.stream)
+        stream = self._streams.get(request.stream)
         if stream is None:
-            sources = ", ".join(sorted(self._injector.streams))
+            sources = ", ".join(sorted(self._streams))
             abort(
                 context,
                 grpc.StatusCode.NOT_FOUND,

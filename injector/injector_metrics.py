@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -12,15 +11,34 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from computations import MIN_TIME
+from injector.file_source import FileSource
+from injector.forwarder import Forwarder
+from injector.log import StreamLog
+from injector.source_watermark import SourceWatermark
+from injector.watermark_authority import WatermarkAuthority
+from statestore import wall_clock_ms
 
-if TYPE_CHECKING:
-    from injector.server import Injector
+
+class StreamView(Protocol):
+    """What the gauges read of an ingest stream at scrape time."""
+
+    log: StreamLog
+    forwarder: Forwarder
+    watermark: SourceWatermark
+
+    def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None: ...
 
 
 class InjectorMetrics:
     """Counters updated on the ingest path; gauges read at scrape time."""
 
-    def __init__(self, injector: Injector) -> None:
+    def __init__(
+        self,
+        streams: Mapping[str, StreamView],
+        file_sources: Mapping[str, FileSource],
+        authority: WatermarkAuthority,
+    ) -> None:
+        """The gauges read ``streams`` and ``file_sources`` as they are at each scrape."""
         self.registry = CollectorRegistry()
         self.ingested = Counter(
             "millrace_ingested_records", "Records appended to the durable log and acknowledged",
@@ -40,12 +58,19 @@ class InjectorMetrics:
             ["stream"], registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
         )  # fmt: skip
-        self.registry.register(_InjectorGauges(injector))
+        self.registry.register(_InjectorGauges(streams, file_sources, authority))
 
 
 class _InjectorGauges(Collector):
-    def __init__(self, injector: Injector) -> None:
-        self._injector = injector
+    def __init__(
+        self,
+        streams: Mapping[str, StreamView],
+        file_sources: Mapping[str, FileSource],
+        authority: WatermarkAuthority,
+    ) -> None:
+        self._streams = streams
+        self._file_sources = file_sources
+        self._authority = authority
 
     def collect(self) -> Iterable[Metric]:
         log_bytes = GaugeMetricFamily(
@@ -79,8 +104,8 @@ class _InjectorGauges(Collector):
             "millrace_watermark_lag_seconds", "Wall clock minus the published low watermark",
             labels=["computation"],
         )  # fmt: skip
-        now_ms = time.time_ns() // 1_000_000
-        for name, stream in list(self._injector.streams.items()):
+        now_ms = wall_clock_ms()
+        for name, stream in list(self._streams.items()):
             infos = stream.log.segments()
             log_bytes.add_metric([name], sum(i.size_bytes for i in infos))
             segments.add_metric([name], len(infos))
@@ -91,9 +116,9 @@ class _InjectorGauges(Collector):
                 age_s = 0.0 if oldest is None or oldest <= MIN_TIME else (now_ms - oldest) / 1000
                 lag_s.add_metric([name, consumer], max(0.0, age_s))
             idle.add_metric([name], stream.watermark.idle_advances)
-        for name, source in list(self._injector.file_sources.items()):
+        for name, source in list(self._file_sources.items()):
             rejected.add_metric([name], source.lines_rejected)
-        for name, mark in self._injector.authority.watermarks().items():
+        for name, mark in self._authority.watermarks().items():
             if mark > MIN_TIME:
                 watermark.add_metric([name], mark)
                 watermark_lag.add_metric([name], max(0.0, (now_ms - mark) / 1000))

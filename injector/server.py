@@ -12,11 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Mapping
 from concurrent import futures
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,16 +33,14 @@ from deployment import (
     write_json_durably,
 )
 from deployment.security import Security
-from engine import Production, source_name
+from engine import SOURCE_PREFIX, Production, source_name
 from injector.authority_service import WatermarkAuthorityServicer
 from injector.control_service import ControlService
 from injector.file_source import FileSource
-from injector.forwarder import Forwarder
-from injector.group_commit import Acked, GroupCommitter
+from injector.ingest_stream import IngestStream
 from injector.injector_metrics import InjectorMetrics
-from injector.log import AppendRequest, AppendResult, LogConfig, StreamLog, stream_tag
+from injector.log import LogConfig, StreamLog
 from injector.ownership import OwnershipRegistry
-from injector.source_watermark import SourceWatermark
 from injector.watermark_authority import WatermarkAuthority
 from millrace.wire.v1 import (
     control_pb2,
@@ -55,6 +50,7 @@ from millrace.wire.v1 import (
     watermark_pb2,
     watermark_pb2_grpc,
 )
+from statestore import Clock, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -75,112 +71,6 @@ class InjectorConfig:
     retention_ms: int | None = None
 
 
-class IngestStream:
-    """One source stream: its log, writer, forwarder and watermark."""
-
-    def __init__(
-        self,
-        injector: Injector,
-        stream_log: StreamLog,
-        config: InjectorConfig,
-        clock: Callable[[], int],
-    ) -> None:
-        self.name = stream_log.stream
-        self.log = stream_log
-        self._clock = clock
-        self._metrics = injector.metrics
-        self.watermark = SourceWatermark(
-            out_of_orderness_ms=config.out_of_orderness_ms, idle_timeout_ms=config.idle_timeout_ms
-        )
-        self._unforwarded: deque[tuple[int, int]] = deque()  # (end offset, min event time)
-        self._lock = threading.Lock()
-        self.committer = GroupCommitter(
-            stream_log,
-            on_commit=self._committed,
-            on_refused=self._refused,
-            on_append_seconds=injector.metrics.append_seconds.labels(self.name).observe,
-        )
-        self.forwarder = Forwarder(
-            stream_log,
-            injector.deployment.topology,
-            injector.sender,
-            stream_log.directory / "forwarded.json",
-        )
-        # Records the previous incarnation appended but that were not acknowledged are
-        # unknown work until the forwarder has re-read them: hold the watermark till then.
-        self._hold_until_offset = stream_log.next_offset
-        newest = max(
-            (s.max_event_ms for s in stream_log.segments() if s.max_event_ms is not None),
-            default=None,
-        )
-        published = injector.authority.watermarks().get(source_name(self.name), MIN_TIME)
-        self.watermark.resume(newest, published, clock())
-
-    def submit(self, request: AppendRequest) -> Future[Acked]:
-        """Append (group-committed; idempotent replays append nothing)."""
-        return self.committer.submit(request)
-
-    def _committed(self, results: list[AppendResult], requests: list[AppendRequest]) -> None:
-        """After each group commit (pushed and file-source records alike): count late
-        records, track the unforwarded ones, observe the newest event time."""
-        now = self._clock()
-        newest: int | None = None
-        late = 0
-        with self._lock:
-            for result, request in zip(results, requests, strict=True):
-                if not request.records:
-                    continue
-                times = [ts for _, _, ts in request.records]
-                late += sum(1 for ts in times if self.watermark.is_late(ts))
-                newest = max(times) if newest is None else max(newest, *times)
-                end, oldest = result.first_offset + result.count, min(times)
-                while self._unforwarded and self._unforwarded[-1][1] >= oldest:
-                    self._unforwarded.pop()  # never the minimum again while this one waits
-                self._unforwarded.append((end, oldest))
-            # Under the same lock as the tick: it never sees the new maximum without the
-            # hold of the records that carried it.
-            if newest is not None:
-                self.watermark.observe(newest, now, [r.idempotency_key for r in requests])
-        if late:
-            self._metrics.late_records.labels(self.name).inc(late)
-        self._metrics.ingested.labels(self.name).inc(sum(r.count for r in results))
-        self.forwarder.appended()
-
-    def _refused(self, requests: list[AppendRequest]) -> None:
-        """The log could not write these requests: their clients retry them, so the
-        watermark must not pass them meanwhile (nor count the outage as idleness)."""
-        now = self._clock()
-        for request in requests:
-            if request.records:
-                oldest = min(ts for _, _, ts in request.records)
-                self.watermark.refused(request.idempotency_key, oldest, now)
-        self._metrics.refused.labels(self.name).inc(sum(len(r.records) for r in requests))
-
-    def source_watermark(self, now_ms: int) -> int:
-        """This source's watermark now (the tick publishes it)."""
-        with self._lock:
-            return self.watermark.current(self._oldest_unfinished_locked(), now_ms)
-
-    def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:
-        """Oldest event time appended but not yet acknowledged by the first computation
-        ``consumer`` (None: by every first computation)."""
-        with self._lock:
-            return self._oldest_unfinished_locked(consumer)
-
-    def _oldest_unfinished_locked(self, consumer: str | None = None) -> int | None:
-        forwarded = self.forwarder.forwarded_offset
-        if forwarded < self._hold_until_offset:
-            return MIN_TIME
-        # A monotonic queue: appends at the right, forwarded entries leave at the
-        # left, and the left end always holds the minimum of what remains.
-        while self._unforwarded and self._unforwarded[0][0] <= forwarded:
-            self._unforwarded.popleft()
-        waiting = self._unforwarded[0][1] if self._unforwarded else None
-        in_flight = self.forwarder.oldest_unfinished_ms(consumer)
-        candidates = [t for t in (waiting, in_flight) if t is not None]
-        return min(candidates) if candidates else None
-
-
 class Injector:
     """The injector process's runtime (also usable in-process by tests)."""
 
@@ -192,7 +82,7 @@ class Injector:
         address: str,
         config: InjectorConfig | None = None,
         metrics_port: int | None = None,
-        clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock: Clock = wall_clock_ms,
         security: Security | None = None,
     ) -> None:
         self.deployment = deployment
@@ -214,11 +104,11 @@ class Injector:
         self._routed_version = -1
         self._senders = SenderPool(
             sender_id="injector",
-            callbacks=_Router(self),
+            callbacks=_Router(self.streams),
             channel_factory=self._open_channel,
             resolve=self.routes.address_of,
         )
-        self.metrics = InjectorMetrics(self)
+        self.metrics = InjectorMetrics(self.streams, self.file_sources, self.authority)
         self._server: grpc.Server | None = None
         self._stopping = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="injector-watermarks", daemon=True)
@@ -270,7 +160,16 @@ class Injector:
                        "segments": len(stream_log.segments()),
                        "next_offset": stream_log.next_offset},
             )  # fmt: skip
-            self.streams[stream] = IngestStream(self, stream_log, self.config, self._clock)
+            self.streams[stream] = IngestStream(
+                stream_log,
+                topology=self.deployment.topology,
+                sender=self.sender,
+                metrics=self.metrics,
+                out_of_orderness_ms=self.config.out_of_orderness_ms,
+                idle_timeout_ms=self.config.idle_timeout_ms,
+                published_ms=self.authority.watermarks().get(source_name(stream), MIN_TIME),
+                clock=self._clock,
+            )
         # The port before anything runs: a second injector on it forwards nothing.
         self._server = self._build_server()
         self.port = self.security.bind(self._server, self.address)
@@ -315,7 +214,7 @@ class Injector:
                 self.stream_limiter,
             ],
         )
-        ingest_pb2_grpc.add_IngestServicer_to_server(IngestService(self), server)
+        ingest_pb2_grpc.add_IngestServicer_to_server(IngestService(self.streams), server)
         watermark_pb2_grpc.add_WatermarkAuthorityServicer_to_server(
             WatermarkAuthorityServicer(self.authority), server
         )
@@ -422,27 +321,16 @@ class Injector:
 
 
 class _Router:
-    """Sender callbacks: hand each ack to the forwarder of its stream.
+    """Sender callbacks: hand each ack to the forwarder of its stream, which the
+    origin's sequence names (``source:<stream>``, the forwarder's own)."""
 
-    A production's outbox key ends with its record id, whose first 8 bytes
-    name the stream (``injector.log.record_id``).
-    """
-
-    def __init__(self, injector: Injector) -> None:
-        self._injector = injector
-
-    def _by_stream(self, outbox_keys: list[bytes]) -> dict[str, list[bytes]]:
-        tags = {stream_tag(name): name for name in self._injector.streams}
-        grouped: dict[str, list[bytes]] = {}
-        for key in outbox_keys:
-            name = tags.get(key[-16:-8])
-            if name is not None:
-                grouped.setdefault(name, []).append(key)
-        return grouped
+    def __init__(self, streams: Mapping[str, IngestStream]) -> None:
+        self._streams = streams
 
     def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
-        for name, keys in self._by_stream(outbox_keys).items():
-            self._injector.streams[name].forwarder.acked_keys(keys)
+        stream = self._streams.get(origin.sequence.removeprefix(SOURCE_PREFIX))
+        if stream is not None:
+            stream.forwarder.acked_keys(outbox_keys)
 
     def fenced(self, origin: Origin, message: str) -> None:
         log.error("a node refused the injector as stale: %s", message)

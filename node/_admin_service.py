@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 import grpc
 
-from computations import interval_of
+from computations import Topology, interval_of
 from deployment import abort
-from engine import state_prefix
+from engine import IntervalProcessor, state_prefix
 from millrace import __version__
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, record_pb2
-
-if TYPE_CHECKING:
-    from node._node import Node
+from statestore import wall_clock_ms
 
 _DEFAULT_LIMIT = 100
 
@@ -23,45 +20,53 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     """Read-only views of a node's intervals (reads are safe beside the workers: RocksDB
     reads are thread-safe and nothing here touches the dedup filters)."""
 
-    def __init__(self, node: Node) -> None:
-        self._node = node
-        self._started_ms = time.time_ns() // 1_000_000
+    def __init__(
+        self,
+        node_id: str,
+        topology: Topology,
+        processors: Mapping[tuple[str, int], IntervalProcessor],
+    ) -> None:
+        self._node_id = node_id
+        self._topology = topology
+        self._processors = processors
+        self._started_ms = wall_clock_ms()
 
     def Status(
         self, request: admin_pb2.StatusRequest, context: grpc.ServicerContext
     ) -> admin_pb2.StatusResponse:
         response = admin_pb2.StatusResponse(
-            node_id=self._node.name,
+            node_id=self._node_id,
             role="node",
             version=__version__,
             started_at_ms=self._started_ms,
         )
-        for (name, interval), processor in sorted(self._node.processors.items()):
-            status = response.intervals.add(
+        for _, processor in sorted(self._processors.items()):
+            status = processor.status()
+            entry = response.intervals.add(
                 interval=record_pb2.KeyInterval(
-                    computation=name, index=interval, count=processor.spec.intervals
+                    computation=status.computation, index=status.interval, count=status.intervals
                 ),
-                epoch=processor.epoch,
-                outbox_size=len(processor.in_flight),
-                records_committed=processor.records_committed,
-                pending_timers=processor.store.pending_timers,
+                epoch=status.epoch,
+                outbox_size=status.outbox_size,
+                records_committed=status.records_committed,
+                pending_timers=status.pending_timers,
             )
-            if processor.input_watermark is not None:
-                status.input_low_watermark_ms = processor.input_watermark
+            if status.input_watermark is not None:
+                entry.input_low_watermark_ms = status.input_watermark
         return response
 
     def GetState(
         self, request: admin_pb2.GetStateRequest, context: grpc.ServicerContext
     ) -> admin_pb2.GetStateResponse:
-        spec = self._node.deployment.topology.computations.get(request.computation)
+        spec = self._topology.computations.get(request.computation)
         if spec is None:
             abort(context, grpc.StatusCode.NOT_FOUND, f"no computation {request.computation!r}")
         index = interval_of(request.key, spec.intervals)
-        processor = self._node.processors.get((request.computation, index))
+        processor = self._processors.get((request.computation, index))
         if processor is None:
             where = f"interval {index} of {request.computation!r}"
             abort(
-                context, grpc.StatusCode.FAILED_PRECONDITION, f"{where} is not on {self._node.name}"
+                context, grpc.StatusCode.FAILED_PRECONDITION, f"{where} is not on {self._node_id}"
             )
         prefix = state_prefix(request.key)
         response = admin_pb2.GetStateResponse(
@@ -79,7 +84,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     ) -> admin_pb2.ListDeadLettersResponse:
         limit = request.limit or _DEFAULT_LIMIT
         response = admin_pb2.ListDeadLettersResponse()
-        for (name, _), processor in sorted(self._node.processors.items()):
+        for (name, _), processor in sorted(self._processors.items()):
             if request.computation and name != request.computation:
                 continue
             for letter in processor.dead_letters():

@@ -7,7 +7,6 @@ the processors and senders when Prometheus scrapes. Names are documented in
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -18,6 +17,7 @@ from prometheus_client.registry import Collector
 from computations import MIN_TIME
 from delivery import DownstreamSender
 from engine import BatchOutcome, IntervalProcessor
+from statestore import wall_clock_ms
 
 
 class NodeMetrics:
@@ -135,19 +135,20 @@ class _Gauges(Collector):
             "millrace_interval_fenced", "1 once a newer owner fenced this interval", labels=labels
         )
         epoch = GaugeMetricFamily("millrace_interval_epoch", "Owner epoch", labels=labels)
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = wall_clock_ms()
         for (name, interval), processor in self._processors.items():
+            status = processor.status()
             values = [name, str(interval)]
             fenced.add_metric(values, 1 if self._fenced(name, interval) else 0)
-            epoch.add_metric(values, processor.epoch)
-            outbox.add_metric(values, len(processor.in_flight))
-            age.add_metric(values, processor.in_flight.oldest_age_s())
-            timers.add_metric(values, processor.store.pending_timers)
-            mark = processor.input_watermark
+            epoch.add_metric(values, status.epoch)
+            outbox.add_metric(values, status.outbox_size)
+            age.add_metric(values, status.oldest_unacked_age_s)
+            timers.add_metric(values, status.pending_timers)
+            mark = status.input_watermark
             if mark is not None and mark > MIN_TIME:
                 watermark.add_metric(values, mark)
                 lag.add_metric(values, max(0.0, (now_ms - mark) / 1000))
-            stats = processor.store.dedup_stats()
+            stats = status.dedup
             dedup["lookups"].add_metric(values, stats.lookups)
             dedup["bloom_negatives"].add_metric(values, stats.bloom_negatives)
             dedup["store_confirmations"].add_metric(values, stats.confirmations)

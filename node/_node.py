@@ -126,10 +126,11 @@ class Node(WorkerHooks):
                 store=store,
                 epoch=epoch,
             )
+            status = self.processors[(computation, interval)].status()
             recovered = {
-                "computation": computation, "interval": interval, "epoch": epoch,
-                "dedup_ids": store.recovered_ids, "timers": store.pending_timers,
-                "outbox": len(self.processors[(computation, interval)].in_flight),
+                "computation": computation, "interval": interval, "epoch": status.epoch,
+                "dedup_ids": store.recovered_ids, "timers": status.pending_timers,
+                "outbox": status.outbox_size,
             }  # fmt: skip
             log.info(
                 "interval %(computation)s/%(interval)s recovered: epoch %(epoch)d, "
@@ -232,7 +233,9 @@ class Node(WorkerHooks):
             ],
         )
         server.add_generic_rpc_handlers((DeliveryService(self.workers).handler(),))
-        admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self), server)
+        admin_pb2_grpc.add_AdminServicer_to_server(
+            AdminService(self.name, self.deployment.topology, self.processors), server
+        )
         admin = admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name
         serve_health_and_reflection(server, (DELIVERY_SERVICE, admin))
         return server

@@ -24,6 +24,7 @@ from delivery import STREAM_DEADLINE_S
 from deployment.security import Security
 from engine import input_watermark
 from millrace.wire.v1 import record_pb2, watermark_pb2, watermark_pb2_grpc
+from statestore import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ class WatermarkLink:
 def _to_protos(
     topology: Topology, reports: Iterable[_Report], node_id: str, sequence: int
 ) -> Iterable[watermark_pb2.WatermarkReport]:
-    now = time.time_ns() // 1_000_000
+    now = wall_clock_ms()
     for computation, interval, epoch, oldest in reports:
         count = topology.computations[computation].intervals
         report = watermark_pb2.WatermarkReport(

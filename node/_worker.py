@@ -50,12 +50,22 @@ class _Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class _Watermark:
+    low_watermark_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Fence:
     epoch: int
     reason: str
 
 
-_STOP = object()
+class _Stop:
+    """Finish the current turn and end the loop."""
+
+
+_STOP = _Stop()
+_InboxItem = DeliveryWork | _Acked | _Refused | _Watermark | _Fence | _Stop
 TIMER_RETRY_S = 0.2
 """Pause before firing timers again after one raised (records are resent after as long)."""
 
@@ -132,7 +142,7 @@ class IntervalWorker:
         self.processor = processor
         self.hooks = hooks
         self.driver = IntervalDriver(processor, sender_epoch_ok=hooks.sender_epoch_ok)
-        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[_InboxItem] = queue.SimpleQueue()
         self._slots = threading.BoundedSemaphore(max_queued)
         self._max_batch_records = max_batch_records
         self._tick_s = tick_s
@@ -186,7 +196,7 @@ class IntervalWorker:
 
     def set_watermark(self, low_watermark_ms: int) -> None:
         """New input low watermark (from the authority's watch)."""
-        self._inbox.put(("watermark", low_watermark_ms))
+        self._inbox.put(_Watermark(low_watermark_ms))
 
     def stop(self, timeout: float = 5.0) -> None:
         """Finish the current turn and stop."""
@@ -226,7 +236,7 @@ class IntervalWorker:
                 )
                 time.sleep(self._tick_s)
 
-    def _drain(self) -> list[object]:
+    def _drain(self) -> list[_InboxItem]:
         try:
             items = [self._inbox.get(timeout=self._tick_s)]
         except queue.Empty:
@@ -242,7 +252,7 @@ class IntervalWorker:
                 records += len(item.batch.records)
         return items
 
-    def _turn(self, items: list[object]) -> None:
+    def _turn(self, items: list[_InboxItem]) -> None:
         deliveries = [i for i in items if isinstance(i, DeliveryWork)]
         try:
             self._control(items)
@@ -257,15 +267,15 @@ class IntervalWorker:
             for _ in deliveries:
                 self._slots.release()
 
-    def _control(self, items: list[object]) -> None:
+    def _control(self, items: list[_InboxItem]) -> None:
         """Apply acknowledgements, watermarks, fences and refusals."""
         for item in items:
             if isinstance(item, _Acked):
                 # Under load the frame deletes ride along with the next commit; an idle
                 # turn commits them on their own.
                 self.driver.acknowledged(item.outbox_keys, flush=False)
-            elif isinstance(item, tuple) and item[0] == "watermark":
-                self.driver.advance_watermark(int(item[1]))
+            elif isinstance(item, _Watermark):
+                self.driver.advance_watermark(item.low_watermark_ms)
             elif isinstance(item, _Fence) and not self.fenced:
                 self.driver.fence(item.epoch, item.reason)
                 self._log_fenced()

@@ -38,7 +38,9 @@ from statestore.types import MAX_EPOCH, DedupStats, TimeDomain, Timer
 Clock = Callable[[], int]
 """Returns a time in integer milliseconds; the store uses only its differences."""
 
-FORMAT_VERSION = b"1"
+FORMAT_VERSION = b"2"
+"""2: outbox frames only, the dedup clock and senders' progress in META (a store of
+format 1, from before the first release, is refused: IncompatibleStoreError)."""
 _EPOCH = _keys.reserved_meta_key("epoch")
 _FORMAT = _keys.reserved_meta_key("format")
 _DEDUP_CLOCK = _keys.reserved_meta_key("dedup-clock")
@@ -112,11 +114,7 @@ class StateStore:
 
     def _load_dedup_clock(self, engine: Engine) -> int:
         stored = engine.get(Column.META, _DEDUP_CLOCK)
-        if stored is not None:
-            return int(_I64.unpack(stored)[0])
-        if next(iter(engine.scan(Column.DEDUP, b"", None)), None) is not None:
-            return wall_clock_ms()  # ids written before the store had its own clock
-        return self._opened_at
+        return self._opened_at if stored is None else int(_I64.unpack(stored)[0])
 
     def _stage_dedup_clock(self, batch: Batch, now_ms: int) -> None:
         batch.put(Column.META, _DEDUP_CLOCK, _I64.pack(now_ms))

@@ -9,7 +9,7 @@ from pathlib import Path
 from computations import Topology
 from delivery._sender import Origin
 from engine import IntervalProcessor
-from engine._outbox import Production
+from engine._production_ids import Production
 from statestore import StateStore
 
 FORWARD_TOPOLOGY = {

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from delivery._acks import DeliveryWork
 from delivery._sender import Origin
-from engine._outbox import Frame
+from engine._frames import Frame
 from millrace.wire.v1 import delivery_pb2
 from node._after_sync import EXIT_SYNC_FAILED, AfterSync
 from node._worker import IntervalWorker, WorkerHooks
 from statestore import StoreClosedError
-from tests.cluster import numbered_records
 from tests.delivery_helpers import forwarding_processor
+from tests.support import numbered_records
 
 
 def test_actions_run_after_one_sync_in_the_order_submitted() -> None:

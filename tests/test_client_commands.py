@@ -25,7 +25,7 @@ from injector.log import StreamLog
 from millrace.commands import _inject_progress as progress_line
 from millrace.commands import inject, state
 from tests.client_cli import build_parser, cli, write_deployment
-from tests.cluster import ROOT, CollectingSink, InjectorProcess, NodeProcess, free_port
+from tests.support import ROOT, CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -66,15 +66,6 @@ def summary_numbers(out: str) -> dict[str, int]:
         assert match, f"no {name} in {out!r}"
         found[name] = int(match.group(1))
     return found
-
-
-def wait_for(predicate: object, timeout: float = 30.0, what: str = "condition") -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout} s")
-        time.sleep(0.1)
 
 
 @dataclass
@@ -131,7 +122,7 @@ def test_inject_reports_the_run_and_a_rerun_duplicates_nothing(
         assert re.search(rf"line {line}: {re.escape(reason)}", cluster.first_out), cluster.first_out
     assert re.search(r"seconds:\s+\d+\.\d\d", cluster.first_out)
     expected_values = {f"v{i}".encode() for i in range(RECORDS) if i != POISON_AT}
-    wait_for(lambda: len(cluster.sink.records) == len(expected_values), what="sink records")
+    wait_until(lambda: len(cluster.sink.records) == len(expected_values), 30, "sink records")
     assert set(cluster.sink.values()) == expected_values
 
     code, out, err = cli(
@@ -306,7 +297,7 @@ def test_state_get_reads_the_poison_counter(
                         "--computation", "count", "--key", "k1")  # fmt: skip
         return out
 
-    wait_for(lambda: f"n = {expected}" in counter(), what="k1's counter")
+    wait_until(lambda: f"n = {expected}" in counter(), 30, "k1's counter")
     code, out, _ = cli(
         capsys, "state", "get", "--deployment", deployment, "--computation", "count",
         "--key", "k1", "--tag", "n",
@@ -344,7 +335,7 @@ def test_deadletters_lists_the_poison_record(
         outputs.append(out)
         return "no dead letters" not in out
 
-    wait_for(listed, what="a dead letter")
+    wait_until(listed, 30, "a dead letter")
     lines = outputs[-1].splitlines()
     assert lines[0].split() == [
         "computation", "record", "id", "key", "value", "attempts", "failed", "at", "error",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.client_cli import cli, write_deployment
-from tests.cluster import ROOT, free_port
+from tests.support import ROOT, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from millrace.cli import build_parser, main
 from millrace.commands._grpc_errors import CommandError
 from millrace.commands._options import CONFIG_ENV
 from millrace.commands.node import resolve_node
-from tests.cluster import ROOT, free_port
+from tests.support import ROOT, free_port
 
 # Each sub-command that reads a configuration file, with its other required arguments.
 REQUIRED = {

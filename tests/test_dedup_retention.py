@@ -25,8 +25,8 @@ import grpc
 import pytest
 
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, delivery_pb2, delivery_pb2_grpc, record_pb2
-from tests.cluster import CollectingSink, NodeProcess, forwarding_deployment, free_port
-from tests.cluster import numbered_records as records
+from tests.support import CollectingSink, NodeProcess, forwarding_deployment, free_port
+from tests.support import numbered_records as records
 
 pytestmark = pytest.mark.slow
 

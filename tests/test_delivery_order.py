@@ -17,10 +17,10 @@ from typing import Any
 import grpc
 
 from delivery._sender import DownstreamSender, Origin
-from engine._outbox import Production
+from engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
-from tests.cluster import numbered_records
 from tests.delivery_helpers import CountingAcks, forwarding_processor
+from tests.support import numbered_records
 
 
 def test_outbox_resends_in_production_order_after_a_restart(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import ROOT
+from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
 

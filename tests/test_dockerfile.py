@@ -25,7 +25,7 @@ import pytest
 from computations import Topology
 from deployment._deployment import Deployment
 from examples.clickstream.demo import TOPOLOGY, deployment_text
-from tests.cluster import free_port, stop_gracefully
+from tests.support import free_port, stop_gracefully
 from tests.test_prometheus import PORT_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,15 @@ from computations import MAX_TIME
 from injector.authority_service import create_authority_server
 from injector.watermark_authority import WatermarkAuthority
 from millrace.wire.v1 import record_pb2
-from tests.cluster import CollectingSink, NodeProcess, SourceDriver, chaos_rng, free_port
+from tests.support import (
+    CollectingSink,
+    NodeProcess,
+    SourceDriver,
+    chaos_rng,
+    free_port,
+    wait_quiescent,
+    wait_until,
+)
 from tests.workloads import expected_totals, totals_from_outputs, two_stage_topology
 
 pytestmark = pytest.mark.slow
@@ -102,15 +110,6 @@ def generate(rng: random.Random) -> list[record_pb2.Record]:
     ]
 
 
-def wait_for(predicate: object, timeout: float, what: str) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def test_two_stage_outputs_are_exact_under_sigkill(tmp_path: Path) -> None:
     rng = chaos_rng(20261122)
     topology = two_stage_topology((2, 2), window_ms=WINDOW_MS)
@@ -165,15 +164,16 @@ def test_two_stage_outputs_are_exact_under_sigkill(tmp_path: Path) -> None:
             duplicates += len(resend)
             driver.send(resend)
         done_feeding.set()
-        wait_for(lambda: driver.unacked() == 0, 300, "every source record to be acked")
+        wait_until(lambda: driver.unacked() == 0, 300, "every source record to be acked")
         threads[1].join(300)
         assert kills[0] >= MIN_KILLS
         stop.set()
         threads[0].join()
         authority.set_source_watermark("events", MAX_TIME - 1)
         expected = expected_totals((r.key, r.event_time_ms) for r in records)
-        wait_for(lambda: len(sink.records) >= len(expected), 300, "every window to close")
-        time.sleep(0.5)  # a window emitted twice would show up now
+        wait_until(lambda: len(sink.records) >= len(expected), 300, "every window to close")
+        # Nothing left in flight and every timer fired: no later output can appear.
+        wait_quiescent([f"127.0.0.1:{port}" for port in ports.values()], 120)
         assert duplicates > 1000
         assert totals_from_outputs(sink.values()) == expected
     finally:

@@ -15,7 +15,14 @@ import pytest
 from computations import Topology
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks import FileSink, read_sink_file
-from tests.cluster import ROOT, NodeProcess, SourceDriver, forwarding_deployment, free_port
+from tests.support import (
+    ROOT,
+    NodeProcess,
+    SourceDriver,
+    forwarding_deployment,
+    free_port,
+    wait_quiescent,
+)
 
 
 def batch(seq: int, ids: list[int]) -> delivery_pb2.DeliveryBatch:
@@ -99,7 +106,7 @@ def test_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> None:
             if path.exists() and len(read_sink_file(path)) >= total:
                 break
             time.sleep(0.1)
-        time.sleep(0.5)
+        wait_quiescent([f"127.0.0.1:{node_port}"], 60)  # nothing left to resend: final
         values = sorted(int(line["value"]) for line in read_sink_file(path))
         assert values == list(range(total)), "every record exactly once"
     finally:

@@ -37,7 +37,7 @@ from deployment._deployment import Deployment
 from deployment.security import Security
 from injector.server import Injector
 from millrace import cli
-from tests.cluster import ROOT, InjectorProcess, NodeProcess, free_port, stop_gracefully
+from tests.support import ROOT, InjectorProcess, NodeProcess, free_port, stop_gracefully
 from tests.test_prometheus import require
 from tests.test_security import certs, secured_injector  # noqa: F401 - fixtures
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from injector.client import IngestClient
 from injector.log import offset_of
 from injector.server import Injector, InjectorConfig
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc
-from tests.cluster import free_port
+from tests.support import free_port, wait_until
 
 RECORDS = 50
 
@@ -98,14 +97,6 @@ address = "{b}"
     return Deployment.load(path)
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` (bounded; only the outcome is asserted, never the time taken)."""
-    deadline = time.monotonic() + 20
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_after_a_restart_only_the_consumer_that_did_not_ack_gets_records_again(
     tmp_path: Path,
 ) -> None:
@@ -130,8 +121,8 @@ def test_after_a_restart_only_the_consumer_that_did_not_ack_gets_records_again(
                           idempotency_key="batch")  # fmt: skip
             client.close()
             forwarder = injector.streams["events"].forwarder
-            wait_until(lambda: forwarder.consumer_acked_offset("a") == RECORDS, "a's acks")
-            wait_until(lambda: set(b.received()) == set(everything), "b's deliveries")
+            wait_until(lambda: forwarder.consumer_acked_offset("a") == RECORDS, 20, "a's acks")
+            wait_until(lambda: set(b.received()) == set(everything), 20, "b's deliveries")
             assert forwarder.lag_records("a") == 0
             assert forwarder.lag_records("b") == forwarder.lag_records() == RECORDS
         finally:
@@ -148,7 +139,7 @@ def test_after_a_restart_only_the_consumer_that_did_not_ack_gets_records_again(
             forwarder = injector.streams["events"].forwarder
             # Once every consumer acked the end, anything sent to ``a`` would have been
             # recorded by it: it acks only what it recorded.
-            wait_until(lambda: forwarder.acked_offset == RECORDS, "every consumer's acks")
+            wait_until(lambda: forwarder.acked_offset == RECORDS, 20, "every consumer's acks")
         finally:
             injector.stop()
         assert a.received() == [], "a acknowledged everything before the restart"

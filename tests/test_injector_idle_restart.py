@@ -17,21 +17,11 @@ import pytest
 from deployment._deployment import Deployment
 from injector.client import IngestClient
 from injector.server import Injector, InjectorConfig
-from tests.cluster import CollectingSink, free_port
+from tests.support import CollectingSink, ManualClock, free_port
 
 pytestmark = pytest.mark.slow
 
 IDLE_MS = 1_000
-
-
-class Clock:
-    """Milliseconds the test moves by hand."""
-
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def write_deployment(tmp_path: Path, injector_port: int, node_address: str) -> Deployment:
@@ -80,7 +70,7 @@ def test_idle_source_advances_after_a_restart(tmp_path: Path) -> None:
     sink = CollectingSink()
     port = free_port()
     deployment = write_deployment(tmp_path, port, sink.address)
-    clock = Clock(1_000_000)
+    clock = ManualClock(1_000_000)
     config = InjectorConfig(out_of_orderness_ms=0, idle_timeout_ms=IDLE_MS)
 
     def start() -> Injector:

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from deployment._deployment import Deployment
 from injector.client import IngestClient
 from injector.server import Injector, InjectorConfig
-from tests.cluster import CollectingSink, NodeProcess, free_port
+from tests.support import CollectingSink, NodeProcess, free_port
 from tests.test_node_metrics import scrape
 
 pytestmark = pytest.mark.slow

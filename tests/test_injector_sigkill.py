@@ -17,7 +17,7 @@ import pytest
 
 from injector.client import IngestClient
 from injector.log import StreamLog, offset_of
-from tests.cluster import InjectorProcess, chaos_rng, free_port
+from tests.support import InjectorProcess, chaos_rng, free_port
 
 pytestmark = pytest.mark.slow
 

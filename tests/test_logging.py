@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deployment._logging import configure_logging
-from tests.cluster import ROOT, free_port, stop_gracefully
+from tests.support import ROOT, free_port, stop_gracefully
 
 
 def test_json_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

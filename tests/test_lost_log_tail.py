@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from injector.client import IngestClient
-from tests.cluster import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
+from tests.support import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from computations import Topology
 from millrace.wire.v1 import record_pb2
-from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port
+from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port
 
 pytestmark = pytest.mark.slow
 

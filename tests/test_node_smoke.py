@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import grpc
@@ -11,7 +10,7 @@ import pytest
 
 from computations import Topology
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, delivery_pb2, delivery_pb2_grpc, record_pb2
-from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port
+from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -47,15 +46,6 @@ address = "{sink}"
     return deployment
 
 
-def wait_for(predicate: object, timeout: float = 20.0) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
-
-
 def test_records_flow_exactly_once_and_poison_is_dead_lettered(tmp_path: Path) -> None:
     sink = CollectingSink()
     port = free_port()
@@ -77,8 +67,8 @@ def test_records_flow_exactly_once_and_poison_is_dead_lettered(tmp_path: Path) -
         ]  # fmt: skip
         driver.send(records)
         driver.send(records[100:150])  # duplicate deliveries
-        wait_for(lambda: driver.unacked() == 0)
-        wait_for(lambda: len(sink.records) == 499)
+        wait_until(lambda: driver.unacked() == 0, 20, "every source record acked")
+        wait_until(lambda: len(sink.records) == 499, 20, "499 records at the sink")
         assert sorted(sink.values()) == sorted(
             json.dumps(i).encode() for i in range(500) if i != 13
         )

@@ -1,21 +1,23 @@
 """Outbox frames: one entry per destination per commit, deleted once all of it is acked.
 
 Real RocksDB on disk. Checks the life of frames (what stays, what goes, what a
-restart resends) and that stores written with one entry per production (the
-format before frames) are still resent and cleared.
+restart resends), and that a store of the pre-release format (one entry per
+production) is refused with a message rather than read.
 """
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
+import pytest
+
 from engine import IntervalProcessor
-from engine._outbox import is_frame_key, outbox_key
-from millrace.wire.v1 import record_pb2
-from statestore import StateStore
-from tests.cluster import numbered_records
+from statestore import IncompatibleStoreError, StateStore
+from statestore._engine import Column
+from statestore._keys import reserved_meta_key
+from statestore._rocksdb import RocksDBEngine
 from tests.delivery_helpers import forwarding_processor
+from tests.support import numbered_records
 
 
 def _stored_keys(processor: IntervalProcessor) -> list[bytes]:
@@ -27,7 +29,7 @@ def test_a_frame_leaves_the_outbox_when_its_last_production_is_acked(tmp_path: P
     first = processor.process_records(numbered_records(0, 40, keys=5)).productions
     second = processor.process_records(numbered_records(40, 30, keys=5)).productions
     frames = _stored_keys(processor)
-    assert len(frames) == 2 and all(is_frame_key(k) for k in frames), "one frame per commit"
+    assert len(frames) == 2, "one frame per commit"
     assert len(processor.in_flight) == 70
 
     processor.acknowledge([p.outbox_key for p in first[:39]])
@@ -48,31 +50,16 @@ def test_a_frame_leaves_the_outbox_when_its_last_production_is_acked(tmp_path: P
     restarted.store.close()
 
 
-def test_entries_of_the_older_per_production_format_are_resent_first(tmp_path: Path) -> None:
+def test_a_store_of_the_pre_release_format_is_refused_with_a_message(tmp_path: Path) -> None:
     store = StateStore.open_rocksdb(tmp_path / "s")
-    old = [
-        record_pb2.Record(record_id=bytes([i]) * 16, key=b"k", value=b"v", stream="ok")
-        for i in range(3)
-    ]
-    txn = store.begin(1)
-    for seq, record in zip((2, 0, 1), old, strict=True):
-        key = outbox_key("sink:ok", 0, record.record_id)
-        txn.add_outbox(key, struct.pack(">Q", seq) + record.SerializeToString())
-    txn.commit()
     store.close()
-
-    processor = forwarding_processor(tmp_path / "s", epoch=2)
-    new = processor.process_records(numbered_records(0, 4, keys=2)).productions
-    pending = processor.pending_productions()
-    assert [p.record.record_id for p in pending] == [
-        old[1].record_id,
-        old[2].record_id,
-        old[0].record_id,
-        *(p.record.record_id for p in new),
-    ], "older entries in their sequence order, then frames"
-    processor.acknowledge([p.outbox_key for p in pending])
-    assert _stored_keys(processor) == []
-    processor.store.close()
+    engine = RocksDBEngine(tmp_path / "s")  # rewrite the format marker as format 1 had it
+    batch = engine.new_batch()
+    batch.put(Column.META, reserved_meta_key("format"), b"1")
+    engine.write(batch, sync=True)
+    engine.close()
+    with pytest.raises(IncompatibleStoreError, match="1"):
+        StateStore.open_rocksdb(tmp_path / "s")
 
 
 def test_deferred_frame_deletes_ride_with_the_next_commit(tmp_path: Path) -> None:

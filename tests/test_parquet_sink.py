@@ -24,7 +24,14 @@ from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2, sink_p
 from sinks import SinkLockedError
 from sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink
 from sinks.read_service import SubscribeService, ViewService
-from tests.cluster import ROOT, NodeProcess, SourceDriver, forwarding_deployment, free_port
+from tests.support import (
+    ROOT,
+    NodeProcess,
+    SourceDriver,
+    forwarding_deployment,
+    free_port,
+    wait_quiescent,
+)
 
 
 def record(i: int, key: str = "k") -> record_pb2.Record:
@@ -253,7 +260,7 @@ def test_parquet_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> N
             if read_parquet_sink(directory).num_rows >= total + len(direct):
                 break
             time.sleep(0.1)
-        time.sleep(0.5)
+        wait_quiescent([f"127.0.0.1:{node_port}"], 60)  # nothing left to resend: final
     finally:
         driver.stop()
         node.terminate()

@@ -29,7 +29,7 @@ from deployment.security import UNAUTHENTICATED_MESSAGE, Security
 from injector.client import IngestClient
 from injector.server import Injector
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, ingest_pb2, ingest_pb2_grpc
-from tests.cluster import ROOT, free_port
+from tests.support import ROOT, free_port
 
 TOKEN = "correct-horse-battery-staple"
 

@@ -18,7 +18,8 @@ from typing import Any
 import grpc
 
 from delivery._sender import DownstreamSender, Origin
-from engine._outbox import Frame, Production
+from engine._frames import Frame
+from engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.delivery_helpers import CountingAcks
 
@@ -59,7 +60,7 @@ class _FlakyReceiver(delivery_pb2_grpc.DeliveryServicer):
 def test_floors_never_pass_an_unacknowledged_position() -> None:
     frames: list[Frame] = []
     position_of: dict[bytes, int] = {}
-    for seq in range(40):  # one frame per commit, numbered by its sequence
+    for seq in range(41):  # one frame per commit, numbered by its sequence
         productions = []
         for i in range(5):
             rid = f"p{seq:03d}-{i}".encode()
@@ -78,11 +79,16 @@ def test_floors_never_pass_an_unacknowledged_position() -> None:
     )
     sender.start()
     try:
-        for start in range(0, 40, 8):
+        for start in range(0, 40, 8):  # frames 0..39
             sender.submit_frames(Origin("up", 0, 3), frames[start : start + 8])
         assert acks.done.wait(30), f"only {acks.count} of 200 acknowledged"
+        # Everything below position 40 is acknowledged now: the next batch says so.
+        acks.done.clear()
+        acks.total = 205
+        sender.submit_frames(Origin("up", 0, 3), frames[40:])
+        assert acks.done.wait(30), f"only {acks.count} of 205 acknowledged"
     finally:
         sender.stop()
         server.stop(None)
     assert receiver.violations == []
-    assert max(receiver.floors) > 0, "the floor moved on as positions were acknowledged"
+    assert receiver.floors[-1] == 40, "the floor moved on as positions were acknowledged"

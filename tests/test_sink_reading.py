@@ -13,7 +13,7 @@ import grpc
 from millrace.wire.v1 import delivery_pb2, record_pb2, sink_pb2, sink_pb2_grpc
 from sinks import FileSink
 from sinks.read_service import SubscribeService, ViewService
-from tests.cluster import ROOT
+from tests.support import ROOT
 
 
 def batch(seq: int, items: list[tuple[int, str, str]]) -> delivery_pb2.DeliveryBatch:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from millrace.supervisor import ChildStartError, Supervisor
-from tests.cluster import alive, wait_until
+from tests.support import alive, wait_until
 
 pytestmark = pytest.mark.slow  # every test here spawns real processes
 

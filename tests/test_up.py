@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import ROOT, CollectingSink, alive, free_port, wait_until
+from tests.support import ROOT, CollectingSink, alive, free_port, wait_until
 
 pytestmark = pytest.mark.slow  # every test here spawns real processes
 
@@ -216,7 +216,6 @@ def test_up_runs_restarts_and_stops_a_deployment(tmp_path: Path) -> None:
             assert (
                 f"{name} stopped (exit code 0)" in (data_dir / "logs" / f"{name}.log").read_text()
             )
-        time.sleep(0.5)  # a late duplicate would show up now
         assert_exactly_once(sink, incoming)
     finally:
         if up.process.poll() is None:

@@ -32,7 +32,7 @@ from examples.clickstream.generate import (
     generate,
     write_jsonl,
 )
-from tests.cluster import ROOT, chaos_rng
+from tests.support import ROOT, chaos_rng
 
 pytestmark = pytest.mark.slow
 

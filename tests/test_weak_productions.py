@@ -12,16 +12,17 @@ import pytest
 
 from computations import Topology
 from engine import IntervalProcessor
-from engine._outbox import Production
+from engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import StateStore
-from tests.cluster import (
+from tests.support import (
     CollectingSink,
     NodeProcess,
     SourceDriver,
     forwarding_deployment,
     free_port,
     numbered_records,
+    wait_quiescent,
 )
 
 
@@ -104,7 +105,7 @@ def test_weak_pipeline_is_exactly_once_across_a_kill(tmp_path: Path) -> None:
         deadline = time.monotonic() + 60
         while (driver.unacked() or len(sink.records) < 4000) and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)
+        wait_quiescent([f"127.0.0.1:{port}"], 60)  # nothing left to resend: final
         assert sorted(json.loads(v) for v in sink.values()) == list(range(4000))
     finally:
         driver.stop()

@@ -18,7 +18,7 @@ from engine._scope import state_key
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from node._worker import TIMER_RETRY_S, IntervalWorker, WorkerHooks
 from statestore import StateStore
-from tests.cluster import wait_until
+from tests.support import wait_until
 
 TOPOLOGY = {
     "streams": {"in": {}, "ok": {}},

@@ -7,8 +7,8 @@ Two stages, each in its own ``millrace node`` process::
 
     in -> up (tests.workloads:Poison, node "z") -> ok -> down (Relay, node "d") -> relayed -> sink
 
-The test process plays the source (:class:`tests.cluster.SourceDriver`), the
-sink (:class:`tests.cluster.CollectingSink`) and, with a raw
+The test process plays the source (:class:`tests.support.SourceDriver`), the
+sink (:class:`tests.support.CollectingSink`) and, with a raw
 ``delivery_pb2_grpc.DeliveryStub``, the "newer owner" of an interval that Z
 does not know it has lost. Two ways a running node learns it is a zombie are
 exercised:
@@ -30,7 +30,7 @@ probing Z.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +39,7 @@ import pytest
 
 from computations import JSON, Computation, Context, Record, Topology
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, delivery_pb2, delivery_pb2_grpc, record_pb2
-from tests.cluster import CollectingSink, NodeProcess, SourceDriver, free_port
+from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -183,15 +183,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 # -- helpers ----------------------------------------------------------------------
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    """Poll ``predicate`` until true; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def source_records(prefix: str, count: int) -> list[record_pb2.Record]:
     """``count`` records of stream ``in``, one key each, value ``<prefix>-<i>``."""
     return [
@@ -245,10 +236,10 @@ def direct_batch(
 def flow_through(cluster: Cluster, records: list[record_pb2.Record]) -> None:
     """Send ``records`` from the source and wait until all of them reach the sink."""
     cluster.driver.send(records)
-    wait_for(lambda: cluster.driver.unacked() == 0, "the source records to be acked by Z")
+    wait_until(lambda: cluster.driver.unacked() == 0, 20, "the source records to be acked by Z")
     expected = {r.value for r in records}
-    wait_for(lambda: expected <= cluster.sink_values(), "the records to reach the sink")
-    wait_for(lambda: cluster.z_status().outbox_size == 0, "Z's outbox to drain")
+    wait_until(lambda: expected <= cluster.sink_values(), 20, "the records to reach the sink")
+    wait_until(lambda: cluster.z_status().outbox_size == 0, 20, "Z's outbox to drain")
 
 
 # -- 1. a receiver knows a newer epoch of the sender's interval ---------------------------
@@ -293,7 +284,7 @@ def test_zombie_sender_is_rejected_downstream_and_fences_itself(cluster: Cluster
     )
     assert list(ack.committed_ids) == [successor_record.record_id], ack
     assert not ack.rejected and ack.receiver_epoch > 0
-    wait_for(lambda: b"from-the-successor" in cluster.sink_values(), "the successor's record")
+    wait_until(lambda: b"from-the-successor" in cluster.sink_values(), 20, "the successor's record")
 
     # D must remember the newer epoch durably: SIGKILL it and start it again.
     cluster.d.kill()
@@ -302,9 +293,9 @@ def test_zombie_sender_is_rejected_downstream_and_fences_itself(cluster: Cluster
     # Z still thinks it owns up/0: it commits new records (it cannot know yet) ...
     after = source_records("after", 10)
     cluster.driver.send(after)
-    wait_for(lambda: cluster.driver.unacked() == 0, "Z to commit the new records")
+    wait_until(lambda: cluster.driver.unacked() == 0, 20, "Z to commit the new records")
     # ... but D rejects their productions, and Z fences itself.
-    wait_for(lambda: fenced_in_log(cluster.z), "Z to log that it was fenced")
+    wait_until(lambda: fenced_in_log(cluster.z), 20, "Z to log that it was fenced")
     time.sleep(2.0)  # a production that slipped through would reach the sink by now
 
     after_values = {r.value for r in after}
@@ -353,7 +344,7 @@ def test_a_newer_target_epoch_is_refused_not_believed(cluster: Cluster) -> None:
     )
     assert list(ack.committed_ids) == [current[0].record_id], ack
     assert ack.receiver_epoch == z_epoch
-    wait_for(lambda: b"current-0" in cluster.sink_values(), "the control record")
+    wait_until(lambda: b"current-0" in cluster.sink_values(), 20, "the control record")
 
     for forged in (z_epoch + 1, z_epoch + 100, 2**63 - 1):
         newer = source_records(f"newer{forged}", 1)

@@ -28,7 +28,7 @@ class WindowCounts(Computation):
         self.window_ms = int(params.get("window_ms", WINDOW_MS))
 
     def process_record(self, ctx: Context, record: Record) -> None:
-        start = record.timestamp_ms - record.timestamp_ms % self.window_ms
+        start = record.event_time_ms - record.event_time_ms % self.window_ms
         tag = str(start)
         ctx.put_state(tag, (ctx.get_state(tag, JSON) or 0) + 1, JSON)
         ctx.set_timer(tag, start + self.window_ms - 1)
@@ -149,7 +149,7 @@ class FlakyTimers(Computation):
         if record.value.startswith(b"timers:"):
             for spec in record.value[len(b"timers:") :].decode().split(","):
                 tag, offset = spec.split("@")
-                ctx.set_timer(tag, record.timestamp_ms + int(offset))
+                ctx.set_timer(tag, record.event_time_ms + int(offset))
             return
         self._see(ctx, record.value.decode())
 
@@ -185,11 +185,11 @@ class LatenessAudit(Computation):
         if self.delay_s:
             time.sleep(self.delay_s)
         mark = ctx.low_watermark
-        if mark is not None and record.timestamp_ms < mark:
+        if mark is not None and record.event_time_ms < mark:
             body = {"stage": self.stage, "id": record.value.decode(),
-                    "ts": record.timestamp_ms, "watermark": mark}  # fmt: skip
+                    "ts": record.event_time_ms, "watermark": mark}  # fmt: skip
             ctx.produce("late", ctx.key, json.dumps(body).encode(), mark)
-        ctx.produce(self.output, ctx.key, record.value, record.timestamp_ms)
+        ctx.produce(self.output, ctx.key, record.value, record.event_time_ms)
 
 
 class Forward(Computation):
@@ -200,4 +200,4 @@ class Forward(Computation):
 
     def process_record(self, ctx: Context, record: Record) -> None:
         ctx.put_state("n", (ctx.get_state("n", JSON) or 0) + 1, JSON)
-        ctx.produce(self.output, ctx.key, record.value, record.timestamp_ms)
+        ctx.produce(self.output, ctx.key, record.value, record.event_time_ms)

@@ -30,13 +30,13 @@ class PageWindowCounts(Computation):
         self.lateness_ms = int(params.get("allowed_lateness_ms", 60 * MINUTE_MS))
 
     def process_record(self, ctx: Context, record: Record) -> None:
-        start = record.timestamp_ms - record.timestamp_ms % self.window_ms
+        start = record.event_time_ms - record.event_time_ms % self.window_ms
         tag = f"w{start}"
         window = ctx.get_state(tag, JSON) or {"count": 0, "fired": False}
         window["count"] += 1
         ctx.put_state(tag, window, JSON)
         if window["fired"]:
-            self._emit(ctx, start, window["count"], record.timestamp_ms)  # a correction
+            self._emit(ctx, start, window["count"], record.event_time_ms)  # a correction
         else:
             ctx.set_timer(tag, start + self.window_ms - 1)
 
@@ -53,14 +53,14 @@ class PageWindowCounts(Computation):
         self._emit(ctx, start, window["count"], timer.time_ms)
         ctx.set_timer("gc" + timer.tag[1:], start + self.window_ms + self.lateness_ms)
 
-    def _emit(self, ctx: Context, start: int, count: int, timestamp_ms: int) -> None:
+    def _emit(self, ctx: Context, start: int, count: int, event_time_ms: int) -> None:
         page = ctx.key.decode()
         body = {"page": page, "window_start_ms": start, "count": count}
         ctx.produce(
             "page_window_counts",
             f"{page}@{start}".encode(),
             json.dumps(body).encode(),
-            timestamp_ms,
+            event_time_ms,
         )
 
 

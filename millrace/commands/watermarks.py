@@ -14,7 +14,6 @@ import argparse
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -38,6 +37,7 @@ from millrace.commands._grpc_errors import (
 )
 from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import watermark_pb2, watermark_pb2_grpc
+from statestore import wall_clock_ms
 
 AUTHORITY_SERVICE = "millrace.wire.v1.WatermarkAuthority"
 WATCH_RPC = "WatermarkAuthority.WatchWatermarks"
@@ -143,7 +143,7 @@ def _print_table(out: TextIO, marks: Mapping[str, int], deployment: Deployment |
     if not marks:
         out.write("no watermarks published (the topology has no computations?)\n")
         return
-    now_ms = time.time_ns() // 1_000_000
+    now_ms = wall_clock_ms()
     header = ("computation", "low watermark (UTC)", "ms", "lag")
     rows = [(name, *describe(marks[name], now_ms)) for name in display_order(marks, deployment)]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -259,7 +259,7 @@ def _watch(
             if follower.error is not None:
                 raise CommandError(follower.error)
             latest = follower.latest()
-            now_ms = time.time_ns() // 1_000_000
+            now_ms = wall_clock_ms()
             for name in display_order(latest, deployment):
                 before = printed.get(name)
                 if before == latest[name]:

@@ -18,7 +18,7 @@ import grpc
 
 from injector.client import IngestClient
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
-from tests.cluster import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
+from tests.support import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
 
 
 @dataclass

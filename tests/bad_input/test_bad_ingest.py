@@ -26,7 +26,7 @@ import pytest
 
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc, watermark_pb2, watermark_pb2_grpc
 from tests.bad_input.pipeline import Pipeline, pipeline
-from tests.cluster import ROOT
+from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -41,7 +41,7 @@ from millrace.wire.v1 import (
     watermark_pb2,
 )
 from tests.bad_input.pipeline import Pipeline, pipeline
-from tests.cluster import ROOT, free_port
+from tests.support import ROOT, free_port
 
 pytestmark = pytest.mark.slow
 

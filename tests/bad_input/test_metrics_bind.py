@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import InjectorProcess, NodeProcess, free_port
+from tests.support import InjectorProcess, NodeProcess, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
-from tests.cluster import ROOT, NodeProcess, forwarding_deployment, free_port
+from tests.support import ROOT, NodeProcess, forwarding_deployment, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -100,7 +100,7 @@ class Ordered(Computation):
 
     def process_record(self, ctx: Context, record: Record) -> None:
         for offset in (30, 10, 20):
-            ctx.set_timer(f"t{offset}", record.timestamp_ms + offset)
+            ctx.set_timer(f"t{offset}", record.event_time_ms + offset)
         ctx.set_timer("p", 1_000, TimeDomain.PROCESSING_TIME)
 
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
@@ -280,3 +280,33 @@ def test_the_harness_delivers_whole_batches_in_group_commits() -> None:
     harness.advance_watermark(10 * WINDOW_MS)
     got = totals_from_outputs(r.value for r in harness.outputs("window_totals"))
     assert got == expected_totals(events)
+
+
+class _JsonEcho(Computation):
+    def process_record(self, ctx: Context, record: Record) -> None:
+        seen = ctx.get_state("seen", JSON) or 0
+        ctx.put_state("seen", seen + 1, JSON)
+        ctx.produce("out", ctx.key, {"n": seen + 1, "raw": record.value.decode()}, serde=JSON)
+
+
+def test_produce_encodes_with_a_serde_as_state_does() -> None:
+    topology = Topology.from_dict(
+        {
+            "streams": {"in": {}, "out": {}},
+            "computations": {
+                "echo": {
+                    "handler": f"{__name__}:_JsonEcho",
+                    "inputs": {"in": "key"},
+                    "outputs": ["out"],
+                }
+            },
+        }
+    )
+    harness = TestHarness(topology)
+    harness.feed("in", b"k", b"a", 1)
+    harness.feed("in", b"k", b"b", 2)
+    harness.run()
+    values = [json.loads(r.value) for r in harness.outputs("out")]
+    assert values == [{"n": 1, "raw": "a"}, {"n": 2, "raw": "b"}]
+    assert harness.state("echo", b"k", "seen", JSON) == 2
+    assert harness.state("echo", b"k", "seen") == b"2"

@@ -19,8 +19,8 @@ import pytest
 from injector.client import IngestClient
 from injector.log import StreamLog
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc, watermark_pb2, watermark_pb2_grpc
-from tests.cluster import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
 from tests.disk_full.small_disk import small_disk
+from tests.support import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

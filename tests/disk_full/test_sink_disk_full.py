@@ -23,8 +23,15 @@ import pytest
 from computations import Topology
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from sinks import FileSink, SinkUnavailableError, read_sink_file
-from tests.cluster import ROOT, NodeProcess, SourceDriver, forwarding_deployment, free_port
 from tests.disk_full.small_disk import small_disk
+from tests.support import (
+    ROOT,
+    NodeProcess,
+    SourceDriver,
+    forwarding_deployment,
+    free_port,
+    wait_quiescent,
+)
 
 
 def records(start: int, count: int) -> list[record_pb2.Record]:
@@ -97,7 +104,7 @@ def test_sink_process_rides_out_a_full_disk_exactly_once(tmp_path: Path) -> None
             assert "refusing records" in (status.details() or "")
             disk.free()
             wait_for_lines(out, total)
-            time.sleep(0.5)  # anything written twice would show up now
+            wait_quiescent([f"127.0.0.1:{node_port}"], 60)  # nothing left to resend: final
             values = sorted(int(line["value"]) for line in read_sink_file(out))
             assert values == list(range(total)), "every record exactly once"
             assert out.read_bytes().count(b"\n") == total, "no torn or malformed line"

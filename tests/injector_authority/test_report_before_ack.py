@@ -13,7 +13,7 @@ import time
 from injector.authority_service import create_authority_server
 from injector.watermark_authority import WatermarkAuthority
 from node._watermark_link import WatermarkLink
-from tests.cluster import free_port
+from tests.support import free_port
 from tests.workloads import two_stage_topology
 
 

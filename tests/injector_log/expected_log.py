@@ -13,7 +13,8 @@ from injector.log import (
     StreamLog,
     record_id,
 )
-from tests.injector_log.workload import STREAM, ManualClock, request
+from tests.injector_log.workload import STREAM, request
+from tests.support import ManualClock
 
 CONFIG = LogConfig(segment_bytes=8 << 10, segment_ms=60_000, index_every=7, fsync=True)
 

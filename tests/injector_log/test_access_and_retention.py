@@ -16,11 +16,12 @@ from injector.log import (
     StreamLog,
 )
 from tests.injector_log.expected_log import CONFIG, build_log
-from tests.injector_log.workload import STREAM, ManualClock, matches, request, triples
+from tests.injector_log.workload import STREAM, WALL_START_MS, matches, request, triples
+from tests.support import ManualClock
 
 
 def test_one_writer_per_stream_and_read_only_views(tmp_path: Path) -> None:
-    log = StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock())
+    log = StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock(WALL_START_MS))
     log.append([request(0, 4)])
     with pytest.raises(LogLockedError):
         StreamLog.open(tmp_path / STREAM, STREAM)
@@ -41,7 +42,7 @@ def test_one_writer_per_stream_and_read_only_views(tmp_path: Path) -> None:
 
 
 def test_delete_before_removes_only_whole_sealed_segments(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     log, expected = build_log(tmp_path, clock)
     segments = log.segments()
     assert len(segments) >= 5
@@ -84,7 +85,7 @@ def test_delete_before_removes_only_whole_sealed_segments(tmp_path: Path) -> Non
 def test_readers_on_other_threads_see_durable_records_only(tmp_path: Path) -> None:
     """A reader racing the writer always gets correct records, never a partial request."""
     config = LogConfig(segment_bytes=32 << 10, index_every=10)
-    log = StreamLog.open(tmp_path / STREAM, STREAM, config=config, clock=ManualClock())
+    log = StreamLog.open(tmp_path / STREAM, STREAM, config=config, clock=ManualClock(WALL_START_MS))
     sizes = [random.Random(t).randint(1, 30) for t in range(400)]
     starts = [sum(sizes[:t]) for t in range(len(sizes))]
     ends = {s + n for s, n in zip(starts, sizes, strict=True)}

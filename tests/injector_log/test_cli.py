@@ -12,7 +12,7 @@ import pytest
 
 from injector.log import AppendRequest, LogConfig, StreamLog, record_id
 from millrace.commands import log as log_command
-from tests.injector_log.workload import ManualClock
+from tests.support import ManualClock
 
 
 def run(argv: list[str]) -> tuple[int, str]:

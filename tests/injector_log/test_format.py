@@ -13,7 +13,8 @@ from pathlib import Path
 import xxhash
 
 from injector.log import AppendRequest, LogConfig, StreamLog
-from tests.injector_log.workload import STREAM, ManualClock
+from tests.injector_log.workload import STREAM, WALL_START_MS
+from tests.support import ManualClock
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "log-format.md"
 
@@ -64,7 +65,7 @@ def test_segment_bytes_follow_the_documented_layout(tmp_path: Path) -> None:
 
 
 def test_record_ids_are_xxh3_of_the_stream_then_the_offset(tmp_path: Path) -> None:
-    with StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock()) as log:
+    with StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock(WALL_START_MS)) as log:
         log.append([AppendRequest(records=[(b"k", b"v", 0)] * 3)])
         [record] = log.read(2, 1)
     assert record.record_id == xxhash.xxh3_64_digest(STREAM.encode()) + (2).to_bytes(8, "big")

@@ -14,14 +14,24 @@ from hypothesis import strategies as st
 from injector.log import AppendRequest, LogConfig, LogCorruptedError, RecoveryReport, StreamLog
 from injector.log._format import ENTRY_PREFIX, RECORD_HEAD, encode_header
 from injector.log._index import read_index
-from tests.injector_log.workload import STREAM, ManualClock, entry_bounds, matches, request, triples
+from tests.injector_log.workload import (
+    STREAM,
+    WALL_START_MS,
+    entry_bounds,
+    matches,
+    request,
+    triples,
+)
+from tests.support import ManualClock
 
 CONFIG = LogConfig(segment_bytes=1 << 20, index_every=4, fsync=False)
 
 
 def make_log(root: Path, tags: range, config: LogConfig = CONFIG) -> tuple[int, int]:
     """Append requests ``tags`` one per call; returns (next offset, active segment size)."""
-    with StreamLog.open(root / STREAM, STREAM, config=config, clock=ManualClock()) as log:
+    with StreamLog.open(
+        root / STREAM, STREAM, config=config, clock=ManualClock(WALL_START_MS)
+    ) as log:
         for tag in tags:
             log.append([request(tag)])
         return log.next_offset, log.segments()[-1].size_bytes
@@ -42,7 +52,9 @@ def expected_dropped(bounds: list[tuple[int, int, int]], clean_end: int, cut: in
 def test_a_torn_tail_is_cut_back_to_the_last_commit_at_every_byte(tmp_path: Path) -> None:
     source = tmp_path / "source"
     offset_before, size_before = make_log(source, range(5))
-    with StreamLog.open(source / STREAM, STREAM, config=CONFIG, clock=ManualClock()) as log:
+    with StreamLog.open(
+        source / STREAM, STREAM, config=CONFIG, clock=ManualClock(WALL_START_MS)
+    ) as log:
         log.append([request(99, 6)])
     data = active_path(source).read_bytes()
     bounds = entry_bounds(active_path(source))
@@ -52,7 +64,9 @@ def test_a_torn_tail_is_cut_back_to_the_last_commit_at_every_byte(tmp_path: Path
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(source, work)
         active_path(work).write_bytes(data[:cut])
-        with StreamLog.open(work / STREAM, STREAM, config=CONFIG, clock=ManualClock()) as log:
+        with StreamLog.open(
+            work / STREAM, STREAM, config=CONFIG, clock=ManualClock(WALL_START_MS)
+        ) as log:
             report = log.recovery
             assert report is not None
             assert report.truncated_bytes == cut - size_before
@@ -74,7 +88,9 @@ def test_a_torn_tail_is_cut_back_to_the_last_commit_at_every_byte(tmp_path: Path
 def test_a_corrupt_byte_in_the_last_request_is_detected_and_cut(tmp_path: Path) -> None:
     source = tmp_path / "source"
     offset_before, size_before = make_log(source, range(5))
-    with StreamLog.open(source / STREAM, STREAM, config=CONFIG, clock=ManualClock()) as log:
+    with StreamLog.open(
+        source / STREAM, STREAM, config=CONFIG, clock=ManualClock(WALL_START_MS)
+    ) as log:
         log.append([request(99, 6)])
     data = active_path(source).read_bytes()
     work = tmp_path / "work"
@@ -234,7 +250,9 @@ def test_any_cut_keeps_exactly_the_requests_that_end_before_it(
     root = tmp_path_factory.mktemp("cut")
     config = LogConfig(segment_bytes=1500, index_every=2, fsync=False)
     request_ends = []  # (segment size after the request, offsets after it)
-    with StreamLog.open(root / STREAM, STREAM, config=config, clock=ManualClock()) as log:
+    with StreamLog.open(
+        root / STREAM, STREAM, config=config, clock=ManualClock(WALL_START_MS)
+    ) as log:
         for tag, size in enumerate(sizes):
             log.append([request(tag, size)])
             request_ends.append((log.segments()[-1].size_bytes, log.next_offset))

@@ -22,7 +22,8 @@ from injector.log import (
 )
 from injector.log._index import read_index
 from tests.injector_log.expected_log import CONFIG, build_log
-from tests.injector_log.workload import STREAM, ManualClock, request
+from tests.injector_log.workload import STREAM, WALL_START_MS, request
+from tests.support import ManualClock
 
 
 def test_exported_names_are_pinned() -> None:
@@ -61,7 +62,7 @@ def test_record_ids_name_stream_and_offset() -> None:
 
 
 def test_round_trip_across_rolled_segments(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     log, expected = build_log(tmp_path, clock)
     total = len(expected.records)
     assert log.next_offset == total
@@ -104,7 +105,7 @@ def test_round_trip_across_rolled_segments(tmp_path: Path) -> None:
 
 
 def test_appending_after_reopen_continues_the_offsets(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     log, expected = build_log(tmp_path, clock, calls=20)
     log.close()
     log = StreamLog.open(tmp_path / STREAM, STREAM, config=CONFIG, clock=clock)
@@ -115,7 +116,7 @@ def test_appending_after_reopen_continues_the_offsets(tmp_path: Path) -> None:
 
 
 def test_sealed_segments_have_indexes_that_point_at_their_records(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     log, expected = build_log(tmp_path, clock)
     for info in log.segments():
         index_path = Path(info.path).with_suffix(".idx")
@@ -140,7 +141,7 @@ def test_sealed_segments_have_indexes_that_point_at_their_records(tmp_path: Path
 
 def test_reads_seek_through_the_index(tmp_path: Path) -> None:
     """A damaged record before an index point does not stop reads that start after it."""
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     log, expected = build_log(tmp_path, clock)
     first = log.segments()[0]
     summary = read_index(Path(first.path).with_suffix(".idx"))
@@ -159,7 +160,7 @@ def test_reads_seek_through_the_index(tmp_path: Path) -> None:
 
 
 def test_offset_for_time_is_a_lower_bound(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     log, expected = build_log(tmp_path, clock)
     segments = log.segments()
     events = sorted({e for _, _, e, _ in expected.records})
@@ -173,7 +174,7 @@ def test_offset_for_time_is_a_lower_bound(tmp_path: Path) -> None:
 
 
 def test_commits_carry_keys_and_sources_and_filter_by_time(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     log, expected = build_log(tmp_path, clock)
     commits = list(log.commits())
     assert commits == expected.commits
@@ -189,7 +190,9 @@ def test_commits_carry_keys_and_sources_and_filter_by_time(tmp_path: Path) -> No
 def test_an_append_call_is_one_write_and_one_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = StreamLog.open(tmp_path / STREAM, STREAM, config=LogConfig(), clock=ManualClock())
+    log = StreamLog.open(
+        tmp_path / STREAM, STREAM, config=LogConfig(), clock=ManualClock(WALL_START_MS)
+    )
     calls = {"write": 0, "fsync": 0}
     real_write, real_fsync = os.write, os.fsync
 
@@ -212,7 +215,7 @@ def test_an_append_call_is_one_write_and_one_fsync(
 
 def test_a_segment_rolls_between_requests_never_inside_one(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=1000, index_every=2)
-    log = StreamLog.open(tmp_path / STREAM, STREAM, config=config, clock=ManualClock())
+    log = StreamLog.open(tmp_path / STREAM, STREAM, config=config, clock=ManualClock(WALL_START_MS))
     log.append([request(tag, 25) for tag in range(6)])  # each request is well over 1000 bytes
     segments = log.segments()
     assert [(s.base_offset, s.end_offset) for s in segments] == [
@@ -255,7 +258,7 @@ def test_a_segment_may_start_with_an_empty_request(tmp_path: Path) -> None:
 
 
 def test_malformed_requests_write_nothing(tmp_path: Path) -> None:
-    log = StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock())
+    log = StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock(WALL_START_MS))
     log.append([request(0, 3)])
     size = log.segments()[-1].size_bytes
     bad: list[AppendRequest] = [

@@ -6,13 +6,14 @@ import shutil
 from pathlib import Path
 
 from injector.log import CorruptEntry, LogConfig, LogRecord, StreamLog, scan_segment
-from tests.injector_log.workload import STREAM, ManualClock, entry_bounds, request
+from tests.injector_log.workload import STREAM, WALL_START_MS, entry_bounds, request
+from tests.support import ManualClock
 
 CONFIG = LogConfig(segment_bytes=16 << 10, index_every=5)
 
 
 def build(root: Path) -> StreamLog:
-    log = StreamLog.open(root / STREAM, STREAM, config=CONFIG, clock=ManualClock())
+    log = StreamLog.open(root / STREAM, STREAM, config=CONFIG, clock=ManualClock(WALL_START_MS))
     for tag in range(0, 80, 4):
         log.append([request(t) for t in range(tag, tag + 4)])
     return log

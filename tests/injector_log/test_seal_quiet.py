@@ -7,14 +7,15 @@ from pathlib import Path
 
 from injector.log import AppendRequest, LogConfig, LogRecord, StreamLog, scan_segment
 from injector.log._index import read_index
-from tests.injector_log.workload import STREAM, ManualClock, matches, request, triples
+from tests.injector_log.workload import STREAM, WALL_START_MS, matches, request, triples
+from tests.support import ManualClock
 
 SEGMENT_MS = 1_000
 CONFIG = LogConfig(segment_bytes=1 << 20, segment_ms=SEGMENT_MS, index_every=5, fsync=True)
 
 
 def test_an_old_active_segment_is_sealed_without_an_append(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     records = triples(1, 12)
     with StreamLog.open(tmp_path / STREAM, STREAM, config=CONFIG, clock=clock) as log:
         log.append([AppendRequest(records=records)])
@@ -46,7 +47,7 @@ def test_an_old_active_segment_is_sealed_without_an_append(tmp_path: Path) -> No
 
 
 def test_an_empty_or_commit_only_segment_is_not_sealed(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     with StreamLog.open(tmp_path / STREAM, STREAM, config=CONFIG, clock=clock) as log:
         clock.advance(10 * SEGMENT_MS)
         assert log.seal_if_due() is None, "no append at all"
@@ -57,7 +58,7 @@ def test_an_empty_or_commit_only_segment_is_not_sealed(tmp_path: Path) -> None:
 
 
 def test_a_full_active_segment_is_sealed_too(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     config = LogConfig(segment_bytes=1 << 10, segment_ms=3_600_000, fsync=False)
     with StreamLog.open(tmp_path / STREAM, STREAM, config=config, clock=clock) as log:
         log.append([request(3, 40)])
@@ -69,7 +70,7 @@ def test_a_full_active_segment_is_sealed_too(tmp_path: Path) -> None:
 def test_sealing_races_appends_safely(tmp_path: Path) -> None:
     """A sealer thread rolls the active segment whenever it holds records while a writer
     appends: every request lands whole, offsets stay dense, the log reopens clean."""
-    clock = ManualClock()
+    clock = ManualClock(WALL_START_MS)
     config = LogConfig(segment_bytes=1 << 20, segment_ms=1, index_every=3, fsync=False)
     requests = [request(tag, 4) for tag in range(300)]
     done = threading.Event()

@@ -15,20 +15,9 @@ from injector.log import AppendRequest, LogRecord
 
 STREAM = "clicks"
 BASE_EVENT_MS = 1_700_000_000_000
+WALL_START_MS = 1_700_000_000_000
+"""Where the logs' manual clocks start."""
 _FILLER = bytes(range(256)) * 16
-
-
-class ManualClock:
-    """A clock tests move by hand (milliseconds)."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, delta_ms: int) -> None:
-        self.now_ms += delta_ms
 
 
 def record_count(tag: int, *, big_every: int = 0) -> int:

@@ -8,8 +8,7 @@ re-reads the batch after the restart. A real log and group committer in
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from injector.file_source import FileSource, Position
 from injector.group_commit import Acked, GroupCommitter
 from injector.log import AppendRequest, LogConfig, StreamLog
+from tests.support import wait_until
 
 STREAM = "events"
 LINES = [
@@ -61,14 +61,6 @@ def stream_log(tmp_path: Path) -> Iterator[StreamLog]:
     log.close()
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` (bounded; only the outcome is asserted, never the time taken)."""
-    deadline = time.monotonic() + 15
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
-
-
 def run_source(incoming: Path, committer: GroupCommitter, rejects: Path) -> FileSource:
     """Tail ``incoming`` until every line is committed (``committer`` started and stopped)."""
     committer.start()
@@ -76,7 +68,7 @@ def run_source(incoming: Path, committer: GroupCommitter, rejects: Path) -> File
     source.start()
     end = Position("part-000.jsonl", (incoming / "part-000.jsonl").stat().st_size, len(LINES) + 1)
     try:
-        wait_until(lambda: source.position == end, "the file source to commit every line")
+        wait_until(lambda: source.position == end, 20, "the file source to commit every line")
     finally:
         source.stop()
         committer.stop()
@@ -97,7 +89,7 @@ def test_a_crash_between_the_rejects_and_the_commit_writes_no_reject_twice(
     crashed = FileSource(incoming, crashing, rejects, poll_s=0.01)
     crashed.start()
     try:
-        wait_until(lambda: not crashing.crashes, "the crash")
+        wait_until(lambda: not crashing.crashes, 20, "the crash")
     finally:
         crashed.stop()
         crashing.stop()
@@ -140,7 +132,7 @@ def test_rejects_of_committed_lines_do_not_hide_new_ones(
     source = FileSource(incoming, committer, rejects, poll_s=0.01)
     source.start()
     try:
-        wait_until(lambda: source.lines_rejected == 1, "the new reject")
+        wait_until(lambda: source.lines_rejected == 1, 20, "the new reject")
     finally:
         source.stop()
         committer.stop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -17,9 +16,10 @@ import pytest
 
 from computations import Topology
 from delivery._sender import Origin
-from engine._outbox import Frame
+from engine._frames import Frame
 from injector.forwarder import Forwarder
 from injector.log import AppendRequest, LogConfig, StreamLog
+from tests.support import wait_until
 
 STREAM = "events"
 RECORDS = 10
@@ -89,20 +89,12 @@ def forwarder_for(log: StreamLog, nodes: FakeNodes) -> Forwarder:
     return forwarder
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` (bounded; only the outcome is asserted, never the time taken)."""
-    deadline = time.monotonic() + 15
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
-
-
 def run(log: StreamLog, nodes: FakeNodes, done: Callable[[Forwarder], bool]) -> Forwarder:
     """Forward until ``done``, then stop (which persists the offsets)."""
     forwarder = forwarder_for(log, nodes)
     forwarder.start()
     try:
-        wait_until(lambda: done(forwarder), "forwarding")
+        wait_until(lambda: done(forwarder), 20, "forwarding")
     finally:
         forwarder.stop()
     return forwarder
@@ -175,7 +167,7 @@ def test_the_earlier_format_gives_every_consumer_the_streams_offset(
     assert forwarder.acked_offset == forwarder.forwarded_offset == 4
     forwarder.start()
     try:
-        wait_until(lambda: forwarder.acked_offset == RECORDS, "forwarding")
+        wait_until(lambda: forwarder.acked_offset == RECORDS, 20, "forwarding")
     finally:
         forwarder.stop()
     assert nodes.offsets("a") == nodes.offsets("b") == list(range(4, RECORDS))
@@ -213,7 +205,7 @@ def test_acks_in_any_order_move_a_consumer_to_its_first_unacked_offset(
     forwarder = forwarder_for(stream_log, nodes)
     forwarder.start()
     try:
-        wait_until(lambda: forwarder.forwarded_offset == RECORDS, "forwarding")
+        wait_until(lambda: forwarder.forwarded_offset == RECORDS, 20, "forwarding")
         forwarder.acked_keys([keys["a", i] for i in (1, 2, 5)])
         assert forwarder.consumer_acked_offset("a") == 0, "offset 0 is still unacked"
         forwarder.acked_keys([keys["a", 0], keys["a", 0], keys["b", 0]])  # a repeated ack

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from computations import MIN_TIME, interval_of
+from computations import MIN_TIME
 from engine import (
     SINK_PREFIX,
     ComputationWatermark,
@@ -19,6 +19,8 @@ from engine import (
     compute_watermarks,
     frames_of,
     receive,
+    routes_of,
+    source_productions,
 )
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import StateStore
@@ -348,9 +350,8 @@ class ChaosRun:
                 start += size
 
     def _fed_production(self, record: record_pb2.Record) -> Production:
-        [consumer] = TOPOLOGY.consumers(SOURCE_STREAM)
-        key = TOPOLOGY.key_extractor(consumer.name, SOURCE_STREAM)(record.key, record.value)
-        return Production.to(consumer.name, interval_of(key, consumer.intervals), record)
+        [production] = source_productions(routes_of(TOPOLOGY, SOURCE_STREAM), record)
+        return production
 
     # -- watermarks and timers -----------------------------------------------------------
 

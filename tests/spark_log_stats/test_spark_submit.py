@@ -26,13 +26,13 @@ from injector.log import (
     StreamLog,
     scan_segment,
 )
-from tests.cluster import ROOT, InjectorProcess, free_port
 from tests.spark_log_stats._logs import (
     T0,
     expected_stats,
     flip_byte_mid_file,
     log_view,
 )
+from tests.support import ROOT, InjectorProcess, free_port
 
 # ---------------------------------------------------------------------------
 # Acceptance: the injector writes, spark-submit --master local[2] reads

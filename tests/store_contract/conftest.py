@@ -14,19 +14,7 @@ import pytest
 
 from statestore import StateStore, StoreConfig
 from statestore._memory import MemoryEngine
-
-
-class ManualClock:
-    """A clock tests move by hand (milliseconds)."""
-
-    def __init__(self, now_ms: int = 0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, delta_ms: int) -> None:
-        self.now_ms += delta_ms
+from tests.support import ManualClock
 
 
 class StoreFactory:

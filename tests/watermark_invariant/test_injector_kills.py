@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from injector.client import IngestClient
-from tests.cluster import CollectingSink, InjectorProcess, NodeProcess, chaos_rng, free_port
+from tests.support import CollectingSink, InjectorProcess, NodeProcess, chaos_rng, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -19,20 +19,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from computations import Topology, interval_of
+from computations import Topology
 from delivery._sender import Origin, SenderPool
-from engine._outbox import Production
+from engine import Production, routes_of, source_productions
 from examples.clickstream import demo
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def chaos_rng(default_seed: int) -> random.Random:
@@ -50,15 +50,6 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def free_port() -> int:
@@ -308,17 +299,12 @@ class SourceDriver:
     def send(self, records: list[record_pb2.Record]) -> None:
         """Queue records for every consumer of the stream (blocks under backpressure)."""
         by_address: dict[str, list[Production]] = {}
-        routes = [
-            (c.name, c.intervals, self._topology.key_extractor(c.name, self._stream))
-            for c in self._topology.consumers(self._stream)
-        ]
+        routes = routes_of(self._topology, self._stream)
         with self._lock:
             for record in records:
-                for name, intervals, extract in routes:
-                    interval = interval_of(extract(record.key, record.value), intervals)
-                    production = Production.to(name, interval, record)
+                for production in source_productions(routes, record):
                     self._unacked[production.outbox_key] = record.event_time_ms
-                    address = self._addresses[(name, interval)]
+                    address = self._addresses[(production.consumer, production.interval)]
                     by_address.setdefault(address, []).append(production)
                 if self.max_sent_ms is None or record.event_time_ms > self.max_sent_ms:
                     self.max_sent_ms = record.event_time_ms

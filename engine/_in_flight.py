@@ -1,0 +1,76 @@
+"""``OldestInFlight``: the oldest event time among unacknowledged productions."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Iterable
+
+
+class OldestInFlight:
+    """Unacknowledged productions, in groups (an outbox frame, or one commit's worth).
+
+    Each group keeps the smallest event timestamp of its productions and how
+    many are still unacknowledged; the oldest in-flight timestamp is the
+    minimum over live groups (a handful), so acks cost a dict pop and a
+    decrement. A group's minimum does not rise as its members are acked: the
+    watermark is held a little longer, never too little.
+    """
+
+    def __init__(self) -> None:
+        self._group_of: dict[bytes, Hashable] = {}
+        self._groups: dict[Hashable, list[float]] = {}  # group -> [min ts, live, added at]
+        self._next_group = 0
+
+    def add_group(self, items: Iterable[tuple[bytes, int]], group: Hashable = None) -> None:
+        """Track productions ``(identity, event timestamp)`` as one group, named ``group``
+        (a fresh name when None). Identities already tracked stay in their first group."""
+        if group is None:
+            group = self._next_group
+            self._next_group += 1
+        count = 0
+        oldest: int | None = None
+        for key, event_time_ms in items:
+            if key in self._group_of:
+                continue
+            self._group_of[key] = group
+            count += 1
+            if oldest is None or event_time_ms < oldest:
+                oldest = event_time_ms
+        if count and oldest is not None:
+            self._groups[group] = [oldest, count, time.monotonic()]
+
+    def add(self, key: bytes, event_time_ms: int) -> None:
+        """Track one unacknowledged production."""
+        self.add_group([(key, event_time_ms)])
+
+    def remove(self, key: bytes) -> Hashable:
+        """Forget an acknowledged production; returns its group's name if that was the
+        group's last live member (None otherwise, or when ``key`` is not tracked)."""
+        group = self._group_of.pop(key, None)
+        if group is None:
+            return None
+        entry = self._groups[group]
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._groups[group]
+            return group
+        return None
+
+    def tracks(self, key: bytes) -> bool:
+        """True while ``key`` is unacknowledged here."""
+        return key in self._group_of
+
+    def __len__(self) -> int:
+        return len(self._group_of)
+
+    def oldest(self) -> int | None:
+        """The smallest tracked timestamp, or None when nothing is in flight."""
+        if not self._groups:
+            return None
+        return int(min(entry[0] for entry in list(self._groups.values())))
+
+    def oldest_age_s(self) -> float:
+        """Seconds the longest-waiting production has been unacknowledged (0 if none)."""
+        for entry in list(self._groups.values()):
+            return time.monotonic() - entry[2]
+        return 0.0

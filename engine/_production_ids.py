@@ -1,0 +1,74 @@
+"""Productions and their stable ids.
+
+A production is a record on its way to one interval of one consuming
+computation, named by its destination and its production id (its
+*identity*: ``consumer computation | 0x00 | interval u32 | production id``).
+Production ids are derived, never random:
+
+- from a record: ``H(computation, input record id, index)``, the same on every
+  replay of that record (what weak productions need);
+- from a timer: ``H(computation, interval, timer-fire sequence, index)``, the
+  sequence being committed with the fire.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from xxhash import xxh3_128_digest
+
+from millrace.wire.v1 import record_pb2
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+
+
+def record_id_prefix(computation: str) -> bytes:
+    """What every production id caused by one of ``computation``'s records starts from;
+    append the input record id to get the cause for :func:`production_id`."""
+    return b"r" + computation.encode() + b"\x00"
+
+
+def timer_id_prefix(computation: str, interval: int, fire_seq: int) -> bytes:
+    """The cause, for :func:`production_id`, of the ``fire_seq``-th timer fire of an interval."""
+    return b"t" + computation.encode() + b"\x00" + _U32.pack(interval) + _U64.pack(fire_seq)
+
+
+def production_id(cause: bytes, index: int) -> bytes:
+    """Id of the ``index``-th production of ``cause`` (128-bit xxh3)."""
+    return xxh3_128_digest(cause + _U32.pack(index))
+
+
+def outbox_key_prefix(consumer: str, interval: int) -> bytes:
+    """The start of the outbox key of every production to ``consumer``'s ``interval``."""
+    return consumer.encode() + b"\x00" + _U32.pack(interval)
+
+
+def outbox_key(consumer: str, interval: int, production_id: bytes) -> bytes:
+    """Where a production to ``consumer``'s ``interval`` waits for its ack."""
+    return outbox_key_prefix(consumer, interval) + production_id
+
+
+def split_outbox_key(key: bytes) -> tuple[str, int, bytes]:
+    """Inverse of :func:`outbox_key`."""
+    name, _, rest = key.partition(b"\x00")
+    return name.decode(), _U32.unpack_from(rest)[0], rest[4:]
+
+
+class Production(NamedTuple):
+    """A record on its way to one interval of one consuming computation.
+
+    Build with :meth:`to`, which derives ``outbox_key``.
+    """
+
+    consumer: str
+    interval: int
+    record: record_pb2.Record
+    outbox_key: bytes
+    """Its identity in the producer's outbox: destination and production id."""
+
+    @classmethod
+    def to(cls, consumer: str, interval: int, record: record_pb2.Record) -> Production:
+        """A production of ``record`` for ``consumer``'s ``interval``."""
+        return cls(consumer, interval, record, outbox_key(consumer, interval, record.record_id))

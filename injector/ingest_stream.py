@@ -1,0 +1,123 @@
+"""``IngestStream``: one source stream of the injector: its log, writer, forwarder and
+source watermark, and the hold of what it appended but nobody has acknowledged yet."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from computations import MIN_TIME, Topology
+from injector.forwarder import Forwarder, Submitter
+from injector.group_commit import Acked, GroupCommitter
+from injector.injector_metrics import InjectorMetrics
+from injector.log import AppendRequest, AppendResult, StreamLog
+from injector.source_watermark import SourceWatermark
+
+
+class IngestStream:
+    """One source stream: its log, writer, forwarder and watermark."""
+
+    def __init__(
+        self,
+        stream_log: StreamLog,
+        *,
+        topology: Topology,
+        sender: Callable[[str, int], Submitter],
+        metrics: InjectorMetrics,
+        out_of_orderness_ms: int,
+        idle_timeout_ms: int,
+        published_ms: int,
+        clock: Callable[[], int],
+    ) -> None:
+        self.name = stream_log.stream
+        self.log = stream_log
+        self._clock = clock
+        self._metrics = metrics
+        self.watermark = SourceWatermark(
+            out_of_orderness_ms=out_of_orderness_ms, idle_timeout_ms=idle_timeout_ms
+        )
+        self._unforwarded: deque[tuple[int, int]] = deque()  # (end offset, min event time)
+        self._lock = threading.Lock()
+        self.committer = GroupCommitter(
+            stream_log,
+            on_commit=self._committed,
+            on_refused=self._refused,
+            on_append_seconds=metrics.append_seconds.labels(self.name).observe,
+        )
+        self.forwarder = Forwarder(
+            stream_log, topology, sender, stream_log.directory / "forwarded.json"
+        )
+        # Records the previous incarnation appended but that were not acknowledged are
+        # unknown work until the forwarder has re-read them: hold the watermark till then.
+        self._hold_until_offset = stream_log.next_offset
+        newest = max(
+            (s.max_event_ms for s in stream_log.segments() if s.max_event_ms is not None),
+            default=None,
+        )
+        self.watermark.resume(newest, published_ms, clock())
+
+    def submit(self, request: AppendRequest) -> Future[Acked]:
+        """Append (group-committed; idempotent replays append nothing)."""
+        return self.committer.submit(request)
+
+    def _committed(self, results: list[AppendResult], requests: list[AppendRequest]) -> None:
+        """After each group commit (pushed and file-source records alike): count late
+        records, track the unforwarded ones, observe the newest event time."""
+        now = self._clock()
+        newest: int | None = None
+        late = 0
+        with self._lock:
+            for result, request in zip(results, requests, strict=True):
+                if not request.records:
+                    continue
+                times = [ts for _, _, ts in request.records]
+                late += sum(1 for ts in times if self.watermark.is_late(ts))
+                newest = max(times) if newest is None else max(newest, *times)
+                end, oldest = result.first_offset + result.count, min(times)
+                while self._unforwarded and self._unforwarded[-1][1] >= oldest:
+                    self._unforwarded.pop()  # never the minimum again while this one waits
+                self._unforwarded.append((end, oldest))
+            # Under the same lock as the tick: it never sees the new maximum without the
+            # hold of the records that carried it.
+            if newest is not None:
+                self.watermark.observe(newest, now, [r.idempotency_key for r in requests])
+        if late:
+            self._metrics.late_records.labels(self.name).inc(late)
+        self._metrics.ingested.labels(self.name).inc(sum(r.count for r in results))
+        self.forwarder.appended()
+
+    def _refused(self, requests: list[AppendRequest]) -> None:
+        """The log could not write these requests: their clients retry them, so the
+        watermark must not pass them meanwhile (nor count the outage as idleness)."""
+        now = self._clock()
+        for request in requests:
+            if request.records:
+                oldest = min(ts for _, _, ts in request.records)
+                self.watermark.refused(request.idempotency_key, oldest, now)
+        self._metrics.refused.labels(self.name).inc(sum(len(r.records) for r in requests))
+
+    def source_watermark(self, now_ms: int) -> int:
+        """This source's watermark now (the tick publishes it)."""
+        with self._lock:
+            return self.watermark.current(self._oldest_unfinished_locked(), now_ms)
+
+    def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:
+        """Oldest event time appended but not yet acknowledged by the first computation
+        ``consumer`` (None: by every first computation)."""
+        with self._lock:
+            return self._oldest_unfinished_locked(consumer)
+
+    def _oldest_unfinished_locked(self, consumer: str | None = None) -> int | None:
+        forwarded = self.forwarder.forwarded_offset
+        if forwarded < self._hold_until_offset:
+            return MIN_TIME
+        # A monotonic queue: appends at the right, forwarded entries leave at the
+        # left, and the left end always holds the minimum of what remains.
+        while self._unforwarded and self._unforwarded[0][0] <= forwarded:
+            self._unforwarded.popleft()
+        waiting = self._unforwarded[0][1] if self._unforwarded else None
+        in_flight = self.forwarder.oldest_unfinished_ms(consumer)
+        candidates = [t for t in (waiting, in_flight) if t is not None]
+        return min(candidates) if candidates else None

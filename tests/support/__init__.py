@@ -1,0 +1,41 @@
+"""What the tests and benchmarks share: real processes and pipeline ends
+(:mod:`tests.support.cluster`), waiting for a condition, a manual clock.
+
+Import from here, not from another test module.
+"""
+
+from tests.support.clock import ManualClock
+from tests.support.cluster import (
+    ROOT,
+    CollectingSink,
+    InjectorProcess,
+    MillraceChild,
+    NodeProcess,
+    SourceDriver,
+    alive,
+    chaos_rng,
+    forwarding_deployment,
+    free_port,
+    numbered_records,
+    stop_gracefully,
+)
+from tests.support.quiescence import wait_quiescent
+from tests.support.waiting import wait_until
+
+__all__ = [
+    "CollectingSink",
+    "InjectorProcess",
+    "ManualClock",
+    "MillraceChild",
+    "NodeProcess",
+    "ROOT",
+    "SourceDriver",
+    "alive",
+    "chaos_rng",
+    "forwarding_deployment",
+    "free_port",
+    "numbered_records",
+    "stop_gracefully",
+    "wait_quiescent",
+    "wait_until",
+]
