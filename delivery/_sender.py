@@ -412,17 +412,15 @@ class SenderPool:
 class _Positions:
     """A multiset of first positions: what one group still holds, and its minimum."""
 
-    __slots__ = ("_counts", "_heap", "_unnumbered")
+    __slots__ = ("_counts", "_heap")
 
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
         self._heap: list[int] = []
-        self._unnumbered = 0
 
     def add(self, positions: tuple[int, int] | None) -> None:
         if positions is None:
-            self._unnumbered += 1
-            return
+            return  # unnumbered: no floor is sent for its group (see _requests)
         first = positions[0]
         count = self._counts.get(first, 0)
         if not count:
@@ -431,7 +429,6 @@ class _Positions:
 
     def remove(self, positions: tuple[int, int] | None) -> None:
         if positions is None:
-            self._unnumbered -= 1
             return
         first = positions[0]
         count = self._counts.get(first, 0) - 1

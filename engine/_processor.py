@@ -248,10 +248,6 @@ class IntervalProcessor:
 
     # -- 2. timers ---------------------------------------------------------
 
-    def due_timer_count_hint(self) -> int:
-        """Committed timers of both domains (a metric)."""
-        return self.store.pending_timers
-
     def fire_timers(self, limit: int = 1000, *, durable: bool = True) -> BatchOutcome:
         """Fire event-time timers the input watermark has passed and due processing-time
         timers, in time order, in one commit. Call again while it fires ``limit``.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +41,7 @@ from injector.ingest_stream import IngestStream
 from injector.injector_metrics import InjectorMetrics
 from injector.log import LogConfig, StreamLog
 from injector.ownership import OwnershipRegistry
-from injector.watermark_authority import WatermarkAuthority
+from injector.watermark_authority import AuthorityJournal, JournalError, WatermarkAuthority
 from millrace.wire.v1 import (
     control_pb2,
     control_pb2_grpc,
@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 MAX_STREAMS = 64
 """Streaming calls (IngestStream, watermark and assignment watches) served at once."""
 MAX_STREAMS_PER_PEER = 16
+TICK_S = 0.05
+"""The ticker's period: how often source watermarks are published."""
 SPARE_THREADS = 32
 """Server threads no stream can take: ingest, reports, registrations, health answer."""
 
@@ -136,7 +138,7 @@ class Injector:
     def start(self) -> None:
         """Recover the logs, start writers, forwarders, the server and the watermark loop."""
         if self._journal_path.exists():
-            self.authority.restore(json.loads(self._journal_path.read_text()))
+            self.authority.restore(self._read_journal())
         # Should ownership.json be lost, epochs the authority saw are still never reissued.
         for (computation, index), epoch in self.authority.reported_epochs().items():
             self.ownership.raise_floor(computation, index, epoch)
@@ -228,31 +230,37 @@ class Injector:
         return server
 
     def _tick(self) -> None:
-        """Publish every source stream's watermark to the authority and journal it, 20 times
-        a second (watchers only ever see journaled values); every 10 s, seal old active
-        segments of quiet streams and apply retention."""
+        """Run the ticker's tasks, 20 times a second: follow the leases, publish every
+        source stream's watermark and journal it (watchers only ever see journaled
+        values); every 10 s, seal quiet streams' old active segments and apply
+        retention. A task that fails is logged by name; the others still run."""
+        tasks = self._ticker_tasks()
         ticks = 0
-        while not self._stopping.wait(0.05):
+        while not self._stopping.wait(TICK_S):
             ticks += 1
-            try:
-                self._tick_once(ticks)
-            except OSError as exc:
-                # Nothing new is published until the journal is written again (a full disk).
-                log.error("the watermark journal cannot be written: %s", exc)
-            except Exception:
-                # Watermarks stall while this repeats, but the loop must never end.
-                log.exception("the watermark loop failed a turn")
+            for task in tasks:
+                if ticks % task.every_ticks == 0:
+                    task.run_logged()
 
-    def _tick_once(self, ticks: int) -> None:
-        self._follow_routes()
+    def _ticker_tasks(self) -> list[_TickerTask]:
+        every_10_s = round(10 / TICK_S)
+        tasks = [
+            _TickerTask("follow leases", 1, self._follow_routes),
+            _TickerTask("publish source watermarks", 1, self._publish_source_watermarks),
+            # An OSError here (a full disk): nothing new is published until it is written.
+            _TickerTask("journal watermarks", 1, self._journal),
+            _TickerTask("seal quiet segments", every_10_s, self._seal_old_segments),
+        ]
+        retention_ms = self.config.retention_ms
+        if retention_ms is not None:
+            retain = lambda: self._apply_retention(self._clock() - retention_ms)  # noqa: E731
+            tasks.append(_TickerTask("apply retention", every_10_s, retain))
+        return tasks
+
+    def _publish_source_watermarks(self) -> None:
         now = self._clock()
         for stream in self.streams.values():
             self.authority.set_source_watermark(stream.name, stream.source_watermark(now))
-        self._journal()
-        if ticks % 200 == 0:
-            self._seal_old_segments()
-            if self.config.retention_ms is not None:
-                self._apply_retention(now - self.config.retention_ms)
 
     def _seal_old_segments(self) -> None:
         """Seal active segments past ``segment_ms`` that no append has rolled (a quiet
@@ -281,16 +289,24 @@ class Injector:
             if deleted:
                 log.info("log %s: retention deleted %d segment(s)", stream.name, len(deleted))
 
+    def _read_journal(self) -> AuthorityJournal:
+        path = self._journal_path
+        try:
+            return AuthorityJournal.from_json(json.loads(path.read_text()))
+        except (JournalError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise JournalError(
+                f"{path}: {exc}; move the file aside to start without it (published "
+                "watermarks then restart from the sources)"
+            ) from exc
+
     def _journal(self) -> None:
         """Journal the authority, then let it publish what is now durable (every tick)."""
         version = self.authority.version
         if version == self._journaled_version:
             return
-        state = self.authority.journal()
-        write_json_durably(self._journal_path, state)
-        published = state["published"]
-        assert isinstance(published, dict)
-        self.authority.mark_durable(published)
+        journal = self.authority.journal()
+        write_json_durably(self._journal_path, journal.to_json())
+        self.authority.mark_durable(journal.published)
         self._journaled_version = self.authority.version
 
     def stop(self, grace_s: float = 2.0) -> None:
@@ -318,6 +334,24 @@ class Injector:
         """Block until the gRPC server terminates."""
         if self._server is not None:
             self._server.wait_for_termination()
+
+
+@dataclass(frozen=True, slots=True)
+class _TickerTask:
+    """One job of the injector's ticker, run every ``every_ticks`` ticks."""
+
+    name: str
+    every_ticks: int
+    run: Callable[[], None]
+
+    def run_logged(self) -> None:
+        try:
+            self.run()
+        except OSError as exc:  # a full disk, an I/O error: said in one line, retried
+            log.error("the injector's ticker task %r failed: %s", self.name, exc)
+        except Exception:
+            # The loop must never end: this task stalls while it fails, the others go on.
+            log.exception("the injector's ticker task %r failed", self.name)
 
 
 class _Router:

@@ -54,6 +54,45 @@ class IntervalReport:
     """Increases per report of one process at one epoch; 0: unordered."""
 
 
+class JournalError(ValueError):
+    """The watermark journal is not what :meth:`AuthorityJournal.to_json` writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorityJournal:
+    """What the authority journals (``watermarks.json``) to resume without ever
+    publishing anything older: published values, the newest epoch per interval,
+    source watermarks. Values are saturated into int64 when read."""
+
+    published: dict[str, int]
+    epochs: dict[tuple[str, int], int]
+    sources: dict[str, int]
+
+    def to_json(self) -> dict[str, object]:
+        """The journal as JSON (``reports``: ``[computation, index, epoch, null]``)."""
+        return {
+            "published": dict(self.published),
+            "reports": [[name, index, epoch, None] for (name, index), epoch in self.epochs.items()],
+            "sources": dict(self.sources),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> AuthorityJournal:
+        """Read :meth:`to_json` output back; :class:`JournalError` says what is wrong."""
+        try:
+            if not isinstance(data, Mapping):
+                raise TypeError("not a JSON object")
+            published = {str(n): saturate(int(v)) for n, v in data.get("published", {}).items()}
+            epochs: dict[tuple[str, int], int] = {}
+            for name, index, epoch, *_ in data.get("reports", []):
+                key = (str(name), int(index))
+                epochs[key] = max(epochs.get(key, 0), int(epoch))
+            sources = {str(n): saturate(int(v)) for n, v in data.get("sources", {}).items()}
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise JournalError(f"malformed watermark journal: {exc}") from exc
+        return cls(published, epochs, sources)
+
+
 @dataclass(frozen=True, slots=True)
 class PublishedWatermark:
     """A published watermark and the authority's clock when it took that value."""
@@ -291,20 +330,15 @@ class WatermarkAuthority:
         with self._lock:
             return self._known_epochs()
 
-    def journal(self) -> dict[str, object]:
+    def journal(self) -> AuthorityJournal:
         """Everything needed to resume without publishing anything older: published
-        values, the newest epoch (and report) per interval, source watermarks."""
+        values, the newest epoch per interval, source watermarks."""
         with self._lock:
-            return {
-                "published": {name: p.low_ms for name, p in self._published.items()},
-                "reports": [
-                    [name, index, epoch, self._latest[(name, index)].oldest_work_ms]
-                    if (name, index) in self._latest
-                    else [name, index, epoch, None]
-                    for (name, index), epoch in self._known_epochs().items()
-                ],
-                "sources": dict(self._source_watermarks),
-            }
+            return AuthorityJournal(
+                published={name: p.low_ms for name, p in self._published.items()},
+                epochs=self._known_epochs(),
+                sources=dict(self._source_watermarks),
+            )
 
     def _known_epochs(self) -> dict[tuple[str, int], int]:
         epochs = dict(self._epoch_floor)
@@ -312,8 +346,8 @@ class WatermarkAuthority:
             epochs[key] = max(epochs.get(key, 0), latest.epoch)
         return epochs
 
-    def restore(self, state: Mapping[str, object]) -> None:
-        """Resume from :meth:`journal` output (unknown names are ignored).
+    def restore(self, journal: AuthorityJournal) -> None:
+        """Resume from a :meth:`journal` (unknown names are ignored).
 
         Published values and source watermarks come back as they were. Reports
         do not: the oldest work they named may have moved earlier since (a hold
@@ -323,23 +357,16 @@ class WatermarkAuthority:
         """
         now = self._clock()
         with self._lock:
-            published = state.get("published", {})
-            assert isinstance(published, dict)
-            for name, low_ms in published.items():
-                value = saturate(int(low_ms))  # an old journal may hold any integer
-                if name in self._published and value > self._published[name].low_ms:
-                    self._published[name] = PublishedWatermark(value, now)
-            reports = state.get("reports", [])
-            assert isinstance(reports, list)
-            for name, index, epoch, _oldest in reports:
-                if name in self._intervals and 0 <= int(index) < self._intervals[name]:
-                    key = (name, int(index))
-                    self._epoch_floor[key] = max(self._epoch_floor.get(key, 0), int(epoch))
-            sources = state.get("sources", {})
-            assert isinstance(sources, dict)
-            for stream, ms in sources.items():
+            for name, low_ms in journal.published.items():
+                if name in self._published and low_ms > self._published[name].low_ms:
+                    self._published[name] = PublishedWatermark(low_ms, now)
+            for (name, index), epoch in journal.epochs.items():
+                if name in self._intervals and 0 <= index < self._intervals[name]:
+                    key = (name, index)
+                    self._epoch_floor[key] = max(self._epoch_floor.get(key, 0), epoch)
+            for stream, ms in journal.sources.items():
                 if stream in self._sources:
-                    self._source_watermarks[stream] = saturate(int(ms))
+                    self._source_watermarks[stream] = ms
             self._version += 1
             self._changed.notify_all()
 

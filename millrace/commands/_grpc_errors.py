@@ -27,11 +27,6 @@ EXIT_USAGE = 2
 """Usage errors, bad deployment files and unreachable services."""
 EXIT_INTERRUPTED = 130
 
-UNREACHABLE_CODES = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNIMPLEMENTED}
-)
-"""Statuses that mean "nobody (or the wrong program) answers there", not "it said no"."""
-
 DEFAULT_TIMEOUT_S = 5.0
 
 
@@ -101,12 +96,6 @@ def status_of(error: grpc.RpcError) -> tuple[str, str]:
     details = error.details() if callable(getattr(error, "details", None)) else None
     name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
     return name, str(details or error)
-
-
-def is_unreachable(error: grpc.RpcError) -> bool:
-    """True when nothing (or something that is not the expected service) answered."""
-    code = error.code() if callable(getattr(error, "code", None)) else None
-    return code in UNREACHABLE_CODES
 
 
 def explain(error: grpc.RpcError, service: Service, rpc: str, timeout_s: float) -> str:

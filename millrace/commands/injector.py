@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     """Start the injector, print where it listens, serve until signalled, drain, exit 0."""
     from injector.log import LogConfig, LogError
     from injector.server import Injector, InjectorConfig
+    from injector.watermark_authority import JournalError
 
     tune_threads()
     configure_logging()
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         injector.start()
-    except (LogError, OSError) as exc:
+    except (LogError, OSError, JournalError) as exc:
         print(f"millrace injector: cannot start: {exc}", file=sys.stderr)
         return 2
     settle_garbage_collector()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 
@@ -11,7 +12,9 @@ from hypothesis import strategies as st
 
 from computations import MAX_TIME, MIN_TIME
 from injector.watermark_authority import (
+    AuthorityJournal,
     IntervalReport,
+    JournalError,
     WatermarkAuthority,
     downstream_never_ahead,
     never_ahead_of_work,
@@ -324,9 +327,7 @@ def test_only_journaled_values_are_published_once_durability_is_required() -> No
     assert authority.watermarks()["source:events"] < 1_000, "not journaled yet"
     state = authority.journal()
     authority.set_source_watermark("events", 2_000)  # newer than what is journaled
-    published = state["published"]
-    assert isinstance(published, dict)
-    authority.mark_durable(published)
+    authority.mark_durable(state.published)
     assert authority.watermarks()["source:events"] == 1_000
     restored = WatermarkAuthority(topology_of())
     restored.restore(state)
@@ -397,11 +398,13 @@ def test_absurd_journal_values_saturate_instead_of_overflowing() -> None:
     past int64; restoring it must leave every published value a valid int64."""
     auth = authority()
     auth.restore(
-        {
-            "published": {"source:events": 2**63 + 1999, "counts": 2**70},
-            "sources": {"events": 2**64},
-            "reports": [],
-        }
+        AuthorityJournal.from_json(
+            {
+                "published": {"source:events": 2**63 + 1999, "counts": 2**70},
+                "sources": {"events": 2**64},
+                "reports": [],
+            }
+        )
     )
     assert all(MIN_TIME <= v <= MAX_TIME for v in auth.watermarks().values())
     assert auth.set_source_watermark("events", 2**70) == MAX_TIME
@@ -415,3 +418,13 @@ def test_a_report_at_an_epoch_the_registry_did_not_grant_is_ignored() -> None:
         accepted, ignored = auth.report([rep("counts", 0, MIN_TIME, epoch=forged)])
         assert (accepted, ignored) == (0, [("counts", 0)])
     assert auth.report([rep("counts", 0, 500, epoch=3)]) == (1, [])
+
+
+def test_the_journal_round_trips_and_a_malformed_one_is_refused_with_a_message() -> None:
+    before = authority()
+    before.set_source_watermark("events", 1_000)
+    journal = before.journal()
+    assert AuthorityJournal.from_json(json.loads(json.dumps(journal.to_json()))) == journal
+    for bad in ([1, 2], {"published": {"counts": "soon"}}, {"reports": [["c", 0]]}):
+        with pytest.raises(JournalError, match="malformed watermark journal"):
+            AuthorityJournal.from_json(bad)
