@@ -11,7 +11,14 @@ dedups on) and the low-watermark arithmetic the injector's authority and the
 harness share.
 """
 
-from engine._driver import Admission, IntervalDriver, SenderEpochCheck, refusal, sender_progress
+from engine._driver import (
+    Admission,
+    IntervalDriver,
+    SenderEpochCheck,
+    any_valid_epoch,
+    refusal,
+    sender_progress,
+)
 from engine._frames import Frame, encode_batch, frames_of
 from engine._in_flight import OldestInFlight
 from engine._local_network import InFlight, LocalNetwork, receive
@@ -50,6 +57,7 @@ __all__ = [
     "OldestInFlight",
     "Route",
     "Production",
+    "any_valid_epoch",
     "compute_watermarks",
     "event_time_problem",
     "feeders",

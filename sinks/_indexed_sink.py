@@ -14,12 +14,13 @@ import threading
 from pathlib import Path
 
 from deployment import brief
-from engine import SINK_PREFIX, event_time_problem
+from engine import SINK_PREFIX, any_valid_epoch, event_time_problem
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 
 MAX_RECORD_ID_BYTES = 1024
 NOT_OWNER = delivery_pb2.NOT_OWNER
 MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
+UNKNOWN_SENDER_EPOCH = delivery_pb2.UNKNOWN_SENDER_EPOCH
 
 
 def _record_problem(record: record_pb2.Record) -> str | None:
@@ -91,6 +92,18 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
             message = f"this sink serves {self.stream!r}, not {brief(target)}"
             for record in batch.records:
                 ack.rejected.add(record_id=record.record_id, reason=NOT_OWNER, message=message)
+            return ack, fresh
+        sender = batch.sender
+        if sender.interval.computation and not any_valid_epoch(
+            sender.interval.computation, sender.interval.index, sender.epoch
+        ):
+            # Sinks dedup by record id and keep no epochs, so nothing is adopted either way;
+            # an epoch no registry could grant is refused as a node refuses it.
+            message = f"sender epoch {sender.epoch} is beyond what any registry grants"
+            for record in batch.records:
+                ack.rejected.add(
+                    record_id=record.record_id, reason=UNKNOWN_SENDER_EPOCH, message=message
+                )
             return ack, fresh
         for record in batch.records:
             rid = record.record_id
