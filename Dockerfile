@@ -11,6 +11,7 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY millrace ./millrace
 COPY statestore ./statestore
 COPY computations ./computations
+COPY dataflow ./dataflow
 COPY engine ./engine
 COPY deployment ./deployment
 COPY delivery ./delivery

@@ -36,7 +36,7 @@ from deployment.security import Security
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"
 SOURCE_PACKAGES = (
-    "millrace", "computations", "engine", "delivery", "node", "deployment",
+    "millrace", "computations", "dataflow", "engine", "delivery", "node", "deployment",
     "injector", "sinks", "statestore", "spark_jobs",
 )  # fmt: skip
 

@@ -12,6 +12,7 @@ LAYERS: dict[str, set[str]] = {
     # package: the packages it may import (besides itself and the wire contract)
     "statestore": set(),
     "computations": {"statestore"},
+    "dataflow": {"computations"},  # the public user API only
     "engine": {"computations", "statestore"},
     "deployment": {"computations", "engine"},
     "delivery": {"engine", "deployment", "statestore"},

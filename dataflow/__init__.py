@@ -1,0 +1,36 @@
+"""The Dataflow model as a library: windows, triggers, accumulation, late data.
+
+Built on the public user API only (``computations.Computation`` and
+``Context``), so the same classes run on nodes, in ``TestHarness`` and in
+backfills. See ``docs/windows.md``.
+"""
+
+from dataflow._aggregation import LATE_DROPPED, WindowedAggregation
+from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
+from dataflow._panes import FORMAT_VERSION, Pane, Timing
+from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
+from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window, WindowAssigner
+
+__all__ = [
+    "FORMAT_VERSION",
+    "LATE_DROPPED",
+    "Accumulation",
+    "AfterWatermark",
+    "AtExpiry",
+    "Combiner",
+    "Count",
+    "EachLateRecord",
+    "EveryRecords",
+    "GlobalWindows",
+    "Hopping",
+    "Max",
+    "Mean",
+    "Min",
+    "Pane",
+    "Sum",
+    "Timing",
+    "Tumbling",
+    "Window",
+    "WindowAssigner",
+    "WindowedAggregation",
+]

@@ -1,0 +1,181 @@
+"""``WindowedAggregation``: a keyed, windowed aggregate as a ready computation.
+
+Per key and window it keeps one accumulator (JSON state ``w:START/END``) and
+two event-time timers: ``on:START/END`` at the window's last instant (the
+on-time pane) and, with allowed lateness, ``gc:START/END`` at that instant
+plus the lateness (the window's state and timers are dropped then). A record
+whose windows have all expired goes to ``late_output`` unchanged (or, without
+one, is counted in the key's ``late_dropped`` state); it never changes a
+result. Everything goes through the public ``Context``, so the same class
+runs on nodes, in ``TestHarness`` and in backfills.
+
+Declare one in Python::
+
+    class PageCounts(WindowedAggregation):
+        window = Tumbling(size_ms=60_000)
+        aggregate = Count()
+        allowed_lateness_ms = 3_600_000
+        trigger = AfterWatermark(early=EveryRecords(100))
+        accumulation = Accumulation.RETRACTING
+        output = "page_counts"
+
+or in a topology, with ``handler = "dataflow:WindowedAggregation"`` and
+``params = { window = "tumbling:60000", aggregate = "sum", field = "value",
+output = "sums", allowed_lateness_ms = 0, accumulation = "discarding",
+early_every_records = 0, late = "each", late_output = "late" }``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from computations import (
+    JSON,
+    MAX_EVENT_TIME_MS,
+    Computation,
+    Context,
+    FiredTimer,
+    Record,
+)
+from dataflow._combiners import Combiner, Count, parse_aggregate
+from dataflow._panes import Pane, Timing
+from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
+from dataflow._windows import Tumbling, Window, WindowAssigner, parse_window
+
+LATE_DROPPED = "late_dropped"
+"""State tag counting a key's records that came after their windows expired and had
+no ``late_output`` to go to."""
+
+
+class WindowedAggregation(Computation):
+    """Aggregates each key's records per window; emits panes as the trigger says."""
+
+    window: WindowAssigner = Tumbling(60_000)
+    aggregate: Combiner = Count()
+    field: str | None = None
+    """The JSON field of a record's value holding the number to aggregate (None: the
+    value itself is a JSON number). Unused by ``Count``."""
+    allowed_lateness_ms: int = 0
+    trigger: AfterWatermark = AfterWatermark()
+    accumulation: Accumulation = Accumulation.DISCARDING
+    output: str = ""
+    late_output: str | None = None
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """Take settings from the topology's ``params`` (they override the class's)."""
+        if "window" in params:
+            self.window = parse_window(str(params["window"]))
+        if "aggregate" in params:
+            self.aggregate = parse_aggregate(str(params["aggregate"]))
+        if "field" in params:
+            self.field = str(params["field"])
+        if "allowed_lateness_ms" in params:
+            self.allowed_lateness_ms = int(params["allowed_lateness_ms"])
+        if "accumulation" in params:
+            self.accumulation = Accumulation(params["accumulation"])
+        if "output" in params:
+            self.output = str(params["output"])
+        if "late_output" in params:
+            self.late_output = str(params["late_output"]) or None
+        if "early_every_records" in params or "late" in params:
+            every = int(params.get("early_every_records", 0))
+            lates: dict[str, EachLateRecord | AtExpiry] = {
+                "each": EachLateRecord(),
+                "at_expiry": AtExpiry(),
+            }
+            late = lates[str(params.get("late", "each"))]
+            self.trigger = AfterWatermark(early=EveryRecords(every) if every else None, late=late)
+        if not self.output:
+            raise ValueError(f"{type(self).__name__} needs an output stream (output = ...)")
+        if self.allowed_lateness_ms < 0:
+            raise ValueError("allowed_lateness_ms must be >= 0")
+
+    # -- records ------------------------------------------------------------------
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        watermark = ctx.low_watermark
+        value = self._value_of(record) if self.aggregate.needs_value else 0
+        missed = False
+        for window in self.window.assign(record.event_time_ms):
+            if watermark is not None and watermark > self._expiry(window):
+                missed = True  # expired: its result is final
+                continue
+            self._add(ctx, window, value)
+        if missed:
+            if self.late_output:
+                ctx.produce(self.late_output, record.key, record.value, record.event_time_ms)
+            else:
+                ctx.put_state(LATE_DROPPED, (ctx.get_state(LATE_DROPPED, JSON) or 0) + 1, JSON)
+
+    def _add(self, ctx: Context, window: Window, value: float) -> None:
+        tag = "w:" + window.tag()
+        state = ctx.get_state(tag, JSON)
+        if state is None:
+            state = {"acc": self.aggregate.create(), "pane": 0, "since": 0, "fired": False}
+            ctx.set_timer("on:" + window.tag(), window.last_ms)
+            if self.allowed_lateness_ms:
+                ctx.set_timer("gc:" + window.tag(), self._expiry(window))
+        state["acc"] = self.aggregate.add(state["acc"], value)
+        state["since"] += 1
+        if state["fired"]:
+            if isinstance(self.trigger.late, EachLateRecord):
+                self._emit(ctx, window, state, Timing.LATE)
+        elif self.trigger.early is not None and state["since"] >= self.trigger.early.count:
+            self._emit(ctx, window, state, Timing.EARLY)
+        ctx.put_state(tag, state, JSON)
+
+    def _value_of(self, record: Record) -> float:
+        body = json.loads(record.value)
+        if self.field is not None:
+            if not isinstance(body, dict) or self.field not in body:
+                raise ValueError(f"record value has no field {self.field!r}")
+            body = body[self.field]
+        if isinstance(body, bool) or not isinstance(body, int | float) or not math.isfinite(body):
+            raise ValueError(f"cannot aggregate {body!r}: not a finite number")
+        return body
+
+    def _expiry(self, window: Window) -> int:
+        return min(window.last_ms + self.allowed_lateness_ms, MAX_EVENT_TIME_MS)
+
+    # -- timers -------------------------------------------------------------------
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        kind, _, window_tag = timer.tag.partition(":")
+        window = Window.from_tag(window_tag)
+        tag = "w:" + window_tag
+        state = ctx.get_state(tag, JSON)
+        if state is None:
+            return
+        if kind == "on":
+            self._emit(ctx, window, state, Timing.ON_TIME)
+            state["fired"] = True
+            if not self.allowed_lateness_ms:
+                ctx.delete_state(tag)  # nothing can join it any more
+                return
+            ctx.put_state(tag, state, JSON)
+        elif kind == "gc":
+            if isinstance(self.trigger.late, AtExpiry) and state["fired"] and state["since"]:
+                self._emit(ctx, window, state, Timing.LATE)
+            ctx.delete_state(tag)
+
+    # -- panes --------------------------------------------------------------------
+
+    def _emit(self, ctx: Context, window: Window, state: dict[str, Any], timing: Timing) -> None:
+        result = self.aggregate.result(state["acc"])
+        key, index = ctx.key, state["pane"]
+        if self.accumulation is Accumulation.RETRACTING and "last" in state:
+            retracted = Pane(
+                key, window, index - 1, Timing(state["last_timing"]), state["last"], True
+            )
+            ctx.produce(self.output, key, retracted.encode(), window.last_ms)
+        pane = Pane(key, window, index, timing, result)
+        ctx.produce(self.output, key, pane.encode(), window.last_ms)
+        state["pane"] = index + 1
+        state["since"] = 0
+        if self.accumulation is Accumulation.DISCARDING:
+            state["acc"] = self.aggregate.create()
+        elif self.accumulation is Accumulation.RETRACTING:
+            state["last"], state["last_timing"] = result, timing.value

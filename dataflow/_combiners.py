@@ -1,0 +1,116 @@
+"""Aggregations as combiners: an accumulator per window, never the raw events.
+
+A combiner's accumulator is a JSON value (it is stored as window state):
+``create`` makes an empty one, ``add`` folds in one input value, ``merge``
+combines two (for merging windows), ``result`` is what a pane emits.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class Combiner(ABC):
+    """``create / add / merge / result`` over JSON accumulators."""
+
+    needs_value = True
+    """False when the combiner ignores the records' values (``Count``)."""
+
+    @abstractmethod
+    def create(self) -> Any:
+        """An empty accumulator."""
+
+    @abstractmethod
+    def add(self, accumulator: Any, value: float) -> Any:
+        """``accumulator`` with ``value`` folded in."""
+
+    @abstractmethod
+    def merge(self, left: Any, right: Any) -> Any:
+        """One accumulator holding both."""
+
+    def result(self, accumulator: Any) -> Any:
+        """What a pane emits (default: the accumulator itself)."""
+        return accumulator
+
+
+class Count(Combiner):
+    """How many records."""
+
+    needs_value = False
+
+    def create(self) -> int:
+        return 0
+
+    def add(self, accumulator: int, value: float) -> int:
+        return accumulator + 1
+
+    def merge(self, left: int, right: int) -> int:
+        return left + right
+
+
+class Sum(Combiner):
+    """The sum of the values."""
+
+    def create(self) -> float:
+        return 0
+
+    def add(self, accumulator: float, value: float) -> float:
+        return accumulator + value
+
+    def merge(self, left: float, right: float) -> float:
+        return left + right
+
+
+class Min(Combiner):
+    """The smallest value (None for an empty window)."""
+
+    def create(self) -> float | None:
+        return None
+
+    def add(self, accumulator: float | None, value: float) -> float:
+        return value if accumulator is None else min(accumulator, value)
+
+    def merge(self, left: float | None, right: float | None) -> float | None:
+        return right if left is None else left if right is None else min(left, right)
+
+
+class Max(Combiner):
+    """The largest value (None for an empty window)."""
+
+    def create(self) -> float | None:
+        return None
+
+    def add(self, accumulator: float | None, value: float) -> float:
+        return value if accumulator is None else max(accumulator, value)
+
+    def merge(self, left: float | None, right: float | None) -> float | None:
+        return right if left is None else left if right is None else max(left, right)
+
+
+class Mean(Combiner):
+    """The mean of the values (None for an empty window); accumulates ``[sum, count]``."""
+
+    def create(self) -> list[float]:
+        return [0, 0]
+
+    def add(self, accumulator: list[float], value: float) -> list[float]:
+        return [accumulator[0] + value, accumulator[1] + 1]
+
+    def merge(self, left: list[float], right: list[float]) -> list[float]:
+        return [left[0] + right[0], left[1] + right[1]]
+
+    def result(self, accumulator: list[float]) -> float | None:
+        return accumulator[0] / accumulator[1] if accumulator[1] else None
+
+
+COMBINERS: dict[str, type[Combiner]] = {
+    "count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean,
+}  # fmt: skip
+
+
+def parse_aggregate(spec: str) -> Combiner:
+    """A built-in combiner by name (topology ``params``): count, sum, min, max, mean."""
+    if spec not in COMBINERS:
+        raise ValueError(f"aggregate {spec!r}: expected one of {sorted(COMBINERS)}")
+    return COMBINERS[spec]()

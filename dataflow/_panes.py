@@ -1,0 +1,77 @@
+"""The value format of a windowed result (version 1, JSON).
+
+One output record per pane (and, in retracting mode, one per retraction)::
+
+    {"v": 1, "key": "alice", "window": [0, 60000], "pane": 0,
+     "timing": "on_time", "retraction": false, "value": 42}
+
+``key`` is the record key as UTF-8 text (``{"base64": ...}`` when it is not
+valid UTF-8); ``window`` is ``[start, end)`` in ms; ``pane`` counts the
+window's panes from 0 (a retraction carries the index of the pane it
+retracts); ``timing`` is ``early``, ``on_time`` or ``late``; ``value`` is the
+aggregate's result. The output record's key is the input key and its event
+time the window's last instant (``end - 1``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from dataflow._windows import Window
+
+FORMAT_VERSION = 1
+
+
+class Timing(Enum):
+    """When a pane fired, relative to the watermark passing the window's end."""
+
+    EARLY = "early"
+    ON_TIME = "on_time"
+    LATE = "late"
+
+
+@dataclass(frozen=True, slots=True)
+class Pane:
+    """One windowed result (or the retraction of one), decoded."""
+
+    key: bytes
+    window: Window
+    index: int
+    timing: Timing
+    value: Any
+    retraction: bool = False
+
+    def encode(self) -> bytes:
+        """The record value (format version 1)."""
+        try:
+            key: Any = self.key.decode()
+        except UnicodeDecodeError:
+            key = {"base64": base64.b64encode(self.key).decode()}
+        body = {
+            "v": FORMAT_VERSION,
+            "key": key,
+            "window": [self.window.start, self.window.end],
+            "pane": self.index,
+            "timing": self.timing.value,
+            "retraction": self.retraction,
+            "value": self.value,
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Pane:
+        """A record value written by :meth:`encode`."""
+        body = json.loads(data)
+        if body.get("v") != FORMAT_VERSION:
+            raise ValueError(f"windowed result of format {body.get('v')!r}, not 1")
+        key = body["key"]
+        raw = base64.b64decode(key["base64"]) if isinstance(key, dict) else key.encode()
+        start, end = body["window"]
+        return cls(
+            raw, Window(start, end), body["pane"], Timing(body["timing"]), body["value"],
+            body["retraction"],
+        )  # fmt: skip

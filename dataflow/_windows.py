@@ -1,0 +1,112 @@
+"""Window assigners: which windows an event time belongs to.
+
+A window is ``[start, end)`` in event-time milliseconds; its last instant,
+``end - 1``, is when it is complete (the watermark passing it fires the
+on-time pane) and the event time of its output records.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Window:
+    """``[start, end)`` in event-time milliseconds."""
+
+    start: int
+    end: int
+
+    @property
+    def last_ms(self) -> int:
+        """The window's last instant (its output time), within the event-time range."""
+        return min(self.end - 1, MAX_EVENT_TIME_MS)
+
+    def tag(self) -> str:
+        """How state and timer tags name the window."""
+        return f"{self.start}/{self.end}"
+
+    @classmethod
+    def from_tag(cls, tag: str) -> Window:
+        """Inverse of :meth:`tag`."""
+        start, end = tag.split("/")
+        return cls(int(start), int(end))
+
+
+class WindowAssigner(ABC):
+    """Assigns each event time to the windows that contain it."""
+
+    @abstractmethod
+    def assign(self, event_time_ms: int) -> list[Window]:
+        """The windows containing ``event_time_ms`` (at least one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tumbling(WindowAssigner):
+    """Fixed, non-overlapping windows of ``size_ms``, aligned to ``offset_ms``."""
+
+    size_ms: int
+    offset_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size_ms <= 0:
+            raise ValueError(f"a tumbling window needs size_ms > 0, not {self.size_ms}")
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        start = event_time_ms - (event_time_ms - self.offset_ms) % self.size_ms
+        return [Window(start, start + self.size_ms)]
+
+
+@dataclass(frozen=True, slots=True)
+class Hopping(WindowAssigner):
+    """Windows of ``size_ms`` starting every ``slide_ms`` (overlapping when the slide is
+    shorter than the size): each event time is in ``ceil(size / slide)`` of them."""
+
+    size_ms: int
+    slide_ms: int
+    offset_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size_ms <= 0 or self.slide_ms <= 0:
+            raise ValueError("a hopping window needs size_ms > 0 and slide_ms > 0")
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        last_start = event_time_ms - (event_time_ms - self.offset_ms) % self.slide_ms
+        windows = []
+        start = last_start
+        while start > event_time_ms - self.size_ms:
+            windows.append(Window(start, start + self.size_ms))
+            start -= self.slide_ms
+        return sorted(windows)
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalWindows(WindowAssigner):
+    """One window holding all of time: it completes when the watermark reaches the end
+    of the event-time range (a bounded input that finished); use early triggers to see
+    results before that."""
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        return [Window(MIN_EVENT_TIME_MS, MAX_EVENT_TIME_MS + 1)]
+
+
+def parse_window(spec: str) -> WindowAssigner:
+    """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
+    ``hopping:SIZE_MS:SLIDE_MS`` or ``global``."""
+    kind, *numbers = spec.split(":")
+    try:
+        values = [int(n) for n in numbers]
+        if kind == "tumbling" and len(values) == 1:
+            return Tumbling(values[0])
+        if kind == "hopping" and len(values) == 2:
+            return Hopping(values[0], values[1])
+        if kind == "global" and not values:
+            return GlobalWindows()
+    except ValueError as exc:
+        raise ValueError(f"window {spec!r}: {exc}") from None
+    raise ValueError(
+        f"window {spec!r}: expected tumbling:SIZE_MS, hopping:SIZE_MS:SLIDE_MS or global"
+    )

@@ -1,0 +1,223 @@
+"""``dataflow.WindowedAggregation`` in the real engine (``TestHarness``) against an
+independent computation: any arrival order and duplicates give the same final results
+within the allowed lateness, in every accumulation mode; late data and expiry."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from computations import Topology
+from computations.testing import TestHarness
+from dataflow import (
+    LATE_DROPPED,
+    Accumulation,
+    AfterWatermark,
+    AtExpiry,
+    Count,
+    EveryRecords,
+    Hopping,
+    Pane,
+    Sum,
+    Timing,
+    Tumbling,
+    Window,
+    WindowedAggregation,
+)
+
+SIZE = 1_000
+SPAN = 10 * SIZE
+
+
+class Counts(WindowedAggregation):
+    window = Tumbling(SIZE)
+    aggregate = Count()
+    output = "out"
+    late_output = "late"
+
+
+def topology(handler: str, params: dict[str, Any] | None = None) -> Topology:
+    return Topology.from_dict(
+        {
+            "streams": {"in": {}, "out": {}, "late": {}},
+            "computations": {
+                "agg": {
+                    "handler": handler,
+                    "inputs": {"in": "key"},
+                    "outputs": ["out", "late"],
+                    "params": params or {},
+                }
+            },
+        }
+    )
+
+
+def panes(harness: TestHarness) -> list[Pane]:
+    return [Pane.decode(r.value) for r in harness.outputs("out")]
+
+
+def oracle(events: list[tuple[str, int, int]], window: Any, combine: str) -> dict[Any, float]:
+    totals: dict[tuple[bytes, Window], float] = defaultdict(float)
+    for key, ts, value in events:
+        for w in window.assign(ts):
+            totals[(key.encode(), w)] += 1 if combine == "count" else value
+    return dict(totals)
+
+
+# -- assigners ------------------------------------------------------------------------
+
+
+def test_tumbling_and_hopping_windows_contain_their_times() -> None:
+    assert Tumbling(1000).assign(-1) == [Window(-1000, 0)]
+    assert Tumbling(1000).assign(1999) == [Window(1000, 2000)]
+    hops = Hopping(1000, 250).assign(1100)
+    assert len(hops) == 4 and all(w.start <= 1100 < w.end for w in hops)
+    assert [w.start for w in hops] == [250, 500, 750, 1000]
+
+
+# -- panes ----------------------------------------------------------------------------
+
+
+def test_on_time_panes_equal_a_batch_count_and_the_window_is_collected() -> None:
+    harness = TestHarness(topology(f"{__name__}:Counts"))
+    events = [("a", 5, 1), ("b", 999, 1), ("a", 1000, 1), ("a", 10, 1)]
+    for key, ts, _ in events:
+        harness.feed("in", key.encode(), b"{}", ts)
+    harness.run()
+    assert panes(harness) == [], "nothing fires before the watermark passes an end"
+    harness.advance_watermark(1_000)  # passes 999: the first window is complete
+    got = {(p.key, p.window): p.value for p in panes(harness)}
+    assert got == {(b"a", Window(0, 1000)): 2, (b"b", Window(0, 1000)): 1}
+    assert all(p.timing is Timing.ON_TIME and p.index == 0 for p in panes(harness))
+    assert harness.state("agg", b"a", "w:0/1000") is None, "collected once on time (no lateness)"
+    harness.advance_watermark(5_000)
+    assert {(p.key, p.window): p.value for p in panes(harness)} == oracle(
+        events, Tumbling(SIZE), "count"
+    )
+
+
+def test_records_after_expiry_go_to_the_late_stream_and_change_nothing() -> None:
+    harness = TestHarness(topology(f"{__name__}:Counts"))
+    harness.feed("in", b"a", b"{}", 100)
+    harness.advance_watermark(2_000)
+    harness.feed("in", b"a", b"late", 200)
+    harness.feed("in", b"a", b"{}", 2_500)
+    harness.advance_watermark(5_000)
+    assert [(r.key, r.value, r.event_time_ms) for r in harness.outputs("late")] == [
+        (b"a", b"late", 200)
+    ]
+    got = {p.window: p.value for p in panes(harness)}
+    assert got == {Window(0, 1000): 1, Window(2000, 3000): 1}
+
+
+def test_without_a_late_stream_expired_records_are_counted_not_lost_silently() -> None:
+    class NoLateStream(WindowedAggregation):
+        window = Tumbling(SIZE)
+        output = "out"
+
+    globals()["NoLateStream"] = NoLateStream
+    harness = TestHarness(topology(f"{__name__}:NoLateStream"))
+    harness.feed("in", b"a", b"{}", 100)
+    harness.advance_watermark(2_000)
+    harness.feed("in", b"a", b"{}", 150)
+    harness.run()
+    assert harness.state("agg", b"a", LATE_DROPPED, _JSON) == 1
+
+
+def test_a_topology_configures_the_aggregation_by_params() -> None:
+    params = {"window": "hopping:1000:500", "aggregate": "sum", "field": "v", "output": "out"}
+    harness = TestHarness(topology("dataflow:WindowedAggregation", params))
+    for ts, v in ((100, 2), (600, 3), (1_200, 4)):
+        harness.feed("in", b"k", json.dumps({"v": v}).encode(), ts)
+    harness.advance_watermark(10_000)
+    got = {p.window: p.value for p in panes(harness)}
+    assert got == {
+        Window(-500, 500): 2,
+        Window(0, 1000): 5,
+        Window(500, 1500): 7,
+        Window(1000, 2000): 4,
+    }
+
+
+# -- any order, any duplicates --------------------------------------------------------
+
+_JSON = __import__("computations").JSON
+
+events_strategy = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, SPAN - 1), st.integers(1, 9)),
+    min_size=1,
+    max_size=40,
+)
+
+
+def run_in_order(
+    aggregation: type[WindowedAggregation],
+    events: list[tuple[str, int, int]],
+    order: list[int],
+    duplicates: list[int],
+    bound: int,
+) -> list[Pane]:
+    globals()[aggregation.__name__] = aggregation
+    harness = TestHarness(topology(f"{__name__}:{aggregation.__name__}"))
+    ids = [f"e{i}".encode() for i in range(len(events))]
+    seen = -1
+    for i in order + duplicates:
+        key, ts, value = events[i]
+        harness.feed("in", key.encode(), json.dumps({"v": value}).encode(), ts, record_id=ids[i])
+        seen = max(seen, ts)
+        harness.advance_watermark(seen - bound)  # out of order by up to ``bound``, and more
+    harness.advance_watermark(10 * SPAN)  # everything fires and expires
+    assert harness.outputs("late") == [], "nothing was beyond the allowed lateness"
+    return panes(harness)
+
+
+def final_results(found: list[Pane], mode: Accumulation) -> dict[tuple[bytes, Window], float]:
+    results: dict[tuple[bytes, Window], float] = defaultdict(float)
+    last: dict[tuple[bytes, Window], tuple[int, float]] = {}
+    for pane in found:
+        at = (pane.key, pane.window)
+        if mode is Accumulation.DISCARDING:
+            results[at] += pane.value
+        elif mode is Accumulation.RETRACTING:
+            results[at] += -pane.value if pane.retraction else pane.value
+        if not pane.retraction and pane.index >= last.get(at, (-1, 0))[0]:
+            last[at] = (pane.index, pane.value)
+    if mode is Accumulation.ACCUMULATING:
+        return {at: value for at, (_, value) in last.items()}
+    if mode is Accumulation.RETRACTING:
+        assert {at: value for at, (_, value) in last.items()} == dict(results)
+    return dict(results)
+
+
+@pytest.mark.parametrize("mode", list(Accumulation))
+@pytest.mark.parametrize("combine", ["count", "sum"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=events_strategy, data=st.data())
+def test_final_results_do_not_depend_on_arrival_order_or_duplicates(
+    mode: Accumulation, combine: str, events: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    order = data.draw(st.permutations(range(len(events))))
+    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
+    window = data.draw(st.sampled_from([Tumbling(SIZE), Hopping(SIZE, SIZE // 4)]))
+    early = data.draw(st.sampled_from([None, EveryRecords(2)]))
+    late = data.draw(st.sampled_from([AfterWatermark().late, AtExpiry()]))
+
+    class Aggregation(WindowedAggregation):
+        aggregate = Count() if combine == "count" else Sum()
+        field = "v"
+        output = "out"
+        late_output = "late"
+        allowed_lateness_ms = SPAN  # every record arrives within it
+        accumulation = mode
+        trigger = AfterWatermark(early=early, late=late)
+
+    Aggregation.window = window
+    found = run_in_order(Aggregation, events, list(order), duplicates, bound=SIZE // 2)
+    assert final_results(found, mode) == oracle(events, window, combine)
+    on_time = [p for p in found if p.timing is Timing.ON_TIME and not p.retraction]
+    assert len(on_time) == len(oracle(events, window, combine)), "one on-time pane a window"
