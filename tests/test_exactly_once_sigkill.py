@@ -12,7 +12,6 @@ per-window totals: nothing lost, nothing doubled.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from pathlib import Path
@@ -22,13 +21,13 @@ import pytest
 from computations import MAX_TIME
 from injector.authority_service import create_authority_server
 from injector.watermark_authority import WatermarkAuthority
-from millrace.wire.v1 import record_pb2
 from tests.support import (
     CollectingSink,
     NodeProcess,
     SourceDriver,
     chaos_rng,
     free_port,
+    jittered_records,
     wait_quiescent,
     wait_until,
 )
@@ -95,21 +94,6 @@ address = "{sink}"
     return deployment
 
 
-def generate(rng: random.Random) -> list[record_pb2.Record]:
-    """Timestamps move forward with jitter below the bound, so none is ever late."""
-    return [
-        record_pb2.Record(
-            record_id=i.to_bytes(16, "big"),
-            key=f"user{rng.randrange(KEYS)}".encode(),
-            value=b"",
-            event_time_ms=max(0, i * STEP_MS - rng.randrange(BOUND_MS)),
-            stream="events",
-            producer="source",
-        )
-        for i in range(RECORDS)
-    ]
-
-
 def test_two_stage_outputs_are_exact_under_sigkill(tmp_path: Path) -> None:
     rng = chaos_rng(20261122)
     topology = two_stage_topology((2, 2), window_ms=WINDOW_MS)
@@ -129,7 +113,7 @@ def test_two_stage_outputs_are_exact_under_sigkill(tmp_path: Path) -> None:
             ("counts", 1): f"127.0.0.1:{ports['counts-1']}",
         },
     )
-    records = generate(rng)
+    records = jittered_records(rng, RECORDS, keys=KEYS, bound_ms=BOUND_MS, step_ms=STEP_MS)
     done_feeding = threading.Event()
     stop = threading.Event()
 

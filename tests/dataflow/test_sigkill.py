@@ -9,7 +9,6 @@ holds exactly one on-time pane per key and window, equal to a batch count.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections import Counter
@@ -21,13 +20,13 @@ from computations import MAX_TIME, Topology
 from dataflow import Pane, Timing, Tumbling
 from injector.authority_service import create_authority_server
 from injector.watermark_authority import WatermarkAuthority
-from millrace.wire.v1 import record_pb2
 from tests.support import (
     CollectingSink,
     NodeProcess,
     SourceDriver,
     chaos_rng,
     free_port,
+    jittered_records,
     wait_quiescent,
     wait_until,
 )
@@ -82,18 +81,6 @@ address = "{sink}"
     return deployment
 
 
-def generate(rng: random.Random) -> list[record_pb2.Record]:
-    """Event time 1 ms per record, jittered back by less than the bound: none is late."""
-    return [
-        record_pb2.Record(
-            record_id=i.to_bytes(16, "big"), key=f"u{rng.randrange(KEYS)}".encode(), value=b"",
-            event_time_ms=max(0, i - rng.randrange(BOUND_MS)), stream="events",
-            producer="source",
-        )
-        for i in range(RECORDS)
-    ]  # fmt: skip
-
-
 def test_windowed_counts_are_exact_across_sigkills(tmp_path: Path) -> None:
     rng = chaos_rng(20261124)
     sink = CollectingSink()
@@ -115,7 +102,7 @@ def test_windowed_counts_are_exact_across_sigkills(tmp_path: Path) -> None:
 
     ticker = threading.Thread(target=advance_watermark, daemon=True)
     ticker.start()
-    records = generate(rng)
+    records = jittered_records(rng, RECORDS, keys=KEYS, bound_ms=BOUND_MS)
     try:
         kill_at = sorted(rng.sample(range(1, RECORDS // 1_000), KILLS))
         for chunk, start in enumerate(range(0, RECORDS, 1_000)):

@@ -16,6 +16,7 @@ from tests.support.cluster import (
     chaos_rng,
     forwarding_deployment,
     free_port,
+    jittered_records,
     numbered_records,
     stop_gracefully,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "chaos_rng",
     "forwarding_deployment",
     "free_port",
+    "jittered_records",
     "numbered_records",
     "stop_gracefully",
     "wait_quiescent",

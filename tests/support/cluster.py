@@ -127,6 +127,23 @@ def numbered_records(start: int, count: int, keys: int) -> list[record_pb2.Recor
     ]  # fmt: skip
 
 
+def jittered_records(
+    rng: random.Random, count: int, *, keys: int, bound_ms: int, step_ms: int = 1
+) -> list[record_pb2.Record]:
+    """``count`` records of stream ``events`` from the source: record ``i`` has key
+    ``user<random below keys>`` and event time ``i * step_ms`` moved back by less than
+    ``bound_ms`` (never below 0), so none is behind a watermark held ``bound_ms`` under
+    the newest time sent."""
+    return [
+        record_pb2.Record(
+            record_id=i.to_bytes(16, "big"), key=f"user{rng.randrange(keys)}".encode(),
+            value=b"", event_time_ms=max(0, i * step_ms - rng.randrange(bound_ms)),
+            stream="events", producer="source",
+        )
+        for i in range(count)
+    ]  # fmt: skip
+
+
 class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
     """A sink endpoint: stores each record once, acks everything."""
 
