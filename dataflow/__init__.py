@@ -9,7 +9,7 @@ from dataflow._aggregation import LATE_DROPPED, WindowedAggregation
 from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
-from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window, WindowAssigner
+from dataflow._windows import GlobalWindows, Hopping, Sessions, Tumbling, Window, WindowAssigner
 
 __all__ = [
     "FORMAT_VERSION",
@@ -27,6 +27,7 @@ __all__ = [
     "Mean",
     "Min",
     "Pane",
+    "Sessions",
     "Sum",
     "Timing",
     "Tumbling",

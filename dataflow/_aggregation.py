@@ -45,6 +45,8 @@ from dataflow._panes import Pane, Timing
 from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
 from dataflow._windows import Tumbling, Window, WindowAssigner, parse_window
 
+SESSIONS = "sessions"
+"""State tag listing a key's live session windows (``[[start, end], ...]``)."""
 LATE_DROPPED = "late_dropped"
 """State tag counting a key's records that came after their windows expired and had
 no ``late_output`` to go to."""
@@ -99,25 +101,23 @@ class WindowedAggregation(Computation):
         watermark = ctx.low_watermark
         value = self._value_of(record) if self.aggregate.needs_value else 0
         missed = False
-        for window in self.window.assign(record.event_time_ms):
-            if watermark is not None and watermark > self._expiry(window):
+        for assigned in self.window.assign(record.event_time_ms):
+            if watermark is not None and watermark > self._expiry(assigned):
                 missed = True  # expired: its result is final
                 continue
-            self._add(ctx, window, value)
+            window = self._merge_into(ctx, assigned, watermark) if self.window.merging else assigned
+            self._add(ctx, window, value, watermark)
         if missed:
             if self.late_output:
                 ctx.produce(self.late_output, record.key, record.value, record.event_time_ms)
             else:
                 ctx.put_state(LATE_DROPPED, (ctx.get_state(LATE_DROPPED, JSON) or 0) + 1, JSON)
 
-    def _add(self, ctx: Context, window: Window, value: float) -> None:
+    def _add(self, ctx: Context, window: Window, value: float, watermark: int | None) -> None:
         tag = "w:" + window.tag()
         state = ctx.get_state(tag, JSON)
         if state is None:
-            state = {"acc": self.aggregate.create(), "pane": 0, "since": 0, "fired": False}
-            ctx.set_timer("on:" + window.tag(), window.last_ms)
-            if self.allowed_lateness_ms:
-                ctx.set_timer("gc:" + window.tag(), self._expiry(window))
+            state = self._open(ctx, window, self.aggregate.create(), watermark)
         state["acc"] = self.aggregate.add(state["acc"], value)
         state["since"] += 1
         if state["fired"]:
@@ -126,6 +126,69 @@ class WindowedAggregation(Computation):
         elif self.trigger.early is not None and state["since"] >= self.trigger.early.count:
             self._emit(ctx, window, state, Timing.EARLY)
         ctx.put_state(tag, state, JSON)
+
+    def _open(
+        self, ctx: Context, window: Window, accumulator: Any, watermark: int | None
+    ) -> dict[str, Any]:
+        """A new window's state, and its timers. A window whose end the watermark has
+        already passed (its first record is late) has had its on-time moment: its
+        panes are late ones."""
+        passed = watermark is not None and watermark > window.last_ms
+        state = {"acc": accumulator, "pane": 0, "since": 0, "fired": passed}
+        if not passed:
+            ctx.set_timer("on:" + window.tag(), window.last_ms)
+        if self.allowed_lateness_ms:
+            ctx.set_timer("gc:" + window.tag(), self._expiry(window))
+        if self.window.merging:
+            live = ctx.get_state(SESSIONS, JSON) or []
+            ctx.put_state(SESSIONS, sorted([*live, [window.start, window.end]]), JSON)
+        return state
+
+    def _merge_into(self, ctx: Context, window: Window, watermark: int | None) -> Window:
+        """The session ``window`` joins: itself, an existing session that covers it, or
+        the merge of every session it overlaps (their accumulators merged, their state
+        and timers replaced; in retracting mode their emitted panes retracted)."""
+        live = [Window(start, end) for start, end in ctx.get_state(SESSIONS, JSON) or []]
+        touching = [w for w in live if w.start < window.end and window.start < w.end]
+        if not touching:
+            return window
+        merged = Window(
+            min(window.start, *(w.start for w in touching)),
+            max(window.end, *(w.end for w in touching)),
+        )
+        if touching == [merged]:
+            return merged
+        accumulator = self.aggregate.create()
+        since = 0
+        for old in touching:
+            tag = "w:" + old.tag()
+            state = ctx.get_state(tag, JSON)
+            if state is None:
+                continue
+            accumulator = self.aggregate.merge(accumulator, state["acc"])
+            since += state["since"]
+            if self.accumulation is Accumulation.RETRACTING and "last" in state:
+                retracted = Pane(
+                    ctx.key, old, state["pane"] - 1, Timing(state["last_timing"]),
+                    state["last"], True,
+                )  # fmt: skip
+                ctx.produce(self.output, ctx.key, retracted.encode(), old.last_ms)
+            ctx.delete_state(tag)
+            ctx.delete_timer("on:" + old.tag())
+            ctx.delete_timer("gc:" + old.tag())
+        remaining = [[w.start, w.end] for w in live if w not in touching]
+        ctx.put_state(SESSIONS, remaining, JSON)
+        state = self._open(ctx, merged, accumulator, watermark)
+        state["since"] = since
+        ctx.put_state("w:" + merged.tag(), state, JSON)
+        return merged
+
+    def _forget(self, ctx: Context, window: Window) -> None:
+        """Drop a window's state (and its entry in the key's session list)."""
+        ctx.delete_state("w:" + window.tag())
+        if self.window.merging:
+            live = ctx.get_state(SESSIONS, JSON) or []
+            ctx.put_state(SESSIONS, [w for w in live if w != [window.start, window.end]], JSON)
 
     def _value_of(self, record: Record) -> float:
         body = json.loads(record.value)
@@ -153,13 +216,13 @@ class WindowedAggregation(Computation):
             self._emit(ctx, window, state, Timing.ON_TIME)
             state["fired"] = True
             if not self.allowed_lateness_ms:
-                ctx.delete_state(tag)  # nothing can join it any more
+                self._forget(ctx, window)  # nothing can join it any more
                 return
             ctx.put_state(tag, state, JSON)
         elif kind == "gc":
             if isinstance(self.trigger.late, AtExpiry) and state["fired"] and state["since"]:
                 self._emit(ctx, window, state, Timing.LATE)
-            ctx.delete_state(tag)
+            self._forget(ctx, window)
 
     # -- panes --------------------------------------------------------------------
 

@@ -39,6 +39,9 @@ class Window:
 class WindowAssigner(ABC):
     """Assigns each event time to the windows that contain it."""
 
+    merging = False
+    """True when windows of one key merge as records arrive (sessions)."""
+
     @abstractmethod
     def assign(self, event_time_ms: int) -> list[Window]:
         """The windows containing ``event_time_ms`` (at least one)."""
@@ -93,6 +96,23 @@ class GlobalWindows(WindowAssigner):
         return [Window(MIN_EVENT_TIME_MS, MAX_EVENT_TIME_MS + 1)]
 
 
+@dataclass(frozen=True, slots=True)
+class Sessions(WindowAssigner):
+    """Per key, activity separated by gaps of at least ``gap_ms``: each record opens
+    ``[t, t + gap)``, and windows that overlap merge (their accumulators too), also
+    when a late record bridges two sessions."""
+
+    gap_ms: int
+    merging = True
+
+    def __post_init__(self) -> None:
+        if self.gap_ms <= 0:
+            raise ValueError(f"sessions need gap_ms > 0, not {self.gap_ms}")
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        return [Window(event_time_ms, event_time_ms + self.gap_ms)]
+
+
 def parse_window(spec: str) -> WindowAssigner:
     """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
     ``hopping:SIZE_MS:SLIDE_MS`` or ``global``."""
@@ -105,8 +125,11 @@ def parse_window(spec: str) -> WindowAssigner:
             return Hopping(values[0], values[1])
         if kind == "global" and not values:
             return GlobalWindows()
+        if kind == "session" and len(values) == 1:
+            return Sessions(values[0])
     except ValueError as exc:
         raise ValueError(f"window {spec!r}: {exc}") from None
     raise ValueError(
-        f"window {spec!r}: expected tumbling:SIZE_MS, hopping:SIZE_MS:SLIDE_MS or global"
+        f"window {spec!r}: expected tumbling:SIZE_MS, hopping:SIZE_MS:SLIDE_MS, "
+        "session:GAP_MS or global"
     )

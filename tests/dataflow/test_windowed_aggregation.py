@@ -5,7 +5,7 @@ within the allowed lateness, in every accumulation mode; late data and expiry.""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
@@ -23,12 +23,14 @@ from dataflow import (
     EveryRecords,
     Hopping,
     Pane,
+    Sessions,
     Sum,
     Timing,
     Tumbling,
     Window,
     WindowedAggregation,
 )
+from dataflow._windows import parse_window
 
 SIZE = 1_000
 SPAN = 10 * SIZE
@@ -78,6 +80,8 @@ def test_tumbling_and_hopping_windows_contain_their_times() -> None:
     hops = Hopping(1000, 250).assign(1100)
     assert len(hops) == 4 and all(w.start <= 1100 < w.end for w in hops)
     assert [w.start for w in hops] == [250, 500, 750, 1000]
+    assert Sessions(300).assign(5) == [Window(5, 305)]
+    assert parse_window("session:300") == Sessions(300)
 
 
 # -- panes ----------------------------------------------------------------------------
@@ -176,7 +180,9 @@ def run_in_order(
     return panes(harness)
 
 
-def final_results(found: list[Pane], mode: Accumulation) -> dict[tuple[bytes, Window], float]:
+def final_results(
+    found: list[Pane], mode: Accumulation, *, merging: bool = False
+) -> dict[tuple[bytes, Window], float]:
     results: dict[tuple[bytes, Window], float] = defaultdict(float)
     last: dict[tuple[bytes, Window], tuple[int, float]] = {}
     for pane in found:
@@ -189,7 +195,7 @@ def final_results(found: list[Pane], mode: Accumulation) -> dict[tuple[bytes, Wi
             last[at] = (pane.index, pane.value)
     if mode is Accumulation.ACCUMULATING:
         return {at: value for at, (_, value) in last.items()}
-    if mode is Accumulation.RETRACTING:
+    if mode is Accumulation.RETRACTING and not merging:  # (a merged-away window nets 0)
         assert {at: value for at, (_, value) in last.items()} == dict(results)
     return dict(results)
 
@@ -219,5 +225,76 @@ def test_final_results_do_not_depend_on_arrival_order_or_duplicates(
     Aggregation.window = window
     found = run_in_order(Aggregation, events, list(order), duplicates, bound=SIZE // 2)
     assert final_results(found, mode) == oracle(events, window, combine)
-    on_time = [p for p in found if p.timing is Timing.ON_TIME and not p.retraction]
-    assert len(on_time) == len(oracle(events, window, combine)), "one on-time pane a window"
+    on_time = Counter(
+        (p.key, p.window) for p in found if p.timing is Timing.ON_TIME and not p.retraction
+    )
+    assert all(n == 1 for n in on_time.values()), "at most one on-time pane a window"
+    assert {(p.key, p.window) for p in found} == set(oracle(events, window, combine))
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+GAP = 300
+
+
+def session_oracle(events: list[tuple[str, int, int]], combine: str) -> dict[Any, float]:
+    """Sessions by a sorted pass: a record at ``t`` opens ``[t, t + GAP)``; overlapping
+    windows are one session."""
+    sessions: dict[tuple[bytes, Window], float] = {}
+    by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for key, ts, value in events:
+        by_key[key].append((ts, value))
+    for key, items in by_key.items():
+        items.sort()
+        start, end, total = items[0][0], items[0][0] + GAP, 0.0
+        for ts, value in items:
+            if ts >= end:
+                sessions[(key.encode(), Window(start, end))] = total
+                start, end, total = ts, ts + GAP, 0.0
+            end = max(end, ts + GAP)
+            total += 1 if combine == "count" else value
+        sessions[(key.encode(), Window(start, end))] = total
+    return sessions
+
+
+@pytest.mark.parametrize("mode", list(Accumulation))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=events_strategy, data=st.data())
+def test_sessions_merge_to_the_same_results_in_any_order(
+    mode: Accumulation, events: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    order = data.draw(st.permutations(range(len(events))))
+    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
+    early = data.draw(st.sampled_from([None, EveryRecords(2)]))
+
+    class SessionSums(WindowedAggregation):
+        window = Sessions(GAP)
+        aggregate = Sum()
+        field = "v"
+        output = "out"
+        late_output = "late"
+        allowed_lateness_ms = SPAN
+        accumulation = mode
+        trigger = AfterWatermark(early=early)
+
+    found = run_in_order(SessionSums, events, list(order), duplicates, bound=SIZE // 2)
+    expected = session_oracle(events, "sum")
+    if mode is Accumulation.RETRACTING:
+        net = {at: v for at, v in final_results(found, mode, merging=True).items() if v}
+        assert net == {at: v for at, v in expected.items() if v}
+        return
+    totals: dict[tuple[bytes, Window], float] = defaultdict(float)
+    last: dict[tuple[bytes, Window], tuple[int, float]] = {}
+    for pane in found:
+        [session] = [
+            w for (k, w) in expected if k == pane.key and w.start <= pane.window.start
+            and pane.window.end <= w.end
+        ]  # fmt: skip
+        at = (pane.key, session)
+        totals[at] += pane.value
+        if pane.window == session and pane.index >= last.get(at, (-1, 0))[0]:
+            last[at] = (pane.index, pane.value)
+    if mode is Accumulation.DISCARDING:
+        assert dict(totals) == expected
+    else:
+        assert {at: v for at, (_, v) in last.items()} == expected
