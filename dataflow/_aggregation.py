@@ -65,6 +65,10 @@ class WindowedAggregation(Computation):
     accumulation: Accumulation = Accumulation.DISCARDING
     output: str = ""
     late_output: str | None = None
+    input_panes: bool = False
+    """The input is another aggregation's output (``Pane`` values): each pane's value is
+    aggregated, and a retraction subtracts what it retracts (``Combiner.retract``), so a
+    two-stage topology over a retracting stream stays exact."""
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """Take settings from the topology's ``params`` (they override the class's)."""
@@ -80,6 +84,10 @@ class WindowedAggregation(Computation):
             self.accumulation = Accumulation(params["accumulation"])
         if "output" in params:
             self.output = str(params["output"])
+        if "input" in params:
+            if params["input"] not in ("records", "panes"):
+                raise ValueError(f"input {params['input']!r}: expected records or panes")
+            self.input_panes = params["input"] == "panes"
         if "late_output" in params:
             self.late_output = str(params["late_output"]) or None
         if "early_every_records" in params or "late" in params:
@@ -94,31 +102,49 @@ class WindowedAggregation(Computation):
             raise ValueError(f"{type(self).__name__} needs an output stream (output = ...)")
         if self.allowed_lateness_ms < 0:
             raise ValueError("allowed_lateness_ms must be >= 0")
+        if self.input_panes and not self.aggregate.retractable:
+            raise ValueError(
+                f"{type(self.aggregate).__name__} cannot retract: it cannot consume panes"
+            )
 
     # -- records ------------------------------------------------------------------
 
     def process_record(self, ctx: Context, record: Record) -> None:
         watermark = ctx.low_watermark
-        value = self._value_of(record) if self.aggregate.needs_value else 0
+        retract = False
+        if self.input_panes:
+            pane = Pane.decode(record.value)
+            value, retract = self._number(pane.value), pane.retraction
+        else:
+            value = self._value_of(record) if self.aggregate.needs_value else 0
         missed = False
         for assigned in self.window.assign(record.event_time_ms):
             if watermark is not None and watermark > self._expiry(assigned):
                 missed = True  # expired: its result is final
                 continue
             window = self._merge_into(ctx, assigned, watermark) if self.window.merging else assigned
-            self._add(ctx, window, value, watermark)
+            self._add(ctx, window, value, watermark, retract=retract)
         if missed:
             if self.late_output:
                 ctx.produce(self.late_output, record.key, record.value, record.event_time_ms)
             else:
                 ctx.put_state(LATE_DROPPED, (ctx.get_state(LATE_DROPPED, JSON) or 0) + 1, JSON)
 
-    def _add(self, ctx: Context, window: Window, value: float, watermark: int | None) -> None:
+    def _add(
+        self,
+        ctx: Context,
+        window: Window,
+        value: float,
+        watermark: int | None,
+        *,
+        retract: bool = False,
+    ) -> None:
         tag = "w:" + window.tag()
         state = ctx.get_state(tag, JSON)
         if state is None:
             state = self._open(ctx, window, self.aggregate.create(), watermark)
-        state["acc"] = self.aggregate.add(state["acc"], value)
+        fold = self.aggregate.retract if retract else self.aggregate.add
+        state["acc"] = fold(state["acc"], value)
         state["since"] += 1
         if state["fired"]:
             if isinstance(self.trigger.late, EachLateRecord):
@@ -196,6 +222,10 @@ class WindowedAggregation(Computation):
             if not isinstance(body, dict) or self.field not in body:
                 raise ValueError(f"record value has no field {self.field!r}")
             body = body[self.field]
+        return self._number(body)
+
+    @staticmethod
+    def _number(body: Any) -> float:
         if isinstance(body, bool) or not isinstance(body, int | float) or not math.isfinite(body):
             raise ValueError(f"cannot aggregate {body!r}: not a finite number")
         return body

@@ -33,17 +33,28 @@ class Combiner(ABC):
         """What a pane emits (default: the accumulator itself)."""
         return accumulator
 
+    retractable = False
+    """True when :meth:`retract` is implemented (needed to consume a retracting stream)."""
+
+    def retract(self, accumulator: Any, value: float) -> Any:
+        """``accumulator`` without ``value`` (which :meth:`add` folded in before)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot retract")
+
 
 class Count(Combiner):
     """How many records."""
 
     needs_value = False
+    retractable = True
 
     def create(self) -> int:
         return 0
 
     def add(self, accumulator: int, value: float) -> int:
         return accumulator + 1
+
+    def retract(self, accumulator: int, value: float) -> int:
+        return accumulator - 1
 
     def merge(self, left: int, right: int) -> int:
         return left + right
@@ -52,11 +63,16 @@ class Count(Combiner):
 class Sum(Combiner):
     """The sum of the values."""
 
+    retractable = True
+
     def create(self) -> float:
         return 0
 
     def add(self, accumulator: float, value: float) -> float:
         return accumulator + value
+
+    def retract(self, accumulator: float, value: float) -> float:
+        return accumulator - value
 
     def merge(self, left: float, right: float) -> float:
         return left + right
@@ -94,8 +110,13 @@ class Mean(Combiner):
     def create(self) -> list[float]:
         return [0, 0]
 
+    retractable = True
+
     def add(self, accumulator: list[float], value: float) -> list[float]:
         return [accumulator[0] + value, accumulator[1] + 1]
+
+    def retract(self, accumulator: list[float], value: float) -> list[float]:
+        return [accumulator[0] - value, accumulator[1] - 1]
 
     def merge(self, left: list[float], right: list[float]) -> list[float]:
         return [left[0] + right[0], left[1] + right[1]]
