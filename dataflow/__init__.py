@@ -8,10 +8,15 @@ backfills. See ``docs/windows.md``.
 from dataflow._aggregation import LATE_DROPPED, WindowedAggregation
 from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
+from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
 from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
 from dataflow._windows import GlobalWindows, Hopping, Sessions, Tumbling, Window, WindowAssigner
 
 __all__ = [
+    "ApproxDistinct",
+    "ApproxQuantiles",
+    "Distinct",
+    "TopK",
     "FORMAT_VERSION",
     "LATE_DROPPED",
     "Accumulation",

@@ -40,7 +40,8 @@ from computations import (
     FiredTimer,
     Record,
 )
-from dataflow._combiners import Combiner, Count, parse_aggregate
+from dataflow._builtins import parse_aggregate
+from dataflow._combiners import Combiner, Count
 from dataflow._panes import Pane, Timing
 from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
 from dataflow._windows import Tumbling, Window, WindowAssigner, parse_window
@@ -222,6 +223,10 @@ class WindowedAggregation(Computation):
             if not isinstance(body, dict) or self.field not in body:
                 raise ValueError(f"record value has no field {self.field!r}")
             body = body[self.field]
+        if not self.aggregate.numeric:
+            if isinstance(body, bool) or not isinstance(body, str | int | float):
+                raise ValueError(f"cannot aggregate {body!r}: not a string or a number")
+            return body  # type: ignore[return-value]  # a string, for distinct values
         return self._number(body)
 
     @staticmethod

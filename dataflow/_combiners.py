@@ -16,6 +16,8 @@ class Combiner(ABC):
 
     needs_value = True
     """False when the combiner ignores the records' values (``Count``)."""
+    numeric = True
+    """True when values must be finite numbers; False: any JSON string or number."""
 
     @abstractmethod
     def create(self) -> Any:
@@ -123,15 +125,3 @@ class Mean(Combiner):
 
     def result(self, accumulator: list[float]) -> float | None:
         return accumulator[0] / accumulator[1] if accumulator[1] else None
-
-
-COMBINERS: dict[str, type[Combiner]] = {
-    "count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean,
-}  # fmt: skip
-
-
-def parse_aggregate(spec: str) -> Combiner:
-    """A built-in combiner by name (topology ``params``): count, sum, min, max, mean."""
-    if spec not in COMBINERS:
-        raise ValueError(f"aggregate {spec!r}: expected one of {sorted(COMBINERS)}")
-    return COMBINERS[spec]()
