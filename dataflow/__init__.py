@@ -7,6 +7,7 @@ backfills. See ``docs/windows.md``.
 
 from dataflow._aggregation import LATE_DROPPED, WindowedAggregation
 from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
+from dataflow._joins import IntervalJoin, JoinType
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
 from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
@@ -27,6 +28,8 @@ __all__ = [
     "EachLateRecord",
     "EveryRecords",
     "GlobalWindows",
+    "IntervalJoin",
+    "JoinType",
     "Hopping",
     "Max",
     "Mean",

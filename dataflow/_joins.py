@@ -1,0 +1,156 @@
+"""``IntervalJoin``: a stream-stream join of records close in event time.
+
+Records of two input streams with equal keys join when
+``left.t + lower_ms <= right.t <= left.t + upper_ms`` (Flink's interval join).
+Each side is buffered in the key's state (``L`` and ``R``) until no record of
+the other side can match it any more: the watermark passes its *horizon*
+(``left.t + upper_ms``, or ``right.t - lower_ms``) plus the allowed
+lateness. Then it is dropped and, in an outer join, emitted unmatched if it
+never matched. A record is late when the watermark is past its own time plus
+the allowed lateness: it joins nothing and goes to ``late_output`` (or the
+key's ``late_dropped`` count). Every record that is not late meets every
+partner, whatever the arrival order.
+
+Output value (version 1, JSON)::
+
+    {"v": 1, "key": "k", "left": {"t": 5, "value": "..."}, "right": null}
+
+a side's ``value`` is UTF-8 text, or ``{"base64": ...}``. A pair's event
+time is the later of the two; an unmatched record keeps its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from computations import (
+    JSON,
+    MAX_EVENT_TIME_MS,
+    MIN_EVENT_TIME_MS,
+    Computation,
+    Context,
+    FiredTimer,
+    Record,
+)
+
+LATE_DROPPED = "late_dropped"
+
+
+class JoinType(Enum):
+    """Which unmatched records an interval join emits (when they expire)."""
+
+    INNER = "inner"
+    LEFT = "left"
+    RIGHT = "right"
+    FULL = "full"
+
+
+def _text(data: bytes) -> Any:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode()}
+
+
+class IntervalJoin(Computation):
+    """Joins ``left`` and ``right`` records of one key within an event-time interval."""
+
+    left: str = ""
+    right: str = ""
+    lower_ms: int = 0
+    upper_ms: int = 0
+    how: JoinType = JoinType.INNER
+    allowed_lateness_ms: int = 0
+    output: str = ""
+    late_output: str | None = None
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """Settings from the topology's ``params`` override the class's."""
+        for name in ("left", "right", "output"):
+            if name in params:
+                setattr(self, name, str(params[name]))
+        for name in ("lower_ms", "upper_ms", "allowed_lateness_ms"):
+            if name in params:
+                setattr(self, name, int(params[name]))
+        if "how" in params:
+            self.how = JoinType(params["how"])
+        if "late_output" in params:
+            self.late_output = str(params["late_output"]) or None
+        if not (self.left and self.right and self.output):
+            raise ValueError(f"{type(self).__name__} needs left, right and output streams")
+        if self.lower_ms > self.upper_ms:
+            raise ValueError(f"lower_ms {self.lower_ms} is above upper_ms {self.upper_ms}")
+
+    # -- records ------------------------------------------------------------------
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.stream == self.left:
+            side, other = "L", "R"
+        elif record.stream == self.right:
+            side, other = "R", "L"
+        else:
+            raise ValueError(f"{record.stream!r} is neither {self.left!r} nor {self.right!r}")
+        t = record.event_time_ms
+        watermark = ctx.low_watermark
+        if watermark is not None and watermark > t + self.allowed_lateness_ms:
+            # Later than the lateness allows: partners it would have met may be gone.
+            self._late(ctx, record)
+            return
+        entry = {"t": t, "id": record.record_id.hex(), "v": _text(record.value), "m": False}
+        buffered = ctx.get_state(other, JSON) or []
+        for candidate in buffered:
+            left, right = (entry, candidate) if side == "L" else (candidate, entry)
+            if left["t"] + self.lower_ms <= right["t"] <= left["t"] + self.upper_ms:
+                self._emit(ctx, left, right)
+                entry["m"] = candidate["m"] = True
+        if buffered:
+            ctx.put_state(other, buffered, JSON)
+        own = ctx.get_state(side, JSON) or []
+        ctx.put_state(side, [*own, entry], JSON)
+        ctx.set_timer(f"x:{side}:{entry['id']}", self._expiry(side, t))
+
+    def _expiry(self, side: str, t: int) -> int:
+        """When no record of the other side that is not late can match one at ``t``."""
+        horizon = t + self.upper_ms if side == "L" else t - self.lower_ms
+        return max(MIN_EVENT_TIME_MS, min(horizon + self.allowed_lateness_ms, MAX_EVENT_TIME_MS))
+
+    def _late(self, ctx: Context, record: Record) -> None:
+        if self.late_output:
+            ctx.produce(self.late_output, record.key, record.value, record.event_time_ms)
+        else:
+            ctx.put_state(LATE_DROPPED, (ctx.get_state(LATE_DROPPED, JSON) or 0) + 1, JSON)
+
+    # -- expiry -------------------------------------------------------------------
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        _, side, rid = timer.tag.split(":")
+        buffered = ctx.get_state(side, JSON) or []
+        kept = [e for e in buffered if e["id"] != rid]
+        expired = [e for e in buffered if e["id"] == rid]
+        if kept:
+            ctx.put_state(side, kept, JSON)
+        else:
+            ctx.delete_state(side)
+        outer = {"L": (JoinType.LEFT, JoinType.FULL), "R": (JoinType.RIGHT, JoinType.FULL)}
+        for entry in expired:
+            if not entry["m"] and self.how in outer[side]:
+                self._emit(ctx, entry if side == "L" else None, entry if side == "R" else None)
+
+    # -- output -------------------------------------------------------------------
+
+    def _emit(
+        self, ctx: Context, left: dict[str, Any] | None, right: dict[str, Any] | None
+    ) -> None:
+        body = {
+            "v": 1,
+            "key": _text(ctx.key),
+            "left": None if left is None else {"t": left["t"], "value": left["v"]},
+            "right": None if right is None else {"t": right["t"], "value": right["v"]},
+        }
+        times = [side["t"] for side in (left, right) if side is not None]
+        value = json.dumps(body, separators=(",", ":")).encode()
+        ctx.produce(self.output, ctx.key, value, max(times))
