@@ -10,7 +10,7 @@ from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
 from dataflow._joins import IntervalJoin, JoinType
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
-from dataflow._tables import Changelog, TableJoin, parse_change
+from dataflow._tables import Changelog, TableChanges, TableJoin, parse_change
 from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
 from dataflow._windows import GlobalWindows, Hopping, Sessions, Tumbling, Window, WindowAssigner
 
@@ -39,6 +39,7 @@ __all__ = [
     "Pane",
     "Sessions",
     "Sum",
+    "TableChanges",
     "TableJoin",
     "Timing",
     "Tumbling",

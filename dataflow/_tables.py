@@ -23,6 +23,8 @@ from enum import Enum
 from typing import Any
 
 from computations import JSON, Computation, Context, Record
+from dataflow._panes import Pane, Timing
+from dataflow._windows import GlobalWindows
 
 ROW = "row"
 """State tag of a key's current row (``{"t": event time, "value": row}``)."""
@@ -108,3 +110,83 @@ class TableJoin(Computation):
         }
         value = json.dumps(body, separators=(",", ":")).encode()
         ctx.produce(self.output, ctx.key, value, record.event_time_ms)
+
+
+class TableChanges(Computation):
+    """A changelog as a retracting stream, so aggregations over a table apply each
+    change as retract + add.
+
+    Each change of a row emits a retraction of the row's previous contribution (if
+    any) and its new one, as :class:`~dataflow.Pane` values in the global window keyed
+    by ``group_by`` (a field of the row; None: the table's key), with ``field``'s
+    number (None: the row itself) as the value. A downstream ``WindowedAggregation``
+    with ``input_panes = True`` keyed by ``key`` then keeps, say, the sum per group
+    exact through updates, moves between groups and deletes.
+    """
+
+    table: str = ""
+    changelog: Changelog = Changelog.UPSERT
+    group_by: str | None = None
+    field: str | None = None
+    output: str = ""
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """Settings from the topology's ``params`` override the class's."""
+        for name in ("table", "output", "group_by", "field"):
+            if name in params:
+                setattr(self, name, str(params[name]))
+        if "changelog" in params:
+            self.changelog = Changelog(params["changelog"])
+        if not (self.table and self.output):
+            raise ValueError(f"{type(self).__name__} needs table and output")
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        deleted, row = parse_change(record.value, self.changelog)
+        previous = ctx.get_state(CONTRIBUTION, JSON)
+        sequence = previous["n"] + 1 if previous else 0
+        if previous is not None:
+            group, value = previous["group"], previous["value"]
+            self._emit(ctx, record, group, value, index=sequence, retraction=True)
+        if deleted:
+            ctx.delete_state(CONTRIBUTION)
+            return
+        group = self._group_of(ctx.key, row)
+        value = self._number(row)
+        self._emit(ctx, record, group, value, index=sequence, retraction=False)
+        ctx.put_state(CONTRIBUTION, {"group": group, "value": value, "n": sequence}, JSON)
+
+    def _group_of(self, key: bytes, row: Any) -> str:
+        if self.group_by is None:
+            return key.decode(errors="replace")
+        if not isinstance(row, dict) or self.group_by not in row:
+            raise ValueError(f"row has no field {self.group_by!r}")
+        found = row[self.group_by]
+        return found if isinstance(found, str) else json.dumps(found)
+
+    def _number(self, row: Any) -> float:
+        value = row
+        if self.field is not None:
+            if not isinstance(row, dict) or self.field not in row:
+                raise ValueError(f"row has no field {self.field!r}")
+            value = row[self.field]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"cannot aggregate {value!r}: not a number")
+        return value
+
+    def _emit(
+        self,
+        ctx: Context,
+        record: Record,
+        group: str,
+        value: float,
+        *,
+        index: int,
+        retraction: bool,
+    ) -> None:
+        [window] = GlobalWindows().assign(0)
+        pane = Pane(group.encode(), window, index, Timing.ON_TIME, value, retraction)
+        ctx.produce(self.output, group.encode(), pane.encode(), record.event_time_ms)
+
+
+CONTRIBUTION = "contribution"
+"""State tag of a table key's current contribution (its group and value)."""

@@ -12,7 +12,19 @@ import pytest
 
 from computations import Topology
 from computations.testing import TestHarness
-from dataflow import Changelog, TableJoin, parse_change
+from dataflow import (
+    Accumulation,
+    AfterWatermark,
+    Changelog,
+    EveryRecords,
+    GlobalWindows,
+    Pane,
+    Sum,
+    TableChanges,
+    TableJoin,
+    WindowedAggregation,
+    parse_change,
+)
 
 
 def topology(handler: str) -> Topology:
@@ -95,3 +107,65 @@ def test_an_inner_join_drops_orders_without_a_row() -> None:
     harness.run()
     got = [json.loads(r.value) for r in harness.outputs("enriched")]
     assert got == [{"v": 1, "key": "a", "record": "late", "row": {"tier": 1}}]
+
+
+class Contributions(TableChanges):
+    table = "accounts"
+    group_by = "region"
+    field = "balance"
+    output = "contributions"
+
+
+class RegionTotals(WindowedAggregation):
+    window = GlobalWindows()
+    aggregate = Sum()
+    input_panes = True
+    trigger = AfterWatermark(early=EveryRecords(1))
+    accumulation = Accumulation.ACCUMULATING
+    output = "totals"
+
+
+def test_an_aggregation_over_a_table_applies_updates_as_retract_and_add() -> None:
+    topology = Topology.from_dict(
+        {
+            "streams": {"accounts": {}, "contributions": {}, "totals": {}},
+            "computations": {
+                "changes": {
+                    "handler": f"{__name__}:Contributions",
+                    "inputs": {"accounts": "key"},
+                    "outputs": ["contributions"],
+                },
+                "totals": {
+                    "handler": f"{__name__}:RegionTotals",
+                    "inputs": {"contributions": "key"},
+                    "outputs": ["totals"],
+                },
+            },
+        }
+    )
+    harness = TestHarness(topology)
+    rng = random.Random(11)
+    accounts: dict[str, dict[str, Any]] = {}
+    for step in range(200):
+        account = f"acct{rng.randrange(12)}"
+        if rng.random() < 0.2:
+            harness.feed("accounts", account.encode(), b"", step)  # a delete
+            accounts.pop(account, None)
+        else:
+            row: dict[str, Any] = {
+                "region": rng.choice(["eu", "us", "apac"]),
+                "balance": rng.randrange(100),
+            }
+            harness.feed("accounts", account.encode(), json.dumps(row).encode(), step)
+            accounts[account] = row  # an insert, an update, or a move to another region
+    harness.run()
+    last: dict[bytes, tuple[int, float]] = {}
+    for record in harness.outputs("totals"):
+        pane = Pane.decode(record.value)
+        if pane.index >= last.get(pane.key, (-1, 0))[0]:
+            last[pane.key] = (pane.index, pane.value)
+    expected: dict[bytes, float] = {}
+    for account_row in accounts.values():
+        region = account_row["region"].encode()
+        expected[region] = expected.get(region, 0) + account_row["balance"]
+    assert {k: v for k, (_, v) in last.items() if v} == {k: v for k, v in expected.items() if v}
