@@ -11,7 +11,14 @@ from dataflow._joins import IntervalJoin, JoinType
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
 from dataflow._tables import Changelog, TableChanges, TableJoin, parse_change
-from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
+from dataflow._triggers import (
+    Accumulation,
+    AfterWatermark,
+    AtExpiry,
+    EachLateRecord,
+    EveryProcessingTime,
+    EveryRecords,
+)
 from dataflow._windows import GlobalWindows, Hopping, Sessions, Tumbling, Window, WindowAssigner
 
 __all__ = [
@@ -28,6 +35,7 @@ __all__ = [
     "Combiner",
     "Count",
     "EachLateRecord",
+    "EveryProcessingTime",
     "EveryRecords",
     "GlobalWindows",
     "IntervalJoin",

@@ -22,7 +22,7 @@ Declare one in Python::
 or in a topology, with ``handler = "dataflow:WindowedAggregation"`` and
 ``params = { window = "tumbling:60000", aggregate = "sum", field = "value",
 output = "sums", allowed_lateness_ms = 0, accumulation = "discarding",
-early_every_records = 0, late = "each", late_output = "late" }``.
+early_every_records = 0, early_every_ms = 0, late = "each", late_output = "late" }``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,19 @@ from computations import (
     Context,
     FiredTimer,
     Record,
+    TimeDomain,
 )
 from dataflow._builtins import parse_aggregate
 from dataflow._combiners import Combiner, Count
 from dataflow._panes import Pane, Timing
-from dataflow._triggers import Accumulation, AfterWatermark, AtExpiry, EachLateRecord, EveryRecords
+from dataflow._triggers import (
+    Accumulation,
+    AfterWatermark,
+    AtExpiry,
+    EachLateRecord,
+    EveryProcessingTime,
+    EveryRecords,
+)
 from dataflow._windows import Tumbling, Window, WindowAssigner, parse_window
 
 SESSIONS = "sessions"
@@ -91,14 +99,20 @@ class WindowedAggregation(Computation):
             self.input_panes = params["input"] == "panes"
         if "late_output" in params:
             self.late_output = str(params["late_output"]) or None
-        if "early_every_records" in params or "late" in params:
+        if {"early_every_records", "early_every_ms", "late"} & set(params):
             every = int(params.get("early_every_records", 0))
+            every_ms = int(params.get("early_every_ms", 0))
+            if every and every_ms:
+                raise ValueError("early_every_records and early_every_ms: choose one")
+            early: EveryRecords | EveryProcessingTime | None = None
+            if every or every_ms:
+                early = EveryRecords(every) if every else EveryProcessingTime(every_ms)
             lates: dict[str, EachLateRecord | AtExpiry] = {
                 "each": EachLateRecord(),
                 "at_expiry": AtExpiry(),
             }
             late = lates[str(params.get("late", "each"))]
-            self.trigger = AfterWatermark(early=EveryRecords(every) if every else None, late=late)
+            self.trigger = AfterWatermark(early=early, late=late)
         if not self.output:
             raise ValueError(f"{type(self).__name__} needs an output stream (output = ...)")
         if self.allowed_lateness_ms < 0:
@@ -147,11 +161,15 @@ class WindowedAggregation(Computation):
         fold = self.aggregate.retract if retract else self.aggregate.add
         state["acc"] = fold(state["acc"], value)
         state["since"] += 1
+        early = self.trigger.early
         if state["fired"]:
             if isinstance(self.trigger.late, EachLateRecord):
                 self._emit(ctx, window, state, Timing.LATE)
-        elif self.trigger.early is not None and state["since"] >= self.trigger.early.count:
+        elif isinstance(early, EveryRecords) and state["since"] >= early.count:
             self._emit(ctx, window, state, Timing.EARLY)
+        elif isinstance(early, EveryProcessingTime) and not state.get("early_at"):
+            state["early_at"] = ctx.processing_time_ms + early.interval_ms
+            ctx.set_timer("early:" + window.tag(), state["early_at"], TimeDomain.PROCESSING_TIME)
         ctx.put_state(tag, state, JSON)
 
     def _open(
@@ -203,6 +221,7 @@ class WindowedAggregation(Computation):
             ctx.delete_state(tag)
             ctx.delete_timer("on:" + old.tag())
             ctx.delete_timer("gc:" + old.tag())
+            ctx.delete_timer("early:" + old.tag(), TimeDomain.PROCESSING_TIME)
         remaining = [[w.start, w.end] for w in live if w not in touching]
         ctx.put_state(SESSIONS, remaining, JSON)
         state = self._open(ctx, merged, accumulator, watermark)
@@ -247,9 +266,16 @@ class WindowedAggregation(Computation):
         state = ctx.get_state(tag, JSON)
         if state is None:
             return
-        if kind == "on":
+        if kind == "early":
+            state.pop("early_at", None)
+            if not state["fired"] and state["since"]:
+                self._emit(ctx, window, state, Timing.EARLY)
+            ctx.put_state(tag, state, JSON)
+        elif kind == "on":
             self._emit(ctx, window, state, Timing.ON_TIME)
             state["fired"] = True
+            if state.pop("early_at", None):
+                ctx.delete_timer("early:" + window_tag, TimeDomain.PROCESSING_TIME)
             if not self.allowed_lateness_ms:
                 self._forget(ctx, window)  # nothing can join it any more
                 return

@@ -2,9 +2,10 @@
 
 :class:`AfterWatermark` is the Dataflow model's default trigger: one
 *on-time* pane when the watermark passes the window's end; optionally
-*early* panes before it (every N records) and *late* panes after it for
-records that arrive within the allowed lateness (one per late record, or one
-batched pane when the window expires).
+*early* panes before it (every N records, or every D of processing time)
+and *late* panes after it for records that arrive within the allowed
+lateness (one per late record, or one batched pane when the window
+expires).
 """
 
 from __future__ import annotations
@@ -37,6 +38,18 @@ class EveryRecords:
 
 
 @dataclass(frozen=True, slots=True)
+class EveryProcessingTime:
+    """An early pane ``interval_ms`` of processing time after the first record since the
+    previous pane (before the watermark passes the end): a processing-time timer."""
+
+    interval_ms: int
+
+    def __post_init__(self) -> None:
+        if self.interval_ms <= 0:
+            raise ValueError(f"EveryProcessingTime needs interval_ms > 0, not {self.interval_ms}")
+
+
+@dataclass(frozen=True, slots=True)
 class EachLateRecord:
     """A late pane for every record that arrives after the on-time pane (within the
     allowed lateness): the default, as in Beam."""
@@ -53,5 +66,5 @@ class AfterWatermark:
     """On time when the watermark passes the window's end; ``early`` and ``late``
     firings around it."""
 
-    early: EveryRecords | None = None
+    early: EveryRecords | EveryProcessingTime | None = None
     late: EachLateRecord | AtExpiry = EachLateRecord()

@@ -20,6 +20,7 @@ from dataflow import (
     AfterWatermark,
     AtExpiry,
     Count,
+    EveryProcessingTime,
     EveryRecords,
     Hopping,
     Pane,
@@ -298,3 +299,30 @@ def test_sessions_merge_to_the_same_results_in_any_order(
         assert dict(totals) == expected
     else:
         assert {at: v for at, (_, v) in last.items()} == expected
+
+
+class EarlyByClock(WindowedAggregation):
+    window = Tumbling(SIZE)
+    output = "out"
+    late_output = "late"
+    trigger = AfterWatermark(early=EveryProcessingTime(500))
+    accumulation = Accumulation.ACCUMULATING
+
+
+def test_early_panes_every_interval_of_processing_time() -> None:
+    harness = TestHarness(topology(f"{__name__}:EarlyByClock"))
+    harness.feed("in", b"a", b"{}", 10)
+    harness.feed("in", b"a", b"{}", 20)
+    harness.run()
+    harness.advance_processing_time(499)
+    assert panes(harness) == []
+    harness.advance_processing_time(1)
+    assert [(p.timing, p.value) for p in panes(harness)] == [(Timing.EARLY, 2)]
+    harness.advance_processing_time(5_000)  # nothing new: no pane
+    harness.feed("in", b"a", b"{}", 30)
+    harness.run()
+    harness.advance_processing_time(500)
+    harness.advance_watermark(1_000)
+    harness.advance_processing_time(5_000)  # the on-time pane cancelled the clock
+    timings = [(p.timing, p.index, p.value) for p in panes(harness)]
+    assert timings == [(Timing.EARLY, 0, 2), (Timing.EARLY, 1, 3), (Timing.ON_TIME, 2, 3)]
