@@ -5,9 +5,10 @@ Built on the public user API only (``computations.Computation`` and
 backfills. See ``docs/windows.md``.
 """
 
-from dataflow._aggregation import LATE_DROPPED, WindowedAggregation
+from dataflow._aggregation import WindowedAggregation
 from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
 from dataflow._joins import IntervalJoin, JoinType
+from dataflow._outputs import LATE_DROPPED
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
 from dataflow._tables import Changelog, TableChanges, TableJoin, parse_change

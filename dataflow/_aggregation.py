@@ -43,6 +43,7 @@ from computations import (
 )
 from dataflow._builtins import parse_aggregate
 from dataflow._combiners import Combiner, Count
+from dataflow._outputs import send_late
 from dataflow._panes import Pane, Timing
 from dataflow._triggers import (
     Accumulation,
@@ -56,9 +57,6 @@ from dataflow._windows import Tumbling, Window, WindowAssigner, parse_window
 
 SESSIONS = "sessions"
 """State tag listing a key's live session windows (``[[start, end], ...]``)."""
-LATE_DROPPED = "late_dropped"
-"""State tag counting a key's records that came after their windows expired and had
-no ``late_output`` to go to."""
 
 
 class WindowedAggregation(Computation):
@@ -140,10 +138,7 @@ class WindowedAggregation(Computation):
             window = self._merge_into(ctx, assigned, watermark) if self.window.merging else assigned
             self._add(ctx, window, value, watermark, retract=retract)
         if missed:
-            if self.late_output:
-                ctx.produce(self.late_output, record.key, record.value, record.event_time_ms)
-            else:
-                ctx.put_state(LATE_DROPPED, (ctx.get_state(LATE_DROPPED, JSON) or 0) + 1, JSON)
+            send_late(ctx, record, self.late_output)
 
     def _add(
         self,

@@ -21,7 +21,6 @@ time is the later of the two; an unmatched record keeps its own.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
 from enum import Enum
@@ -36,8 +35,7 @@ from computations import (
     FiredTimer,
     Record,
 )
-
-LATE_DROPPED = "late_dropped"
+from dataflow._outputs import json_bytes, send_late
 
 
 class JoinType(Enum):
@@ -47,13 +45,6 @@ class JoinType(Enum):
     LEFT = "left"
     RIGHT = "right"
     FULL = "full"
-
-
-def _text(data: bytes) -> Any:
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode()}
 
 
 class IntervalJoin(Computation):
@@ -98,9 +89,9 @@ class IntervalJoin(Computation):
         watermark = ctx.low_watermark
         if watermark is not None and watermark > t + self.allowed_lateness_ms:
             # Later than the lateness allows: partners it would have met may be gone.
-            self._late(ctx, record)
+            send_late(ctx, record, self.late_output)
             return
-        entry = {"t": t, "id": record.record_id.hex(), "v": _text(record.value), "m": False}
+        entry = {"t": t, "id": record.record_id.hex(), "v": json_bytes(record.value), "m": False}
         buffered = ctx.get_state(other, JSON) or []
         for candidate in buffered:
             left, right = (entry, candidate) if side == "L" else (candidate, entry)
@@ -117,12 +108,6 @@ class IntervalJoin(Computation):
         """When no record of the other side that is not late can match one at ``t``."""
         horizon = t + self.upper_ms if side == "L" else t - self.lower_ms
         return max(MIN_EVENT_TIME_MS, min(horizon + self.allowed_lateness_ms, MAX_EVENT_TIME_MS))
-
-    def _late(self, ctx: Context, record: Record) -> None:
-        if self.late_output:
-            ctx.produce(self.late_output, record.key, record.value, record.event_time_ms)
-        else:
-            ctx.put_state(LATE_DROPPED, (ctx.get_state(LATE_DROPPED, JSON) or 0) + 1, JSON)
 
     # -- expiry -------------------------------------------------------------------
 
@@ -147,7 +132,7 @@ class IntervalJoin(Computation):
     ) -> None:
         body = {
             "v": 1,
-            "key": _text(ctx.key),
+            "key": json_bytes(ctx.key),
             "left": None if left is None else {"t": left["t"], "value": left["v"]},
             "right": None if right is None else {"t": right["t"], "value": right["v"]},
         }

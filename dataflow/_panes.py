@@ -15,12 +15,12 @@ time the window's last instant (``end - 1``).
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from dataflow._outputs import from_json_bytes, json_bytes
 from dataflow._windows import Window
 
 FORMAT_VERSION = 1
@@ -47,13 +47,9 @@ class Pane:
 
     def encode(self) -> bytes:
         """The record value (format version 1)."""
-        try:
-            key: Any = self.key.decode()
-        except UnicodeDecodeError:
-            key = {"base64": base64.b64encode(self.key).decode()}
         body = {
             "v": FORMAT_VERSION,
-            "key": key,
+            "key": json_bytes(self.key),
             "window": [self.window.start, self.window.end],
             "pane": self.index,
             "timing": self.timing.value,
@@ -68,8 +64,7 @@ class Pane:
         body = json.loads(data)
         if body.get("v") != FORMAT_VERSION:
             raise ValueError(f"windowed result of format {body.get('v')!r}, not 1")
-        key = body["key"]
-        raw = base64.b64decode(key["base64"]) if isinstance(key, dict) else key.encode()
+        raw = from_json_bytes(body["key"])
         start, end = body["window"]
         return cls(
             raw, Window(start, end), body["pane"], Timing(body["timing"]), body["value"],

@@ -16,13 +16,13 @@ before its row meets nothing (inner: no output; left: ``"row": null``).
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
 from computations import JSON, Computation, Context, Record
+from dataflow._outputs import json_bytes
 from dataflow._panes import Pane, Timing
 from dataflow._windows import GlobalWindows
 
@@ -37,13 +37,6 @@ class Changelog(Enum):
     DEBEZIUM = "debezium"
 
 
-def _text(data: bytes) -> Any:
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode()}
-
-
 def parse_change(value: bytes, changelog: Changelog) -> tuple[bool, Any]:
     """``(deleted, row)`` of one change; ``row`` is JSON when the value is JSON, else
     text. Raises ValueError (the record is then retried and dead-lettered) for a
@@ -54,7 +47,7 @@ def parse_change(value: bytes, changelog: Changelog) -> tuple[bool, Any]:
         try:
             return False, json.loads(value)
         except (UnicodeDecodeError, json.JSONDecodeError):
-            return False, _text(value)
+            return False, json_bytes(value)
     body = json.loads(value)
     if isinstance(body, dict) and "payload" in body and "op" not in body:
         body = body["payload"]
@@ -104,8 +97,8 @@ class TableJoin(Computation):
             return
         body = {
             "v": 1,
-            "key": _text(ctx.key),
-            "record": _text(record.value),
+            "key": json_bytes(ctx.key),
+            "record": json_bytes(record.value),
             "row": None if current is None else current["value"],
         }
         value = json.dumps(body, separators=(",", ":")).encode()
