@@ -16,8 +16,8 @@ from delivery._sender import (
     STREAM_DEADLINE_S,
     DownstreamSender,
     Origin,
-    SenderPool,
 )
+from delivery._sender_pool import SenderPool
 
 __all__ = [
     "CHANNEL_OPTIONS",

@@ -27,6 +27,7 @@ from typing import Protocol
 
 import grpc
 
+from delivery._positions import Positions, span_of
 from engine import Frame, Production, encode_batch, frames_of
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
@@ -116,7 +117,7 @@ class DownstreamSender:
         self._ack_timeout_s = ack_timeout_s
         self._cond = threading.Condition()
         self._pending: dict[_Group, deque[Frame]] = {}
-        self._held: dict[_Group, _Positions] = {}
+        self._held: dict[_Group, Positions] = {}
         """Per group, the first positions of the frames not yet acknowledged."""
         self._queued = 0
         self._inflight: dict[int, tuple[_Group, list[Frame], float]] = {}
@@ -146,7 +147,7 @@ class DownstreamSender:
                 queue = self._pending.get(group)
                 if queue is None:
                     queue = self._pending[group] = deque()
-                    self._held[group] = _Positions()
+                    self._held[group] = Positions()
                 queue.append(frame)
                 self._held[group].add(frame.positions)
                 self._queued += len(frame.productions)
@@ -307,14 +308,14 @@ class DownstreamSender:
                 done = items  # the common case: the receiver answered every record
             else:
                 done, unanswered, refused, fenced_message = _sort_answers(ack, items)
-            held = self._held.setdefault(group, _Positions())
+            held = self._held.setdefault(group, Positions())
             for frame in frames:
                 held.remove(frame.positions)
             if unanswered:
                 self.retried += len(unanswered)
                 due = time.monotonic() + self._retry_s
                 again = frames_of(unanswered)
-                span = _span(frames)
+                span = span_of(frames)
                 for frame in again:
                     frame.positions = span  # as wide as the batch's: a floor never passes them
                     held.add(span)
@@ -342,117 +343,6 @@ class DownstreamSender:
             group, frames, _ = self._inflight.pop(seq)
             self.retried += sum(len(frame.productions) for frame in frames)
             self._pending.setdefault(group, deque()).extendleft(reversed(frames))
-
-
-class SenderPool:
-    """Senders started on first use: one per address (:meth:`get`), or one per destination
-    interval that follows its owner wherever ``resolve`` says it is (:meth:`to`)."""
-
-    def __init__(
-        self,
-        *,
-        sender_id: str,
-        callbacks: SenderCallbacks,
-        channel_factory: Callable[[str], grpc.Channel] = insecure_channel,
-        resolve: Callable[[str, int], str] | None = None,
-    ) -> None:
-        self._sender_id = sender_id
-        self._callbacks = callbacks
-        self._channel_factory = channel_factory
-        self._resolve = resolve
-        self._senders: dict[str | tuple[str, int], DownstreamSender] = {}
-        self._lock = threading.Lock()
-
-    def get(self, address: str) -> DownstreamSender:
-        """The sender to ``address`` (thread-safe)."""
-        return self._sender(address, address)
-
-    def to(self, consumer: str, interval: int) -> DownstreamSender:
-        """The sender to ``consumer``'s ``interval``, wherever it is served (thread-safe)."""
-        assert self._resolve is not None, "a pool of routed senders needs resolve"
-        return self._sender((consumer, interval), None)
-
-    def refresh(self) -> None:
-        """Routes changed: move every routed sender whose destination now resolves elsewhere."""
-        if self._resolve is None:
-            return
-        with self._lock:
-            routed = [(key, s) for key, s in self._senders.items() if isinstance(key, tuple)]
-        for (consumer, interval), sender in routed:
-            sender.retarget(self._resolve(consumer, interval))
-
-    def _sender(self, key: str | tuple[str, int], address: str | None) -> DownstreamSender:
-        with self._lock:
-            sender = self._senders.get(key)
-            if sender is None:
-                if address is None:
-                    assert self._resolve is not None and isinstance(key, tuple)
-                    address = self._resolve(*key)
-                sender = DownstreamSender(
-                    address,
-                    sender_id=self._sender_id,
-                    callbacks=self._callbacks,
-                    channel_factory=self._channel_factory,
-                )
-                sender.start()
-                self._senders[key] = sender
-            return sender
-
-    def all(self) -> list[DownstreamSender]:
-        """The senders created so far."""
-        with self._lock:
-            return list(self._senders.values())
-
-    def stop(self) -> None:
-        """Stop every sender; what they did not deliver stays in the outboxes."""
-        for sender in self.all():
-            sender.stop()
-
-
-class _Positions:
-    """A multiset of first positions: what one group still holds, and its minimum."""
-
-    __slots__ = ("_counts", "_heap")
-
-    def __init__(self) -> None:
-        self._counts: dict[int, int] = {}
-        self._heap: list[int] = []
-
-    def add(self, positions: tuple[int, int] | None) -> None:
-        if positions is None:
-            return  # unnumbered: no floor is sent for its group (see _requests)
-        first = positions[0]
-        count = self._counts.get(first, 0)
-        if not count:
-            heapq.heappush(self._heap, first)
-        self._counts[first] = count + 1
-
-    def remove(self, positions: tuple[int, int] | None) -> None:
-        if positions is None:
-            return
-        first = positions[0]
-        count = self._counts.get(first, 0) - 1
-        if count > 0:
-            self._counts[first] = count
-        else:
-            self._counts.pop(first, None)
-
-    def floor(self) -> int | None:
-        """The lowest position still held (every lower one is acknowledged); None if none."""
-        heap = self._heap
-        while heap and heap[0] not in self._counts:
-            heapq.heappop(heap)
-        return heap[0] if heap else None
-
-
-def _span(frames: Sequence[Frame]) -> tuple[int, int] | None:
-    """``(lowest first, highest last)`` of the frames, None if any is not numbered."""
-    if any(frame.positions is None for frame in frames):
-        return None
-    return (
-        min(f.positions[0] for f in frames if f.positions),
-        max(f.positions[1] for f in frames if f.positions),
-    )
 
 
 def _sort_answers(

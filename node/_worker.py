@@ -27,70 +27,19 @@ import queue
 import threading
 import time
 from contextlib import suppress
-from dataclasses import dataclass
 
 from delivery import DeliveryWork, Origin
 from engine import BatchOutcome, Frame, IntervalDriver, IntervalProcessor, Production, frames_of
 from millrace.wire.v1 import delivery_pb2
 from node._after_sync import AfterSync
+from node._inbox import STOP, Acked, Fence, InboxItem, Refused, Watermark, WeakWait
 from statestore import MAX_EPOCH, EpochFencedError
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class _Acked:
-    outbox_keys: list[bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class _Refused:
-    production: Production
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Watermark:
-    low_watermark_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Fence:
-    epoch: int
-    reason: str
-
-
-class _Stop:
-    """Finish the current turn and end the loop."""
-
-
-_STOP = _Stop()
-_InboxItem = DeliveryWork | _Acked | _Refused | _Watermark | _Fence | _Stop
 TIMER_RETRY_S = 0.2
 """Pause before firing timers again after one raised (records are resent after as long)."""
-
-
-class _WeakWait:
-    """Productions sent before their commit, and which of them are acked so far."""
-
-    def __init__(self, keys: set[bytes]) -> None:
-        self.waiting = keys
-        self.acked: set[bytes] = set()
-        self._cond = threading.Condition()
-
-    def ack(self, keys: list[bytes]) -> None:
-        with self._cond:
-            for key in keys:
-                if key in self.waiting:
-                    self.waiting.discard(key)
-                    self.acked.add(key)
-            if not self.waiting:
-                self._cond.notify_all()
-
-    def wait(self, timeout_s: float) -> set[bytes]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self.waiting, timeout_s)
-            return set(self.acked)
 
 
 class WorkerHooks:
@@ -142,7 +91,7 @@ class IntervalWorker:
         self.processor = processor
         self.hooks = hooks
         self.driver = IntervalDriver(processor, sender_epoch_ok=hooks.sender_epoch_ok)
-        self._inbox: queue.SimpleQueue[_InboxItem] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[InboxItem] = queue.SimpleQueue()
         self._slots = threading.BoundedSemaphore(max_queued)
         self._max_batch_records = max_batch_records
         self._tick_s = tick_s
@@ -150,7 +99,7 @@ class IntervalWorker:
         self._report_due = 0.0
         self._timer_retry_at = 0.0
         self.origin = Origin(processor.name, processor.interval, processor.epoch)
-        self._weak: _WeakWait | None = None
+        self._weak: WeakWait | None = None
         spec = processor.spec
         self._send_first = self._send_weak if spec.productions == "weak" else None
         self._weak_threshold_s = spec.weak_threshold_ms / 1000
@@ -184,23 +133,23 @@ class IntervalWorker:
         weak = self._weak
         if weak is not None:
             weak.ack(outbox_keys)
-        self._inbox.put(_Acked(outbox_keys))
+        self._inbox.put(Acked(outbox_keys))
 
     def refused(self, production: Production, reason: str) -> None:
         """Downstream will never take this production: dead-letter it here."""
-        self._inbox.put(_Refused(production, reason))
+        self._inbox.put(Refused(production, reason))
 
     def fence(self, epoch: int, reason: str) -> None:
         """A newer owner exists: stop committing, for good."""
-        self._inbox.put(_Fence(epoch, reason))
+        self._inbox.put(Fence(epoch, reason))
 
     def set_watermark(self, low_watermark_ms: int) -> None:
         """New input low watermark (from the authority's watch)."""
-        self._inbox.put(_Watermark(low_watermark_ms))
+        self._inbox.put(Watermark(low_watermark_ms))
 
     def stop(self, timeout: float = 5.0) -> None:
         """Finish the current turn and stop."""
-        self._inbox.put(_STOP)
+        self._inbox.put(STOP)
         self._thread.join(timeout)
         if self._after_sync is not None:
             self._after_sync.stop(timeout)
@@ -220,8 +169,8 @@ class IntervalWorker:
     def _run(self) -> None:
         while True:
             items = self._drain()
-            if _STOP in items:
-                self._turn([i for i in items if i is not _STOP])
+            if STOP in items:
+                self._turn([i for i in items if i is not STOP])
                 if not self.fenced:
                     with suppress(Exception):  # a failed delete only causes a resend
                         self.processor.flush_acknowledged()
@@ -236,7 +185,7 @@ class IntervalWorker:
                 )
                 time.sleep(self._tick_s)
 
-    def _drain(self) -> list[_InboxItem]:
+    def _drain(self) -> list[InboxItem]:
         try:
             items = [self._inbox.get(timeout=self._tick_s)]
         except queue.Empty:
@@ -252,7 +201,7 @@ class IntervalWorker:
                 records += len(item.batch.records)
         return items
 
-    def _turn(self, items: list[_InboxItem]) -> None:
+    def _turn(self, items: list[InboxItem]) -> None:
         deliveries = [i for i in items if isinstance(i, DeliveryWork)]
         try:
             self._control(items)
@@ -267,19 +216,19 @@ class IntervalWorker:
             for _ in deliveries:
                 self._slots.release()
 
-    def _control(self, items: list[_InboxItem]) -> None:
+    def _control(self, items: list[InboxItem]) -> None:
         """Apply acknowledgements, watermarks, fences and refusals."""
         for item in items:
-            if isinstance(item, _Acked):
+            if isinstance(item, Acked):
                 # Under load the frame deletes ride along with the next commit; an idle
                 # turn commits them on their own.
                 self.driver.acknowledged(item.outbox_keys, flush=False)
-            elif isinstance(item, _Watermark):
+            elif isinstance(item, Watermark):
                 self.driver.advance_watermark(item.low_watermark_ms)
-            elif isinstance(item, _Fence) and not self.fenced:
+            elif isinstance(item, Fence) and not self.fenced:
                 self.driver.fence(item.epoch, item.reason)
                 self._log_fenced()
-            elif isinstance(item, _Refused):
+            elif isinstance(item, Refused):
                 self.driver.refused(item.production, item.reason)
 
     def _process(self, deliveries: list[DeliveryWork]) -> None:
@@ -359,7 +308,7 @@ class IntervalWorker:
 
     def _send_weak(self, productions: list[Production]) -> set[bytes]:
         """Weak productions: send now, wait up to the threshold, return what was acked."""
-        weak = _WeakWait({p.outbox_key for p in productions})
+        weak = WeakWait({p.outbox_key for p in productions})
         self._weak = weak
         try:
             self.hooks.route(self.origin, frames_of(productions))

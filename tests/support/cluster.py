@@ -27,7 +27,7 @@ from typing import Any
 import grpc
 
 from computations import Topology
-from delivery._sender import Origin, SenderPool
+from delivery import Origin, SenderPool
 from engine import Production, routes_of, source_productions
 from examples.clickstream import demo
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
