@@ -8,39 +8,27 @@ are real; two in-process ``Delivery`` servers stand in for the nodes.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 from typing import Any
-
-import grpc
 
 from deployment._deployment import Deployment
 from injector.client import IngestClient
 from injector.log import offset_of
 from injector.server import Injector, InjectorConfig
-from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc
-from tests.support import free_port, wait_until
+from millrace.wire.v1 import delivery_pb2
+from tests.support import DeliveryEndpoint, free_port, wait_until
 
 RECORDS = 50
 
 
-class FakeNode(delivery_pb2_grpc.DeliveryServicer):
+class FakeNode(DeliveryEndpoint):
     """A node endpoint that records every delivered offset and acks only when ``acking``."""
 
     def __init__(self, *, acking: bool) -> None:
         self.acking = acking
         self.offsets: list[int] = []
-        self._lock = threading.Lock()
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        delivery_pb2_grpc.add_DeliveryServicer_to_server(self, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        super().__init__(max_workers=4)
 
     def Deliver(
         self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
@@ -61,9 +49,6 @@ class FakeNode(delivery_pb2_grpc.DeliveryServicer):
     def forget(self) -> None:
         with self._lock:
             self.offsets.clear()
-
-    def stop(self) -> None:
-        self.server.stop(0.5).wait()
 
 
 def write_deployment(tmp_path: Path, injector_port: int, a: str, b: str) -> Deployment:

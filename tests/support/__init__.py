@@ -8,6 +8,7 @@ from tests.support.clock import ManualClock
 from tests.support.cluster import (
     ROOT,
     CollectingSink,
+    DeliveryEndpoint,
     InjectorProcess,
     MillraceChild,
     NodeProcess,
@@ -25,6 +26,7 @@ from tests.support.waiting import wait_until
 
 __all__ = [
     "CollectingSink",
+    "DeliveryEndpoint",
     "InjectorProcess",
     "ManualClock",
     "MillraceChild",

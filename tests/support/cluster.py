@@ -144,14 +144,12 @@ def jittered_records(
     ]  # fmt: skip
 
 
-class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
-    """A sink endpoint: stores each record once, acks everything."""
+class DeliveryEndpoint(delivery_pb2_grpc.DeliveryServicer):
+    """A ``Delivery`` server of the test's own on a loopback port (subclasses answer)."""
 
-    def __init__(self) -> None:
-        self.records: dict[bytes, record_pb2.Record] = {}
-        self.deliveries = 0
+    def __init__(self, *, max_workers: int = 8) -> None:
         self._lock = threading.Lock()
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
         delivery_pb2_grpc.add_DeliveryServicer_to_server(self, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
@@ -159,6 +157,18 @@ class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.stop(0.5).wait()
+
+
+class CollectingSink(DeliveryEndpoint):
+    """A sink endpoint: stores each record once, acks everything."""
+
+    def __init__(self) -> None:
+        self.records: dict[bytes, record_pb2.Record] = {}
+        self.deliveries = 0
+        super().__init__()
 
     def Deliver(
         self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
@@ -178,9 +188,6 @@ class CollectingSink(delivery_pb2_grpc.DeliveryServicer):
     def values(self) -> list[bytes]:
         with self._lock:
             return [r.value for r in self.records.values()]
-
-    def stop(self) -> None:
-        self.server.stop(0.5).wait()
 
 
 class MillraceChild:
