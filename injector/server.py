@@ -34,6 +34,7 @@ from deployment import (
 )
 from deployment.security import Security
 from engine import SOURCE_PREFIX, Production, source_name
+from injector.authority_journal import AuthorityJournal, JournalError
 from injector.authority_service import WatermarkAuthorityServicer
 from injector.control_service import ControlService
 from injector.file_source import FileSource
@@ -41,7 +42,7 @@ from injector.ingest_stream import IngestStream
 from injector.injector_metrics import InjectorMetrics
 from injector.log import LogConfig, StreamLog
 from injector.ownership import OwnershipRegistry
-from injector.watermark_authority import AuthorityJournal, JournalError, WatermarkAuthority
+from injector.watermark_authority import WatermarkAuthority
 from millrace.wire.v1 import (
     control_pb2,
     control_pb2_grpc,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from computations import MIN_TIME, Topology
 from engine import SOURCE_PREFIX, compute_watermarks, feeders, saturate, source_name
+from injector.authority_journal import AuthorityJournal
 from statestore import MAX_EPOCH, Clock, wall_clock_ms
 
 """Published names of source-stream watermarks: ``"source:<stream>"``."""
@@ -52,45 +53,6 @@ class IntervalReport:
     count: int | None = None
     sequence: int = 0
     """Increases per report of one process at one epoch; 0: unordered."""
-
-
-class JournalError(ValueError):
-    """The watermark journal is not what :meth:`AuthorityJournal.to_json` writes."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuthorityJournal:
-    """What the authority journals (``watermarks.json``) to resume without ever
-    publishing anything older: published values, the newest epoch per interval,
-    source watermarks. Values are saturated into int64 when read."""
-
-    published: dict[str, int]
-    epochs: dict[tuple[str, int], int]
-    sources: dict[str, int]
-
-    def to_json(self) -> dict[str, object]:
-        """The journal as JSON (``reports``: ``[computation, index, epoch, null]``)."""
-        return {
-            "published": dict(self.published),
-            "reports": [[name, index, epoch, None] for (name, index), epoch in self.epochs.items()],
-            "sources": dict(self.sources),
-        }
-
-    @classmethod
-    def from_json(cls, data: object) -> AuthorityJournal:
-        """Read :meth:`to_json` output back; :class:`JournalError` says what is wrong."""
-        try:
-            if not isinstance(data, Mapping):
-                raise TypeError("not a JSON object")
-            published = {str(n): saturate(int(v)) for n, v in data.get("published", {}).items()}
-            epochs: dict[tuple[str, int], int] = {}
-            for name, index, epoch, *_ in data.get("reports", []):
-                key = (str(name), int(index))
-                epochs[key] = max(epochs.get(key, 0), int(epoch))
-            sources = {str(n): saturate(int(v)) for n, v in data.get("sources", {}).items()}
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise JournalError(f"malformed watermark journal: {exc}") from exc
-        return cls(published, epochs, sources)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,9 +35,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Start the injector, print where it listens, serve until signalled, drain, exit 0."""
+    from injector.authority_journal import JournalError
     from injector.log import LogConfig, LogError
     from injector.server import Injector, InjectorConfig
-    from injector.watermark_authority import JournalError
 
     tune_threads()
     configure_logging()

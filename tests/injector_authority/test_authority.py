@@ -11,10 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from computations import MAX_TIME, MIN_TIME
+from injector.authority_journal import AuthorityJournal, JournalError
 from injector.watermark_authority import (
-    AuthorityJournal,
     IntervalReport,
-    JournalError,
     WatermarkAuthority,
     downstream_never_ahead,
     never_ahead_of_work,
