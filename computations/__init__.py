@@ -20,7 +20,7 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 ``engine``, the process that hosts it ``node``.
 """
 
-from computations._computation import Computation, Context
+from computations._computation import BatchContext, Computation, Context
 from computations._keys import KeyExtractor, interval_of, key_hash
 from computations._records import FiredTimer, Record
 from computations._serde import BYTES, JSON, BytesSerde, JsonSerde, ProtobufSerde, Serde
@@ -36,6 +36,7 @@ __all__ = [
     "MAX_TIME",
     "MIN_EVENT_TIME_MS",
     "MIN_TIME",
+    "BatchContext",
     "BytesSerde",
     "Computation",
     "ComputationSpec",

@@ -4,7 +4,9 @@ Call order, per key interval, one call at a time (user code needs no locks):
 
 1. ``setup(params)`` once, when the interval starts (and again after a restart);
 2. ``process_record(ctx, record)`` for each new record (duplicates never
-   reach user code), in arrival order per key;
+   reach user code), in arrival order per key; a class that implements
+   ``process_batch`` first gets each delivered batch's new records at once
+   and takes what it can fold with column operations (see there);
 3. ``process_timer(ctx, timer)`` when a timer fires: event-time timers once
    the input low watermark is past their time, processing-time timers once
    the node's clock reaches it; per key, in time order.
@@ -20,7 +22,7 @@ same classes run inside PySpark executors for backfills.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
 from computations._records import FiredTimer, Record
@@ -108,6 +110,32 @@ class Context(Protocol):
         """
         ...
 
+    def report_late(self, record: Record) -> None:
+        """Report that ``record`` came too late to change any result (past the allowed
+        lateness). The node counts it, with its lateness (the low watermark minus its
+        event time), in a per-computation Prometheus histogram; reporting is not
+        handling: send the record somewhere (a late side output) too."""
+        ...
+
+
+class BatchContext(Protocol):
+    """What :meth:`Computation.process_batch` may do: one :class:`Context` per key."""
+
+    @property
+    def low_watermark(self) -> int | None:
+        """The computation's input low watermark in ms (None before the first one)."""
+        ...
+
+    @property
+    def processing_time_ms(self) -> int:
+        """The node's clock, in ms since the epoch."""
+        ...
+
+    def for_key(self, key: bytes) -> Context:
+        """The context of ``key`` within this batch (the same object on each call). It
+        reads and changes state and timers like any context, but may not produce."""
+        ...
+
 
 class Computation(ABC):
     """Base class of user computations. Implement ``process_record``; override
@@ -123,6 +151,23 @@ class Computation(ABC):
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
         """Handle a fired timer of ``timer.key``."""
         raise NotImplementedError(f"{type(self).__name__} sets timers but has no process_timer")
+
+    def process_batch(self, batch: BatchContext, records: Sequence[Record]) -> Sequence[Record]:
+        """Optional fast path: one delivered batch's new records (of every key, in
+        arrival order), to fold with column operations before touching state once per
+        key. Returns the records it leaves: every record of a key with a left record
+        then goes through :meth:`process_record`, in order, and what this call did
+        to that key is discarded. So that results equal the one-at-a-time path,
+        leave a key whose records could produce (a production is named after the
+        record that made it: this call may not produce). If it raises, nothing it
+        did is kept and every record is processed one at a time. The default takes
+        nothing."""
+        return records
+
+    @classmethod
+    def handles_batches(cls) -> bool:
+        """True when the class overrides :meth:`process_batch`."""
+        return cls.process_batch is not Computation.process_batch
 
     @classmethod
     def handles_timers(cls) -> bool:

@@ -42,11 +42,19 @@ class BytesSerde:
 class JsonSerde:
     """JSON values (dict, list, str, int, float, bool, None), encoded compactly."""
 
+    # One encoder and decoder for every call: json.dumps and json.loads with options
+    # build a new one each time, a microsecond per state access on hot paths.
+    _encoder = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+    _decoder = json.JSONDecoder()
+
     def dumps(self, value: Any) -> bytes:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+        return self._encoder.encode(value).encode()
 
     def loads(self, data: bytes) -> Any:
-        return json.loads(data)
+        try:
+            return self._decoder.decode(data.decode())
+        except ValueError:
+            return json.loads(data)  # a BOM, UTF-16 or UTF-32 (json.loads detects them)
 
 
 class ProtobufSerde(Generic[M]):

@@ -82,6 +82,7 @@ class TestHarness:
         self._network = LocalNetwork()
         self.group_commits = 0
         """Turns that committed more than one batch at once."""
+        self._reported_late: dict[str, list[int]] = {name: [] for name in topology.computations}
         self._start()
 
     def _clock(self) -> int:
@@ -199,6 +200,12 @@ class TestHarness:
         raw = processor.store.get(state_key(key, tag))
         return None if raw is None else serde.loads(raw)
 
+    def reported_late(self, computation: str) -> list[int]:
+        """The lateness (ms behind the low watermark) of each record ``computation``
+        reported late (``Context.report_late``): what a node's
+        ``millrace_late_record_lateness_seconds`` histogram observes."""
+        return list(self._reported_late[computation])
+
     def dead_letters(self, computation: str) -> list[admin_pb2.DeadLetter]:
         """Dead letters of every interval of ``computation``."""
         return [
@@ -242,6 +249,7 @@ class TestHarness:
             answered, outcome = receive(driver, messages)
             if outcome is not None:
                 self.group_commits += len(messages) > 1
+                self._reported_late[destination[0]].extend(outcome.late_ms)
                 self._network.send(destination, self._epoch, outcome.frames)
         acked = False
         for message, ack in answered:

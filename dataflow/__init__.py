@@ -11,7 +11,9 @@ from dataflow._joins import IntervalJoin, JoinType
 from dataflow._outputs import LATE_DROPPED
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
-from dataflow._tables import Changelog, TableChanges, TableJoin, parse_change
+from dataflow._stream_table import TableJoin
+from dataflow._table_table import TableTableJoin
+from dataflow._tables import Changelog, TableChanges, parse_change
 from dataflow._triggers import (
     Accumulation,
     AfterWatermark,
@@ -19,8 +21,17 @@ from dataflow._triggers import (
     EachLateRecord,
     EveryProcessingTime,
     EveryRecords,
+    FirstOf,
 )
-from dataflow._windows import GlobalWindows, Hopping, Sessions, Tumbling, Window, WindowAssigner
+from dataflow._windows import (
+    GlobalWindows,
+    Hopping,
+    Sessions,
+    Sliding,
+    Tumbling,
+    Window,
+    WindowAssigner,
+)
 
 __all__ = [
     "ApproxDistinct",
@@ -38,6 +49,7 @@ __all__ = [
     "EachLateRecord",
     "EveryProcessingTime",
     "EveryRecords",
+    "FirstOf",
     "GlobalWindows",
     "IntervalJoin",
     "JoinType",
@@ -47,9 +59,11 @@ __all__ = [
     "Min",
     "Pane",
     "Sessions",
+    "Sliding",
     "Sum",
     "TableChanges",
     "TableJoin",
+    "TableTableJoin",
     "Timing",
     "Tumbling",
     "Window",

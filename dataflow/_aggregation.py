@@ -3,11 +3,14 @@
 Per key and window it keeps one accumulator (JSON state ``w:START/END``) and
 two event-time timers: ``on:START/END`` at the window's last instant (the
 on-time pane) and, with allowed lateness, ``gc:START/END`` at that instant
-plus the lateness (the window's state and timers are dropped then). A record
-whose windows have all expired goes to ``late_output`` unchanged (or, without
-one, is counted in the key's ``late_dropped`` state); it never changes a
-result. Everything goes through the public ``Context``, so the same class
-runs on nodes, in ``TestHarness`` and in backfills.
+plus the lateness (late records not yet in a pane are flushed, and the
+window's state and timers dropped then); processing-time triggers add
+``early:START/END`` and ``late:START/END``. A record whose windows have all
+expired goes to ``late_output`` unchanged (or, without one, is counted in the
+key's ``late_dropped`` state); it never changes a result. Merging windows
+(``_merging.py``) and sliding windows (``_sliding.py``) add their own state
+around these windows. Everything goes through the public ``Context``, so the
+same class runs on nodes, in ``TestHarness`` and in backfills.
 
 Declare one in Python::
 
@@ -22,19 +25,21 @@ Declare one in Python::
 or in a topology, with ``handler = "dataflow:WindowedAggregation"`` and
 ``params = { window = "tumbling:60000", aggregate = "sum", field = "value",
 output = "sums", allowed_lateness_ms = 0, accumulation = "discarding",
-early_every_records = 0, early_every_ms = 0, late = "each", late_output = "late" }``.
+early_every_records = 0, early_every_ms = 0, late = "each", late_output = "late" }``
+(or ``late_every_records`` / ``late_every_ms`` instead of ``late``: batched late panes).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from computations import (
     JSON,
     MAX_EVENT_TIME_MS,
+    BatchContext,
     Computation,
     Context,
     FiredTimer,
@@ -43,20 +48,13 @@ from computations import (
 )
 from dataflow._builtins import parse_aggregate
 from dataflow._combiners import Combiner, Count
+from dataflow._merging import add_live, drop_live, merge_into
 from dataflow._outputs import send_late
 from dataflow._panes import Pane, Timing
-from dataflow._triggers import (
-    Accumulation,
-    AfterWatermark,
-    AtExpiry,
-    EachLateRecord,
-    EveryProcessingTime,
-    EveryRecords,
-)
-from dataflow._windows import Tumbling, Window, WindowAssigner, parse_window
-
-SESSIONS = "sessions"
-"""State tag listing a key's live session windows (``[[start, end], ...]``)."""
+from dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
+from dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
+from dataflow._vectorized import fold_batch
+from dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_window
 
 
 class WindowedAggregation(Computation):
@@ -72,6 +70,10 @@ class WindowedAggregation(Computation):
     accumulation: Accumulation = Accumulation.DISCARDING
     output: str = ""
     late_output: str | None = None
+    vectorized: bool = True
+    """Fold each delivered batch per (key, window) with column operations where that
+    cannot emit (same state and outputs as one record at a time; False: always one
+    at a time, for comparison)."""
     input_panes: bool = False
     """The input is another aggregation's output (``Pane`` values): each pane's value is
     aggregated, and a retraction subtracts what it retracts (``Combiner.retract``), so a
@@ -95,22 +97,13 @@ class WindowedAggregation(Computation):
             if params["input"] not in ("records", "panes"):
                 raise ValueError(f"input {params['input']!r}: expected records or panes")
             self.input_panes = params["input"] == "panes"
+        if "vectorized" in params:
+            self.vectorized = bool(params["vectorized"])
         if "late_output" in params:
             self.late_output = str(params["late_output"]) or None
-        if {"early_every_records", "early_every_ms", "late"} & set(params):
-            every = int(params.get("early_every_records", 0))
-            every_ms = int(params.get("early_every_ms", 0))
-            if every and every_ms:
-                raise ValueError("early_every_records and early_every_ms: choose one")
-            early: EveryRecords | EveryProcessingTime | None = None
-            if every or every_ms:
-                early = EveryRecords(every) if every else EveryProcessingTime(every_ms)
-            lates: dict[str, EachLateRecord | AtExpiry] = {
-                "each": EachLateRecord(),
-                "at_expiry": AtExpiry(),
-            }
-            late = lates[str(params.get("late", "each"))]
-            self.trigger = AfterWatermark(early=early, late=late)
+        trigger_params = {"early_every_records", "early_every_ms", "late"}
+        if {*trigger_params, "late_every_records", "late_every_ms"} & set(params):
+            self.trigger = parse_trigger(params)
         if not self.output:
             raise ValueError(f"{type(self).__name__} needs an output stream (output = ...)")
         if self.allowed_lateness_ms < 0:
@@ -130,15 +123,25 @@ class WindowedAggregation(Computation):
             value, retract = self._number(pane.value), pane.retraction
         else:
             value = self._value_of(record) if self.aggregate.needs_value else 0
-        missed = False
-        for assigned in self.window.assign(record.event_time_ms):
-            if watermark is not None and watermark > self._expiry(assigned):
-                missed = True  # expired: its result is final
-                continue
-            window = self._merge_into(ctx, assigned, watermark) if self.window.merging else assigned
-            self._add(ctx, window, value, watermark, retract=retract)
+        if isinstance(self.window, Sliding):
+            t = record.event_time_ms
+            missed = not add_sliding(self, ctx, t, value, watermark, retract=retract)
+        else:
+            missed = False
+            for assigned in self.window.assign(record.event_time_ms):
+                if watermark is not None and watermark > self._expiry(assigned):
+                    missed = True  # expired: its result is final
+                    continue
+                merging = self.window.merging
+                window = merge_into(self, ctx, assigned, watermark) if merging else assigned
+                self._add(ctx, window, value, watermark, retract=retract)
         if missed:
             send_late(ctx, record, self.late_output)
+
+    def process_batch(self, batch: BatchContext, records: Sequence[Record]) -> Sequence[Record]:
+        """The vectorized path (``dataflow/_vectorized.py``): folds a batch per (key,
+        window) where that cannot emit; leaves the rest to :meth:`process_record`."""
+        return fold_batch(self, batch, records) if self.vectorized else records
 
     def _add(
         self,
@@ -156,16 +159,25 @@ class WindowedAggregation(Computation):
         fold = self.aggregate.retract if retract else self.aggregate.add
         state["acc"] = fold(state["acc"], value)
         state["since"] += 1
-        early = self.trigger.early
-        if state["fired"]:
-            if isinstance(self.trigger.late, EachLateRecord):
-                self._emit(ctx, window, state, Timing.LATE)
-        elif isinstance(early, EveryRecords) and state["since"] >= early.count:
-            self._emit(ctx, window, state, Timing.EARLY)
-        elif isinstance(early, EveryProcessingTime) and not state.get("early_at"):
-            state["early_at"] = ctx.processing_time_ms + early.interval_ms
-            ctx.set_timer("early:" + window.tag(), state["early_at"], TimeDomain.PROCESSING_TIME)
+        self._fire_on_record(ctx, window, state)
         ctx.put_state(tag, state, JSON)
+
+    def _fire_on_record(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
+        """An early pane (before the on-time one) or a late pane (after it) when its
+        trigger's record count is reached, cancelling its clock; else the clock started
+        at the first record since the previous pane (``early_at`` / ``late_at``)."""
+        late = state["fired"]
+        when = firing(self.trigger.late if late else self.trigger.early)
+        phase = "late" if late else "early"
+        if when.count is not None and state["since"] >= when.count:
+            self._emit(ctx, window, state, Timing.LATE if late else Timing.EARLY)
+            if state.pop(phase + "_at", None):
+                ctx.delete_timer(f"{phase}:{window.tag()}", TimeDomain.PROCESSING_TIME)
+        elif when.interval_ms is not None and not state.get(phase + "_at"):
+            state[phase + "_at"] = ctx.processing_time_ms + when.interval_ms
+            ctx.set_timer(
+                f"{phase}:{window.tag()}", state[phase + "_at"], TimeDomain.PROCESSING_TIME
+            )
 
     def _open(
         self, ctx: Context, window: Window, accumulator: Any, watermark: int | None
@@ -180,56 +192,14 @@ class WindowedAggregation(Computation):
         if self.allowed_lateness_ms:
             ctx.set_timer("gc:" + window.tag(), self._expiry(window))
         if self.window.merging:
-            live = ctx.get_state(SESSIONS, JSON) or []
-            ctx.put_state(SESSIONS, sorted([*live, [window.start, window.end]]), JSON)
+            add_live(ctx, window)
         return state
 
-    def _merge_into(self, ctx: Context, window: Window, watermark: int | None) -> Window:
-        """The session ``window`` joins: itself, an existing session that covers it, or
-        the merge of every session it overlaps (their accumulators merged, their state
-        and timers replaced; in retracting mode their emitted panes retracted)."""
-        live = [Window(start, end) for start, end in ctx.get_state(SESSIONS, JSON) or []]
-        touching = [w for w in live if w.start < window.end and window.start < w.end]
-        if not touching:
-            return window
-        merged = Window(
-            min(window.start, *(w.start for w in touching)),
-            max(window.end, *(w.end for w in touching)),
-        )
-        if touching == [merged]:
-            return merged
-        accumulator = self.aggregate.create()
-        since = 0
-        for old in touching:
-            tag = "w:" + old.tag()
-            state = ctx.get_state(tag, JSON)
-            if state is None:
-                continue
-            accumulator = self.aggregate.merge(accumulator, state["acc"])
-            since += state["since"]
-            if self.accumulation is Accumulation.RETRACTING and "last" in state:
-                retracted = Pane(
-                    ctx.key, old, state["pane"] - 1, Timing(state["last_timing"]),
-                    state["last"], True,
-                )  # fmt: skip
-                ctx.produce(self.output, ctx.key, retracted.encode(), old.last_ms)
-            ctx.delete_state(tag)
-            ctx.delete_timer("on:" + old.tag())
-            ctx.delete_timer("gc:" + old.tag())
-            ctx.delete_timer("early:" + old.tag(), TimeDomain.PROCESSING_TIME)
-        remaining = [[w.start, w.end] for w in live if w not in touching]
-        ctx.put_state(SESSIONS, remaining, JSON)
-        state = self._open(ctx, merged, accumulator, watermark)
-        state["since"] = since
-        ctx.put_state("w:" + merged.tag(), state, JSON)
-        return merged
-
     def _forget(self, ctx: Context, window: Window) -> None:
-        """Drop a window's state (and its entry in the key's session list)."""
+        """Drop a window's state (and its entry in the key's live windows)."""
         ctx.delete_state("w:" + window.tag())
         if self.window.merging:
-            live = ctx.get_state(SESSIONS, JSON) or []
-            ctx.put_state(SESSIONS, [w for w in live if w != [window.start, window.end]], JSON)
+            drop_live(ctx, [window])
 
     def _value_of(self, record: Record) -> float:
         body = json.loads(record.value)
@@ -256,15 +226,18 @@ class WindowedAggregation(Computation):
 
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
         kind, _, window_tag = timer.tag.partition(":")
+        if kind == BUCKET_TIMER:
+            drop_bucket(ctx, int(window_tag))
+            return
         window = Window.from_tag(window_tag)
         tag = "w:" + window_tag
         state = ctx.get_state(tag, JSON)
         if state is None:
             return
-        if kind == "early":
-            state.pop("early_at", None)
-            if not state["fired"] and state["since"]:
-                self._emit(ctx, window, state, Timing.EARLY)
+        if kind in ("early", "late"):
+            state.pop(kind + "_at", None)
+            if state["fired"] == (kind == "late") and state["since"]:
+                self._emit(ctx, window, state, Timing(kind))
             ctx.put_state(tag, state, JSON)
         elif kind == "on":
             self._emit(ctx, window, state, Timing.ON_TIME)
@@ -276,8 +249,10 @@ class WindowedAggregation(Computation):
                 return
             ctx.put_state(tag, state, JSON)
         elif kind == "gc":
-            if isinstance(self.trigger.late, AtExpiry) and state["fired"] and state["since"]:
-                self._emit(ctx, window, state, Timing.LATE)
+            if state["fired"] and state["since"]:
+                self._emit(ctx, window, state, Timing.LATE)  # late records not yet in a pane
+            if state.pop("late_at", None):
+                ctx.delete_timer("late:" + window_tag, TimeDomain.PROCESSING_TIME)
             self._forget(ctx, window)
 
     # -- panes --------------------------------------------------------------------
@@ -285,11 +260,7 @@ class WindowedAggregation(Computation):
     def _emit(self, ctx: Context, window: Window, state: dict[str, Any], timing: Timing) -> None:
         result = self.aggregate.result(state["acc"])
         key, index = ctx.key, state["pane"]
-        if self.accumulation is Accumulation.RETRACTING and "last" in state:
-            retracted = Pane(
-                key, window, index - 1, Timing(state["last_timing"]), state["last"], True
-            )
-            ctx.produce(self.output, key, retracted.encode(), window.last_ms)
+        self._retract_last(ctx, window, state)
         pane = Pane(key, window, index, timing, result)
         ctx.produce(self.output, key, pane.encode(), window.last_ms)
         state["pane"] = index + 1
@@ -298,3 +269,12 @@ class WindowedAggregation(Computation):
             state["acc"] = self.aggregate.create()
         elif self.accumulation is Accumulation.RETRACTING:
             state["last"], state["last_timing"] = result, timing.value
+
+    def _retract_last(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
+        """In retracting mode, the retraction of the window's last pane (if any)."""
+        if self.accumulation is Accumulation.RETRACTING and "last" in state:
+            retracted = Pane(
+                ctx.key, window, state["pane"] - 1, Timing(state["last_timing"]),
+                state["last"], True,
+            )  # fmt: skip
+            ctx.produce(self.output, ctx.key, retracted.encode(), window.last_ms)

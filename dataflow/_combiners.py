@@ -8,6 +8,7 @@ combines two (for merging windows), ``result`` is what a pane emits.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -125,3 +126,36 @@ class Mean(Combiner):
 
     def result(self, accumulator: list[float]) -> float | None:
         return accumulator[0] / accumulator[1] if accumulator[1] else None
+
+
+class Combined(Combiner):
+    """Several aggregates of the same values at once, as one JSON object: e.g.
+    ``Combined({"count": Count(), "sum": Sum()})`` emits ``{"count": 3, "sum": 12}``
+    (``aggregate = "count+sum"`` in topology params). Its accumulator is the list of
+    the parts' accumulators."""
+
+    def __init__(self, parts: Mapping[str, Combiner]) -> None:
+        if not parts:
+            raise ValueError("Combined needs at least one aggregate")
+        self.parts = dict(parts)
+        combiners = self.parts.values()
+        self.needs_value = any(c.needs_value for c in combiners)
+        self.numeric = all(c.numeric for c in combiners)
+        self.retractable = all(c.retractable for c in combiners)
+
+    def create(self) -> list[Any]:
+        return [c.create() for c in self.parts.values()]
+
+    def add(self, accumulator: list[Any], value: float) -> list[Any]:
+        return [c.add(a, value) for c, a in zip(self.parts.values(), accumulator, strict=True)]
+
+    def retract(self, accumulator: list[Any], value: float) -> list[Any]:
+        return [c.retract(a, value) for c, a in zip(self.parts.values(), accumulator, strict=True)]
+
+    def merge(self, left: list[Any], right: list[Any]) -> list[Any]:
+        return [c.merge(a, b) for c, a, b in zip(self.parts.values(), left, right, strict=True)]
+
+    def result(self, accumulator: list[Any]) -> dict[str, Any]:
+        return {
+            name: c.result(a) for (name, c), a in zip(self.parts.items(), accumulator, strict=True)
+        }

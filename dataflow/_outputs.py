@@ -25,8 +25,10 @@ def from_json_bytes(value: Any) -> bytes:
 
 
 def send_late(ctx: Context, record: Record, late_output: str | None) -> None:
-    """A record too late to change any result: unchanged to ``late_output``, or, with
-    none, counted in the key's ``late_dropped`` state. Never dropped silently."""
+    """A record too late to change any result: reported (the node's lateness histogram),
+    and unchanged to ``late_output`` or, with none, counted in the key's ``late_dropped``
+    state. Never dropped silently."""
+    ctx.report_late(record)
     if late_output:
         ctx.produce(late_output, record.key, record.value, record.event_time_ms)
     else:

@@ -1,17 +1,11 @@
-"""Changelog tables and the stream-table join.
+"""Changelog tables, and ``TableChanges``: a table as a retracting stream.
 
 A *changelog* stream carries a table's changes by key: plain upserts (the
 value is the new row; an empty value or JSON ``null`` deletes it) or
 Debezium-style envelopes (``{"op": "c"|"u"|"r"|"d", "before": ..., "after":
 ...}``, optionally inside ``"payload"``; ``d`` deletes, the others set
-``after``). :class:`TableJoin` keeps the latest row per key as state and
-enriches a record stream with it.
-
-Which version a record meets: the row of its key as committed at this
-interval before the record is processed, in arrival order (as Kafka
-Streams' stream-table join). Table changes and records of one key are
-processed one at a time in the order they arrive; a record that arrives
-before its row meets nothing (inner: no output; left: ``"row": null``).
+``after``). The joins over tables are ``TableJoin`` (stream-table,
+``_stream_table``) and ``TableTableJoin`` (``_table_table``).
 """
 
 from __future__ import annotations
@@ -25,9 +19,6 @@ from computations import JSON, Computation, Context, Record
 from dataflow._outputs import json_bytes
 from dataflow._panes import Pane, Timing
 from dataflow._windows import GlobalWindows
-
-ROW = "row"
-"""State tag of a key's current row (``{"t": event time, "value": row}``)."""
 
 
 class Changelog(Enum):
@@ -56,53 +47,6 @@ def parse_change(value: bytes, changelog: Changelog) -> tuple[bool, Any]:
     if body["op"] == "d":
         return True, None
     return False, body.get("after")
-
-
-class TableJoin(Computation):
-    """Enriches each record of ``stream`` with its key's current row of ``table``."""
-
-    stream: str = ""
-    table: str = ""
-    changelog: Changelog = Changelog.UPSERT
-    left_join: bool = False
-    """True: a record with no row is emitted with ``"row": null`` (inner join: dropped)."""
-    output: str = ""
-
-    def setup(self, params: Mapping[str, Any]) -> None:
-        """Settings from the topology's ``params`` override the class's."""
-        for name in ("stream", "table", "output"):
-            if name in params:
-                setattr(self, name, str(params[name]))
-        if "changelog" in params:
-            self.changelog = Changelog(params["changelog"])
-        if "how" in params:
-            if params["how"] not in ("inner", "left"):
-                raise ValueError(f"how {params['how']!r}: expected inner or left")
-            self.left_join = params["how"] == "left"
-        if not (self.stream and self.table and self.output):
-            raise ValueError(f"{type(self).__name__} needs stream, table and output")
-
-    def process_record(self, ctx: Context, record: Record) -> None:
-        if record.stream == self.table:
-            deleted, row = parse_change(record.value, self.changelog)
-            if deleted:
-                ctx.delete_state(ROW)
-            else:
-                ctx.put_state(ROW, {"t": record.event_time_ms, "value": row}, JSON)
-            return
-        if record.stream != self.stream:
-            raise ValueError(f"{record.stream!r} is neither {self.stream!r} nor {self.table!r}")
-        current = ctx.get_state(ROW, JSON)
-        if current is None and not self.left_join:
-            return
-        body = {
-            "v": 1,
-            "key": json_bytes(ctx.key),
-            "record": json_bytes(record.value),
-            "row": None if current is None else current["value"],
-        }
-        value = json.dumps(body, separators=(",", ":")).encode()
-        ctx.produce(self.output, ctx.key, value, record.event_time_ms)
 
 
 class TableChanges(Computation):

@@ -1,13 +1,16 @@
-"""Window assigners: which windows an event time belongs to.
+"""Window assigners: which windows an event time belongs to, and which windows merge.
 
 A window is ``[start, end)`` in event-time milliseconds; its last instant,
 ``end - 1``, is when it is complete (the watermark passing it fires the
-on-time pane) and the event time of its output records.
+on-time pane) and the event time of its output records. A merging assigner
+(Beam's ``WindowFn``: ``assign`` and ``merge``) also says which of a key's
+windows become one as records arrive, as sessions do.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
@@ -37,14 +40,31 @@ class Window:
 
 
 class WindowAssigner(ABC):
-    """Assigns each event time to the windows that contain it."""
+    """Assigns each event time to the windows that contain it; a merging one (``merging =
+    True``) also says, with :meth:`merge`, which of a key's windows become one."""
 
     merging = False
-    """True when windows of one key merge as records arrive (sessions)."""
+    """True when windows of one key merge as records arrive (:meth:`merge` is used)."""
 
     @abstractmethod
     def assign(self, event_time_ms: int) -> list[Window]:
         """The windows containing ``event_time_ms`` (at least one)."""
+
+    def merge(self, windows: Sequence[Window]) -> list[tuple[list[Window], Window]]:
+        """Which of a key's ``windows`` merge: each entry is a group of two or more of them
+        (or one to be replaced) and the window the group becomes; windows in no group stay
+        as they are. Default: nothing merges.
+
+        ``windows`` are the key's live windows and the window a new record was assigned
+        (sorted, distinct). The aggregation merges each group's accumulators into the
+        result window with the combiner's ``merge``. Give each window to one group at
+        most, and make the result end no earlier than the windows it replaces (it must
+        not expire before them). Results are independent of arrival order when merging
+        is: merging any subset first must lead to the same final windows (overlap or
+        distance rules are; "merge unless the result gets too long" is not, as the
+        windows one record joins could depend on which came first).
+        """
+        return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +132,48 @@ class Sessions(WindowAssigner):
     def assign(self, event_time_ms: int) -> list[Window]:
         return [Window(event_time_ms, event_time_ms + self.gap_ms)]
 
+    def merge(self, windows: Sequence[Window]) -> list[tuple[list[Window], Window]]:
+        """Every chain of overlapping windows becomes their span."""
+        groups: list[tuple[list[Window], Window]] = []
+        for window in sorted(windows):
+            if groups and window.start < groups[-1][1].end:
+                members, span = groups[-1]
+                groups[-1] = ([*members, window], Window(span.start, max(span.end, window.end)))
+            else:
+                groups.append(([window], window))
+        return [(members, span) for members, span in groups if len(members) > 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Sliding(WindowAssigner):
+    """Sliding windows in the sense of *Designing Data-Intensive Applications* (ch. 11):
+    per key, one window for every distinct event time ``t``, ``[t - span + 1, t + 1)``,
+    holding the key's events with ``t - span < ts <= t``, so every group of events less
+    than ``span_ms`` apart is in the window of its latest event (Kafka Streams' sliding
+    windows' left windows, without their right windows).
+
+    :meth:`assign` gives the window a record's own time opens; ``WindowedAggregation``
+    also adds the record to the key's existing windows of times ``t`` to
+    ``t + span - 1``, from per-time accumulators it keeps (see ``docs/windows.md``).
+    """
+
+    span_ms: int
+
+    def __post_init__(self) -> None:
+        if self.span_ms <= 0:
+            raise ValueError(f"a sliding window needs span_ms > 0, not {self.span_ms}")
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        return [self.window_at(event_time_ms)]
+
+    def window_at(self, time_ms: int) -> Window:
+        """The window of the events up to ``time_ms``: ``[time - span + 1, time + 1)``."""
+        return Window(time_ms - self.span_ms + 1, time_ms + 1)
+
 
 def parse_window(spec: str) -> WindowAssigner:
     """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
-    ``hopping:SIZE_MS:SLIDE_MS`` or ``global``."""
+    ``hopping:SIZE_MS:SLIDE_MS``, ``session:GAP_MS``, ``sliding:SPAN_MS`` or ``global``."""
     kind, *numbers = spec.split(":")
     try:
         values = [int(n) for n in numbers]
@@ -127,9 +185,11 @@ def parse_window(spec: str) -> WindowAssigner:
             return GlobalWindows()
         if kind == "session" and len(values) == 1:
             return Sessions(values[0])
+        if kind == "sliding" and len(values) == 1:
+            return Sliding(values[0])
     except ValueError as exc:
         raise ValueError(f"window {spec!r}: {exc}") from None
     raise ValueError(
         f"window {spec!r}: expected tumbling:SIZE_MS, hopping:SIZE_MS:SLIDE_MS, "
-        "session:GAP_MS or global"
+        "session:GAP_MS, sliding:SPAN_MS or global"
     )

@@ -21,6 +21,8 @@ class BatchOutcome:
     """Every production made, in the order they were made."""
     frames: list[Frame] = field(default_factory=list)
     """What the commit checkpointed, one frame per destination: what to send."""
+    late_ms: list[int] = field(default_factory=list)
+    """The lateness of each record user code reported late (``Context.report_late``)."""
     timers_fired: int = 0
     timers_failed: int = 0
     """Timers whose user code raised: kept for a retry next round, or dead-lettered."""

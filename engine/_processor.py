@@ -16,6 +16,7 @@ It keeps no process-global state, so many run side by side in one process.
 
 from __future__ import annotations
 
+import logging
 import struct
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +32,7 @@ from computations import (
     Topology,
     interval_of,
 )
+from engine._batch_scope import offer_batch
 from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
@@ -52,6 +54,7 @@ MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
 WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 _U64 = struct.Struct(">Q")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,7 @@ class IntervalProcessor:
         self._user: Computation = handler()
         self._user.setup(self.spec.params)
         self._handles_timers = handler.handles_timers()
+        self._batches = handler.handles_batches()
         self._outputs = frozenset(self.spec.outputs)
         self._extract = {
             s: topology.key_extractor(computation, s) for s in self.spec.input_streams()
@@ -138,27 +142,19 @@ class IntervalProcessor:
         built = FrameBuilder()
         outcome.productions = built.productions
         txn = self.store.begin(self.epoch)
-        rids = [r.record_id for r in records]
-        seen = txn.seen(rids)
         now = self._clock()
-        in_batch: set[bytes] = set()
-        scope = self._scope(txn, b"", 0, now)
-        process = self._user.process_record
         committed = outcome.committed
         failures = self._failures
-        # Per-record work is kept inline: at tens of thousands of records per
-        # second, each avoided call and temporary object shows in throughput.
-        for record, rid, duplicate in zip(records, rids, seen, strict=True):
-            if duplicate or rid in in_batch:
-                outcome.duplicates.append(rid)
-                continue
-            key = self._key_of(txn, record, outcome)
-            if key is None:
-                continue
+        admitted, repeats = self._admit(txn, records, outcome)
+        if self._batches and admitted:
+            batch_scope = self._scope(txn, b"", 0, now, may_produce=False)
+            admitted = offer_batch(self._user, batch_scope, admitted, failures.held, outcome)
+        scope = self._scope(txn, b"", 0, now)
+        process = self._user.process_record
+        for record, rid, key in admitted:
             if failures.held and failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
-            in_batch.add(rid)
             timestamp = record.event_time_ms
             scope.reset(key, timestamp)
             try:
@@ -177,6 +173,12 @@ class IntervalProcessor:
             committed.append(rid)
             if scope.emitted:
                 self._router.route(scope.emitted, self._record_id_prefix + rid, built)
+            if scope.late_ms:
+                outcome.late_ms.extend(scope.late_ms)
+        if repeats:
+            done = set(committed)
+            for rid in repeats:
+                (outcome.duplicates if rid in done else outcome.retry).append(rid)
         txn.mark_seen(committed)
         if progress:
             txn.note_progress(progress)
@@ -185,6 +187,33 @@ class IntervalProcessor:
         self._failures.committed(committed)
         self.records_committed += len(committed)
         return outcome
+
+    def _admit(
+        self, txn: Transaction, records: Sequence[record_pb2.Record], outcome: BatchOutcome
+    ) -> tuple[list[tuple[record_pb2.Record, bytes, bytes]], list[bytes]]:
+        """The new records with their keys, in arrival order; and the ids of repeated
+        copies within the batch (duplicates if their first copy commits). Duplicates
+        of committed records and records that cannot be keyed are settled here."""
+        rids = [r.record_id for r in records]
+        seen = txn.seen(rids)
+        in_batch: set[bytes] = set()
+        admitted: list[tuple[record_pb2.Record, bytes, bytes]] = []
+        repeats: list[bytes] = []
+        # Per-record work is kept inline: at tens of thousands of records per
+        # second, each avoided call and temporary object shows in throughput.
+        for record, rid, duplicate in zip(records, rids, seen, strict=True):
+            if duplicate:
+                outcome.duplicates.append(rid)
+                continue
+            if rid in in_batch:
+                repeats.append(rid)
+                continue
+            key = self._key_of(txn, record, outcome)
+            if key is None:
+                continue
+            in_batch.add(rid)
+            admitted.append((record, rid, key))
+        return admitted, repeats
 
     def _key_of(
         self, txn: Transaction, record: record_pb2.Record, outcome: BatchOutcome
@@ -287,6 +316,7 @@ class IntervalProcessor:
                 failures.succeeded(timer.key, ident)
             failures.committed((ident,))
             scope.apply()
+            outcome.late_ms.extend(scope.late_ms)
             seq += 1
             cause = timer_id_prefix(self.name, self.interval, seq)
             self._router.route(scope.emitted, cause, built)
@@ -400,7 +430,15 @@ class IntervalProcessor:
 
     # -- shared steps ------------------------------------------------------------
 
-    def _scope(self, txn: Transaction, key: bytes, event_time_ms: int, now: int) -> RecordScope:
+    def _scope(
+        self,
+        txn: Transaction,
+        key: bytes,
+        event_time_ms: int,
+        now: int,
+        *,
+        may_produce: bool = True,
+    ) -> RecordScope:
         return RecordScope(
             computation=self.name,
             outputs=self._outputs,
@@ -410,6 +448,7 @@ class IntervalProcessor:
             event_time_ms=event_time_ms,
             low_watermark=self.input_watermark,
             now_ms=now,
+            may_produce=may_produce,
         )
 
     def _commit(

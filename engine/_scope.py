@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Serde
+from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
 from computations.errors import ProduceError, TimerError
 from engine._tuples import new_tuple
 from engine._watermarks import event_time_problem
@@ -57,6 +57,7 @@ class RecordScope:
         event_time_ms: int,
         low_watermark: int | None,
         now_ms: int,
+        may_produce: bool = True,
     ) -> None:
         self._computation = computation
         self._outputs = outputs
@@ -69,7 +70,10 @@ class RecordScope:
         self._now_ms = now_ms
         self._state: dict[str, bytes | None] = {}
         self._timers: dict[tuple[TimeDomain, str], int | None] = {}
+        self._may_produce = may_produce
         self.emitted: list[Emitted] = []
+        self.late_ms: list[int] = []
+        """The lateness of each record reported late (``report_late``)."""
 
     def reset(self, key: bytes, event_time_ms: int) -> RecordScope:
         """Reuse this scope for the next call (cheaper than a new one per record)."""
@@ -79,7 +83,16 @@ class RecordScope:
         self._state = {}
         self._timers = {}
         self.emitted = []
+        if self.late_ms:
+            self.late_ms = []
         return self
+
+    def sibling(self, key: bytes) -> RecordScope:
+        """A new, empty scope like this one, for ``key`` (cheaper than ``__init__``)."""
+        scope = object.__new__(RecordScope)
+        scope.__dict__.update(self.__dict__)
+        scope.late_ms = []
+        return scope.reset(key, self._timestamp_ms)
 
     @property
     def key(self) -> bytes:
@@ -128,6 +141,11 @@ class RecordScope:
         *,
         serde: Serde[Any] | None = None,
     ) -> None:
+        if not self._may_produce:
+            raise ProduceError(
+                f"computation {self._computation!r} produced to {stream!r} in process_batch: "
+                "leave records that produce to process_record"
+            )
         if serde is not None:
             value = serde.dumps(value)
         if stream not in self._outputs:
@@ -139,6 +157,10 @@ class RecordScope:
         if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
             raise ProduceError(f"produced to {stream!r}: {event_time_problem(ts)}")
         self.emitted.append(new_tuple(Emitted, (stream, bytes(key), bytes(value), ts)))
+
+    def report_late(self, record: Record) -> None:
+        watermark = self._low_watermark
+        self.late_ms.append(0 if watermark is None else max(0, watermark - record.event_time_ms))
 
     def apply(self) -> None:
         """Move the buffered state and timer changes into the transaction."""

@@ -72,6 +72,14 @@ class NodeMetrics:
             "millrace_batch_records", "Records per commit", labels, registry=self.registry,
             buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 4000),
         )  # fmt: skip
+        self.late_lateness = Histogram(
+            "millrace_late_record_lateness_seconds",
+            "How far behind the low watermark records came that were too late to change a "
+            "result (reported by user code: Context.report_late)",
+            labels,
+            registry=self.registry,
+            buckets=(0.1, 1, 5, 30, 60, 300, 900, 3600, 6 * 3600, 86400),
+        )
         self.registry.register(_Gauges(processors, senders, fenced))
 
     def committed(self, computation: str, outcome: BatchOutcome, seconds: float) -> None:
@@ -86,6 +94,10 @@ class NodeMetrics:
         self.dead_letters.labels(computation).inc(len(outcome.dead_lettered))
         self.records_out.labels(computation).inc(len(outcome.productions))
         self.timers_fired.labels(computation).inc(outcome.timers_fired)
+        if outcome.late_ms:
+            late = self.late_lateness.labels(computation)
+            for lateness_ms in outcome.late_ms:
+                late.observe(lateness_ms / 1000)
 
 
 class _Gauges(Collector):

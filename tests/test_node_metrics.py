@@ -27,20 +27,25 @@ def scrape(port: int) -> dict[str, float]:
     return values
 
 
-def test_node_exports_its_metrics(tmp_path: Path) -> None:
-    sink = CollectingSink()
-    port, metrics_port = free_port(), free_port()
+def _topology(tmp_path: Path, handler: str) -> None:
     (tmp_path / "topology.toml").write_text(
-        """
+        f"""
 [streams.in]
 [streams.ok]
 [computations.poison]
-handler = "tests.workloads:Poison"
-inputs = { in = "key" }
+handler = "tests.workloads:{handler}"
+inputs = {{ in = "key" }}
 outputs = ["ok"]
 max_attempts = 1
 """
     )
+
+
+@pytest.mark.parametrize("handler", ["Poison", "LateReporter"])
+def test_node_exports_its_metrics(tmp_path: Path, handler: str) -> None:
+    sink = CollectingSink()
+    port, metrics_port = free_port(), free_port()
+    _topology(tmp_path, handler)
     deployment = tmp_path / "deployment.toml"
     deployment.write_text(
         f"""
@@ -63,7 +68,7 @@ address = "{sink.address}"
         batch = [
             record_pb2.Record(
                 record_id=f"r{i}".encode(), key=b"k", stream="in", event_time_ms=i,
-                value=b"poison" if i == 7 else json.dumps(i).encode(),
+                value=b"poison" if i == 7 else b"late" if i % 10 == 3 else json.dumps(i).encode(),
             )
             for i in range(100)
         ]  # fmt: skip
@@ -75,10 +80,13 @@ address = "{sink.address}"
         while (driver.unacked() or len(sink.records) < 99) and time.monotonic() < deadline:
             time.sleep(0.05)
         values = scrape(metrics_port)
+        poison = handler == "Poison"
         assert values["millrace_records_committed_total"] == 100
         assert values["millrace_duplicates_dropped_total"] == 10
-        assert values["millrace_dead_letters_total"] == 1
-        assert values["millrace_records_out_total"] == 99
+        assert values["millrace_dead_letters_total"] == (1 if poison else 0)
+        assert values["millrace_records_out_total"] == (99 if poison else 100)
+        late = values.get("millrace_late_record_lateness_seconds_count", 0)
+        assert late == (0 if poison else 10)
         assert values["millrace_commit_seconds_count"] >= 1
         assert values["millrace_batch_records_count"] >= 1
         assert values["millrace_dedup_lookups_total"] >= 110

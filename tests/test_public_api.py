@@ -10,7 +10,7 @@ def test_the_user_api_is_pinned() -> None:
     assert sorted(computations.__all__) == sorted(
         [
             "BYTES", "JSON", "BytesSerde", "JsonSerde", "ProtobufSerde", "Serde",
-            "Computation", "Context", "Record", "FiredTimer", "TimeDomain",
+            "Computation", "Context", "BatchContext", "Record", "FiredTimer", "TimeDomain",
             "Topology", "ComputationSpec", "InputSpec", "KeyExtractor", "interval_of", "key_hash",
             "ProduceError", "TimerError", "TopologyError",
             "MIN_TIME", "MAX_TIME", "MIN_EVENT_TIME_MS", "MAX_EVENT_TIME_MS",

@@ -2,7 +2,7 @@
 
 While clicks are being injected, random nodes and the injector are SIGKILLed
 ten times; ``millrace up`` restarts each one. The sinks' final contents (the
-latest count per page window, the latest top pages per user) must equal the
+latest pane of each page window and of each user's top pages) must equal the
 independent computation over the generated input, and no sink file may hold
 any record twice.
 """
@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 
 from examples.clickstream.demo import (
+    END_PAGE,
     TOPOLOGY,
     deployment_text,
     free_port,
-    latest_by_key,
     millrace,
+    top_pages,
     wait_ready,
+    window_counts,
 )
 from examples.clickstream.generate import (
     MINUTE_MS,
@@ -55,7 +57,7 @@ def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
     rng = chaos_rng(5)
     clicks = generate(11, sessions=1_500)
     regular, stragglers = clicks[:-25], clicks[-25:]
-    end = {"key": "demo", "value": {"user": "demo", "page": "/end-of-input"},
+    end = {"key": "demo", "value": {"user": "demo", "page": END_PAGE},
            "ts": max(c["ts"] for c in clicks) + 2 * MINUTE_MS}  # fmt: skip
     write_jsonl(tmp_path / "clicks.jsonl", regular)
     write_jsonl(tmp_path / "stragglers.jsonl", stragglers)
@@ -129,9 +131,8 @@ def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
         counts: dict[str, int] = {}
         tops: dict[str, object] = {}
         while time.monotonic() < deadline:
-            latest = latest_by_key(pages)
-            counts = {k: v["count"] for k, v in latest.items() if not k.startswith("/end")}
-            tops = {k: v["top_pages"] for k, v in latest_by_key(users).items()}
+            counts = window_counts(pages)
+            tops = top_pages(users)
             if counts == expected_counts and tops == expected_top:
                 break
             time.sleep(0.5)

@@ -201,3 +201,13 @@ class Forward(Computation):
     def process_record(self, ctx: Context, record: Record) -> None:
         ctx.put_state("n", (ctx.get_state("n", JSON) or 0) + 1, JSON)
         ctx.produce(self.output, ctx.key, record.value, record.event_time_ms)
+
+
+class LateReporter(Computation):
+    """Forwards each record, and reports those whose value is ``b"late"`` as too late
+    (``Context.report_late``), as a dataflow computation does past allowed lateness."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value == b"late":
+            ctx.report_late(record)
+        ctx.produce("ok", ctx.key, record.value)

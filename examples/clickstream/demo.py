@@ -12,8 +12,9 @@
    then the stragglers, then one end-of-input marker click that moves event
    time past the last window;
 4. waits until the sinks hold every window's count and every user's top
-   pages, compares them with the independent computation, prints the
-   results and where metrics are served, and stops everything.
+   pages (``dataflow`` panes: the latest pane of a window is its full result),
+   compares them with the independent computation, prints the results and
+   where metrics are served, and stops everything.
 
 Exit code 0 only when the results equal the independent computation.
 """
@@ -31,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from dataflow import Pane, Timing, Window
 from examples.clickstream.generate import (
     MINUTE_MS,
     expected_page_counts,
@@ -41,6 +43,8 @@ from examples.clickstream.generate import (
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = Path(__file__).with_name("topology.toml").read_text()
+END_PAGE = "/end-of-input"
+"""The page of the end-of-input marker click (its window is left out of the check)."""
 
 
 _HANDED_OUT: set[int] = set()
@@ -113,14 +117,33 @@ def wait_ready(process: subprocess.Popen[str], marker: str, what: str, timeout: 
     raise RuntimeError(f"{what} was not ready within {timeout:.0f} s")
 
 
-def latest_by_key(path: Path) -> dict[str, Any]:
+def latest_panes(path: Path) -> dict[tuple[str, Window], Pane]:
+    """The newest pane of every key and window in a sink file: the highest pane index,
+    which with accumulating panes is the window's whole result so far."""
+    latest: dict[tuple[str, Window], Pane] = {}
     if not path.exists():
-        return {}
-    latest: dict[str, Any] = {}
-    for line in path.read_bytes().split(b"\n")[:-1]:
-        body = json.loads(line)
-        latest[body["key"]] = json.loads(body["value"])
+        return latest
+    for line in path.read_bytes().split(b"\n")[:-1]:  # a line being written is left out
+        pane = Pane.decode(json.loads(line)["value"].encode())
+        at = (pane.key.decode(), pane.window)
+        if at not in latest or pane.index > latest[at].index:
+            latest[at] = pane
     return latest
+
+
+def window_counts(path: Path) -> dict[str, int]:
+    """``page@window_start`` -> clicks, from the ``page_window_counts`` sink file (the
+    end-of-input marker's window left out), as :func:`expected_page_counts` has them."""
+    return {
+        f"{page}@{window.start}": pane.value
+        for (page, window), pane in latest_panes(path).items()
+        if page != END_PAGE
+    }
+
+
+def top_pages(path: Path) -> dict[str, Any]:
+    """user -> ``[[page, clicks], ...]``, from the ``user_top_pages`` sink file."""
+    return {user: pane.value for (user, _), pane in latest_panes(path).items()}
 
 
 def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
@@ -138,7 +161,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
     regular, stragglers = clicks[:-25], clicks[-25:]
     end_marker = {
         "key": "demo",
-        "value": {"user": "demo", "page": "/end-of-input"},
+        "value": {"user": "demo", "page": END_PAGE},
         "ts": max(c["ts"] for c in clicks) + 2 * MINUTE_MS,
     }
     write_jsonl(work / "clicks.jsonl", regular)
@@ -197,12 +220,8 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
         users_path = work / "out" / "user_top_pages.jsonl"
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline:
-            counts = {
-                k: v["count"]
-                for k, v in latest_by_key(pages_path).items()
-                if not k.startswith("/end")
-            }
-            tops = {k: v["top_pages"] for k, v in latest_by_key(users_path).items()}
+            counts = window_counts(pages_path)
+            tops = top_pages(users_path)
             if counts == expected_counts and tops == expected_top:
                 break
             time.sleep(0.5)
@@ -218,6 +237,10 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
         print("\nclicks per page (sum of the 1-minute windows, top 5):")
         for page, count in totals.most_common(5):
             print(f"  {page:<12} {count:>6,}")
+        corrected = sum(
+            1 for pane in latest_panes(pages_path).values() if pane.timing is Timing.LATE
+        )
+        print(f"{corrected} page windows corrected by late panes (stragglers)")
         print("\ntop pages of three users (`millrace view get`: the sink's materialized view):")
         users = sorted(user for user in tops if user != end_marker["key"])
         for user in users[:3]:
@@ -227,7 +250,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
                 capture_output=True, text=True, cwd=ROOT, check=False, timeout=30,
             )  # fmt: skip
             latest = json.loads(view.stdout) if view.returncode == 0 else {}
-            served = json.loads(latest["value"])["top_pages"] if latest else None
+            served = Pane.decode(latest["value"].encode()).value if latest else None
             if served != tops[user]:
                 print(f"FAILED: the view serves {served!r} for {user}: {view.stderr}")
                 return 1

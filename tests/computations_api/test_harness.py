@@ -223,6 +223,28 @@ def test_a_poison_timer_is_dead_lettered_then_its_key_goes_on() -> None:
     assert harness.state("timers", b"k", "seen", JSON) == ["t2"]
 
 
+def test_a_record_held_behind_a_failure_is_retried_in_every_copy(tmp_path: Path) -> None:
+    """A record delivered twice in one group commit, behind a record of its key that
+    fails: both copies are retried, neither is acked as a duplicate (which would lose
+    it: the sender stops resending what is acked)."""
+    topology = in_to_ok("once", "tests.workloads:FailsOnce")
+    store = StateStore.open_rocksdb(tmp_path / "s", config=StoreConfig(sync=True))
+    processor = IntervalProcessor(
+        topology=topology, computation="once", interval=0, store=store, epoch=1
+    )
+    flaky, later = (
+        record_pb2.Record(record_id=bytes([i]) * 16, key=b"k", value=v, stream="in")
+        for i, v in ((1, b"flaky"), (2, b"later"))
+    )
+    outcome = processor.process_records([flaky, later, later])
+    assert outcome.retry == [flaky.record_id, later.record_id, later.record_id]
+    assert outcome.duplicates == [] and outcome.committed == []
+    outcome = processor.process_records([flaky, later, later])
+    assert outcome.committed == [flaky.record_id, later.record_id]
+    assert outcome.duplicates == [later.record_id]
+    store.close()
+
+
 def test_a_failed_timer_holds_its_keys_records(tmp_path: Path) -> None:
     topology = in_to_ok("timers", "tests.workloads:FlakyTimers")
     store = StateStore.open_rocksdb(tmp_path / "s", config=StoreConfig(sync=True))

@@ -20,8 +20,10 @@ from dataflow import (
     AfterWatermark,
     AtExpiry,
     Count,
+    EachLateRecord,
     EveryProcessingTime,
     EveryRecords,
+    FirstOf,
     Hopping,
     Pane,
     Sessions,
@@ -31,6 +33,7 @@ from dataflow import (
     Window,
     WindowedAggregation,
 )
+from dataflow._triggers import Condition, LateCondition
 from dataflow._windows import parse_window
 
 SIZE = 1_000
@@ -166,16 +169,22 @@ def run_in_order(
     order: list[int],
     duplicates: list[int],
     bound: int,
+    *,
+    clock: list[int] | None = None,
 ) -> list[Pane]:
+    """Feed ``events`` in ``order``, then ``duplicates`` again, the watermark ``bound``
+    behind the latest time fed; ``clock``: processing time to pass after each record."""
     globals()[aggregation.__name__] = aggregation
     harness = TestHarness(topology(f"{__name__}:{aggregation.__name__}"))
     ids = [f"e{i}".encode() for i in range(len(events))]
     seen = -1
-    for i in order + duplicates:
+    for n, i in enumerate(order + duplicates):
         key, ts, value = events[i]
         harness.feed("in", key.encode(), json.dumps({"v": value}).encode(), ts, record_id=ids[i])
         seen = max(seen, ts)
         harness.advance_watermark(seen - bound)  # out of order by up to ``bound``, and more
+        if clock and clock[n % len(clock)]:
+            harness.advance_processing_time(clock[n % len(clock)])
     harness.advance_watermark(10 * SPAN)  # everything fires and expires
     assert harness.outputs("late") == [], "nothing was beyond the allowed lateness"
     return panes(harness)
@@ -201,6 +210,24 @@ def final_results(
     return dict(results)
 
 
+TICK = 300
+EARLY_TRIGGERS: list[Condition | None] = [
+    None,
+    EveryRecords(2),
+    EveryProcessingTime(TICK),
+    FirstOf(EveryRecords(3), EveryProcessingTime(TICK)),
+]
+LATE_TRIGGERS: list[LateCondition] = [
+    EachLateRecord(),
+    AtExpiry(),
+    EveryRecords(2),
+    EveryProcessingTime(TICK),
+    FirstOf(EveryRecords(3), EveryProcessingTime(TICK)),
+]
+clocks = st.lists(st.sampled_from([0, 0, TICK // 2, TICK]), max_size=8)
+"""Processing time passing between records, so clock triggers fire at varied points."""
+
+
 @pytest.mark.parametrize("mode", list(Accumulation))
 @pytest.mark.parametrize("combine", ["count", "sum"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -211,8 +238,9 @@ def test_final_results_do_not_depend_on_arrival_order_or_duplicates(
     order = data.draw(st.permutations(range(len(events))))
     duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
     window = data.draw(st.sampled_from([Tumbling(SIZE), Hopping(SIZE, SIZE // 4)]))
-    early = data.draw(st.sampled_from([None, EveryRecords(2)]))
-    late = data.draw(st.sampled_from([AfterWatermark().late, AtExpiry()]))
+    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
+    late = data.draw(st.sampled_from(LATE_TRIGGERS))
+    clock = data.draw(clocks)
 
     class Aggregation(WindowedAggregation):
         aggregate = Count() if combine == "count" else Sum()
@@ -224,7 +252,7 @@ def test_final_results_do_not_depend_on_arrival_order_or_duplicates(
         trigger = AfterWatermark(early=early, late=late)
 
     Aggregation.window = window
-    found = run_in_order(Aggregation, events, list(order), duplicates, bound=SIZE // 2)
+    found = run_in_order(Aggregation, events, list(order), duplicates, SIZE // 2, clock=clock)
     assert final_results(found, mode) == oracle(events, window, combine)
     on_time = Counter(
         (p.key, p.window) for p in found if p.timing is Timing.ON_TIME and not p.retraction
@@ -266,7 +294,9 @@ def test_sessions_merge_to_the_same_results_in_any_order(
 ) -> None:
     order = data.draw(st.permutations(range(len(events))))
     duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
-    early = data.draw(st.sampled_from([None, EveryRecords(2)]))
+    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
+    late = data.draw(st.sampled_from(LATE_TRIGGERS))
+    clock = data.draw(clocks)
 
     class SessionSums(WindowedAggregation):
         window = Sessions(GAP)
@@ -276,10 +306,17 @@ def test_sessions_merge_to_the_same_results_in_any_order(
         late_output = "late"
         allowed_lateness_ms = SPAN
         accumulation = mode
-        trigger = AfterWatermark(early=early)
+        trigger = AfterWatermark(early=early, late=late)
 
-    found = run_in_order(SessionSums, events, list(order), duplicates, bound=SIZE // 2)
-    expected = session_oracle(events, "sum")
+    found = run_in_order(SessionSums, events, list(order), duplicates, SIZE // 2, clock=clock)
+    assert_merged_results(found, session_oracle(events, "sum"), mode)
+
+
+def assert_merged_results(
+    found: list[Pane], expected: dict[tuple[bytes, Window], float], mode: Accumulation
+) -> None:
+    """Panes of merging windows add up to ``expected`` (final window -> total): the
+    panes of windows merged away count towards the final window that contains them."""
     if mode is Accumulation.RETRACTING:
         net = {at: v for at, v in final_results(found, mode, merging=True).items() if v}
         assert net == {at: v for at, v in expected.items() if v}

@@ -1,0 +1,365 @@
+"""Windowed aggregations on the standard workload, per computation and end to end.
+
+Workload: ``--events`` (1,000,000) lines ``{"key": "u<id>", "value": 1..100,
+"ts": ms}``, 10,000 Zipf(1.1) keys, timestamps 1 ms apart jittered up to 5 s
+backwards; 1-minute tumbling count + sum per key (``dataflow:WindowedAggregation``,
+``aggregate = "count+sum"``), 5 s bounded out-of-orderness, and the same over
+5-minute-gap sessions. Every window is checked against an exact computation.
+
+1. *The aggregation alone*: ``IntervalProcessor.process_records`` over real
+   RocksDB (fsynced commits of 1,000 and of 4,000 records: one delivered batch, and
+   a node's largest group commit), on the first ``--proc-events``: the vectorized path and
+   the one-record-at-a-time path of the same aggregation, interleaved, CPU
+   seconds of this process; beside them a plain-Python floor (a dict of
+   [count, sum] per key and minute over the same events).
+2. *End to end through real processes*: the JSON-lines file -> ``millrace
+   inject`` -> injector -> node -> exactly-once file sink (``millrace up``,
+   ``millrace sink``), wall time from the first injected line until the sink
+   holds every window's on-time pane (the last one included: an end marker
+   record moves event time past it).
+
+    python bench/windows_bench.py [--events N] [--runs R] [--no-e2e]
+
+Prints a table, and one ``RESULT bench=windows ...`` line per figure (medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from computations import Topology  # noqa: E402
+from engine import IntervalProcessor  # noqa: E402
+from millrace.wire.v1 import record_pb2  # noqa: E402
+from statestore import StateStore, StoreConfig  # noqa: E402
+from tests.support import free_port  # noqa: E402
+
+KEYS = 10_000
+ZIPF = 1.1
+JITTER_MS = 5_000
+MINUTE_MS = 60_000
+GAP_MS = 5 * MINUTE_MS
+BASE_MS = 1_700_000_000_000
+BATCHES = (1_000, 4_000)
+"""Records per commit: a delivered batch, and a node's group commit under load."""
+
+TOPOLOGY = """
+[streams.events]
+[streams.panes]
+
+[computations.agg]
+handler = "dataflow:WindowedAggregation"
+inputs = {{ events = "key" }}
+outputs = ["panes"]
+params = {{ window = "{window}", aggregate = "count+sum", output = "panes", \
+vectorized = {vectorized} }}
+"""
+
+DEPLOYMENT = """
+topology = "topology.toml"
+
+[injector]
+address = "127.0.0.1:{injector}"
+out_of_orderness_ms = 5000
+idle_timeout_ms = 60000
+
+[nodes.agg]
+computation = "agg"
+intervals = [0]
+address = "127.0.0.1:{node}"
+
+[sinks.panes]
+address = "127.0.0.1:{sink}"
+path = "out/panes.jsonl"
+"""
+
+PATHS = ("vectorized", "per-record")
+
+Events = tuple[list[str], np.ndarray, np.ndarray]
+"""Keys, event times and values, in arrival order."""
+
+
+def workload(events: int, seed: int = 11) -> Events:
+    """The standard workload (deterministic for a seed)."""
+    rng = np.random.default_rng(seed)
+    ids = np.empty(0, dtype=np.int64)
+    while len(ids) < events:  # Zipf(1.1) truncated to KEYS keys
+        draw = rng.zipf(ZIPF, events)
+        ids = np.concatenate([ids, draw[draw <= KEYS]])
+    ids = ids[:events]
+    times = BASE_MS + np.arange(events, dtype=np.int64) - rng.integers(0, JITTER_MS, events)
+    values = rng.integers(1, 101, events)
+    return [f"u{i}" for i in ids.tolist()], times, values
+
+
+def exact_windows(data: Events, window: str) -> dict[tuple[str, int, int], list[int]]:
+    """``(key, start, end) -> [count, sum]`` for tumbling minutes or 5-minute sessions."""
+    keys, times, values = data
+    result: dict[tuple[str, int, int], list[int]] = {}
+    if window.startswith("tumbling"):
+        for key, t, v in zip(
+            keys, (times - times % MINUTE_MS).tolist(), values.tolist(), strict=True
+        ):
+            acc = result.setdefault((key, t, t + MINUTE_MS), [0, 0])
+            acc[0] += 1
+            acc[1] += v
+        return result
+    per_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for key, t, v in zip(keys, times.tolist(), values.tolist(), strict=True):
+        per_key[key].append((t, v))
+    for key, items in per_key.items():
+        items.sort()
+        start, last, count, total = items[0][0], items[0][0], 0, 0
+        for t, v in items:
+            if t >= last + GAP_MS:
+                result[(key, start, last + GAP_MS)] = [count, total]
+                start, count, total = t, 0, 0
+            last, count, total = t, count + 1, total + v
+        result[(key, start, last + GAP_MS)] = [count, total]
+    return result
+
+
+# -- 1. the aggregation alone ---------------------------------------------------------
+
+
+def processor_run(data: Events, vectorized: bool, batch: int, work: Path) -> float:
+    """CPU seconds of ``process_records`` over the whole workload, fsynced commits."""
+    keys, times, values = data
+    path = work / f"proc-{vectorized}-{time.monotonic_ns()}"
+    path.mkdir()
+    (path / "t.toml").write_text(
+        TOPOLOGY.format(window=f"tumbling:{MINUTE_MS}", vectorized=str(vectorized).lower())
+    )
+    store = StateStore.open_rocksdb(path / "store", config=StoreConfig(sync=True))
+    processor = IntervalProcessor(
+        topology=Topology.load(path / "t.toml"), computation="agg", interval=0, store=store, epoch=1
+    )
+    records = [
+        record_pb2.Record(
+            record_id=i.to_bytes(8, "big"), key=k.encode(), value=str(v).encode(),
+            event_time_ms=t, stream="events",
+        )
+        for i, (k, t, v) in enumerate(zip(keys, times.tolist(), values.tolist(), strict=True))
+    ]  # fmt: skip
+    try:
+        started = time.process_time()
+        for at in range(0, len(records), batch):
+            processor.process_records(records[at : at + batch])
+        return time.process_time() - started
+    finally:
+        store.close()
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def plain_python_floor(data: Events) -> float:
+    """CPU seconds of a dict of [count, sum] per (key, minute) over the same events,
+    reading each value from its text as the node does (the floor of any Python engine)."""
+    keys, times, values = data
+    texts = [str(v).encode() for v in values.tolist()]
+    started = time.process_time()
+    windows: dict[tuple[str, int], list[int]] = {}
+    for key, t, text in zip(keys, times.tolist(), texts, strict=True):
+        value = json.loads(text)
+        acc = windows.get((key, t - t % MINUTE_MS))
+        if acc is None:
+            acc = windows[(key, t - t % MINUTE_MS)] = [0, 0]
+        acc[0] += 1
+        acc[1] += value
+    return time.process_time() - started
+
+
+# -- 2. end to end ----------------------------------------------------------------------
+
+
+def write_events(data: Events, path: Path) -> int:
+    """The JSON-lines input plus an end marker past the last window; its event time."""
+    keys, times, values = data
+    end_ts = int(times.max()) + 3 * GAP_MS
+    with path.open("w") as out:
+        for key, t, v in zip(keys, times.tolist(), values.tolist(), strict=True):
+            out.write(f'{{"key":"{key}","value":{v},"ts":{t}}}\n')
+        out.write(f'{{"key":"end-marker","value":0,"ts":{end_ts}}}\n')
+    return end_ts
+
+
+def _millrace(*args: str) -> list[str]:
+    return [sys.executable, "-m", "millrace", *args]
+
+
+def _wait_ready(process: subprocess.Popen[str], marker: str, what: str) -> None:
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{what} exited before it was ready")
+        if marker in line:
+            return
+    raise RuntimeError(f"{what} was not ready in 60 s")
+
+
+def _on_time_panes(path: Path) -> dict[tuple[str, int, int], list[int]]:
+    panes: dict[tuple[str, int, int], list[int]] = {}
+    if not path.exists():
+        return panes
+    with path.open("rb") as lines:
+        for line in lines:
+            if not line.endswith(b"\n"):
+                break  # being written
+            pane = json.loads(json.loads(line)["value"])
+            if pane["key"] != "end-marker":
+                start, end = pane["window"]
+                panes[(pane["key"], start, end)] = [pane["value"]["count"], pane["value"]["sum"]]
+    return panes
+
+
+def end_to_end_run(
+    events_file: Path, window: str, vectorized: bool, expected: dict[Any, list[int]], work: Path
+) -> float:
+    """Wall seconds from the first injected line until the sink holds every window."""
+    run = work / f"e2e-{time.monotonic_ns()}"
+    run.mkdir()
+    (run / "topology.toml").write_text(
+        TOPOLOGY.format(window=window, vectorized=str(vectorized).lower())
+    )
+    ports = {name: free_port() for name in ("injector", "node", "sink")}
+    deployment = run / "deployment.toml"
+    deployment.write_text(DEPLOYMENT.format(**ports))
+    processes: list[subprocess.Popen[str]] = []
+    out = run / "out" / "panes.jsonl"
+    try:
+        for command, marker, what in (
+            (("sink", "--config", str(deployment), "--stream", "panes"), "serving", "sink"),
+            (("up", "--deployment", str(deployment), "--data-dir", str(run / "data")),
+             "millrace up: running", "millrace up"),
+        ):  # fmt: skip
+            log = (run / f"{what.replace(' ', '-')}.log").open("w")
+            process = subprocess.Popen(
+                _millrace(*command), stdout=subprocess.PIPE, stderr=log, text=True, cwd=run
+            )
+            processes.append(process)
+            _wait_ready(process, marker, what)
+        started = time.monotonic()
+        inject = ("inject", "--config", str(deployment), "--stream", "events", str(events_file))
+        subprocess.run(_millrace(*inject), check=True, capture_output=True, cwd=run)
+        deadline = time.monotonic() + 900
+        panes: dict[Any, list[int]] = {}
+        while time.monotonic() < deadline:
+            if (
+                out.exists()
+                and out.stat().st_size
+                and len(panes := _on_time_panes(out)) >= len(expected)
+            ):
+                break
+            time.sleep(0.5)
+        seconds = time.monotonic() - started
+        if panes != expected:
+            wrong = sum(1 for k, v in expected.items() if panes.get(k) != v)
+            raise SystemExit(f"FAILED: {wrong} of {len(expected)} windows wrong or missing ({run})")
+        return seconds
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--proc-events", type=int, default=300_000)
+    parser.add_argument("--no-e2e", action="store_true", help="only the aggregation alone")
+    args = parser.parse_args()
+    data = workload(args.events)
+    work = Path(tempfile.mkdtemp(prefix="millrace-windows-bench-"))
+    rows: list[tuple[str, str, float, float]] = []
+    try:
+        proc = (
+            data[0][: args.proc_events],
+            data[1][: args.proc_events],
+            data[2][: args.proc_events],
+        )
+        count = len(proc[0])
+        cpu: dict[tuple[str, int], list[float]] = defaultdict(list)
+        floors: list[float] = []
+        for _ in range(args.runs):  # interleaved: the machine's drift hits both alike
+            floors.append(plain_python_floor(proc))
+            for batch in BATCHES:
+                cpu[("vectorized", batch)].append(processor_run(proc, True, batch, work))
+                cpu[("per-record", batch)].append(processor_run(proc, False, batch, work))
+        floor = count / statistics.median(floors)
+        results = []
+        for batch in BATCHES:
+            rate = {name: count / statistics.median(cpu[(name, batch)]) for name in PATHS}
+            for name in PATHS:
+                rows.append((f"aggregation alone, batch {batch} (CPU)", name, rate[name], floor))
+                results.append(
+                    f"RESULT bench=windows stage=aggregation batch={batch} "
+                    f"path={name.replace('-', '_')} events_per_cpu_s={rate[name]:.0f} "
+                    f"python_floor_events_per_cpu_s={floor:.0f} runs={args.runs}"
+                )
+            speedup = rate["vectorized"] / rate["per-record"]
+            results.append(
+                f"RESULT bench=windows stage=aggregation batch={batch} "
+                f"vectorized_speedup={speedup:.2f}"
+            )
+        if not args.no_e2e:
+            events_file = work / "events.jsonl"
+            write_events(data, events_file)
+            cases = [
+                ("tumbling 1 min", f"tumbling:{MINUTE_MS}", True),
+                ("tumbling 1 min", f"tumbling:{MINUTE_MS}", False),
+                ("sessions 5 min gap", f"session:{GAP_MS}", False),
+            ]
+            wall: dict[tuple[str, bool], list[float]] = defaultdict(list)
+            floors = []
+            expected = {spec: exact_windows(data, spec) for _, spec, _ in cases}
+            for _ in range(args.runs):
+                floors.append(plain_python_floor(data))
+                for _label, spec, vectorized in cases:
+                    wall[(spec, vectorized)].append(
+                        end_to_end_run(events_file, spec, vectorized, expected[spec], work)
+                    )
+            floor = args.events / statistics.median(floors)
+            for label, spec, vectorized in cases:
+                eps = args.events / statistics.median(wall[(spec, vectorized)])
+                path = "vectorized" if vectorized else "per-record"
+                rows.append((f"end to end, {label}", path, eps, floor))
+                results.append(
+                    f"RESULT bench=windows stage=end_to_end window={spec.split(':')[0]} "
+                    f"path={path.replace('-', '_')} events_per_s={eps:.0f} "
+                    f"windows={len(expected[spec])} python_floor_events_per_cpu_s={floor:.0f} "
+                    f"runs={args.runs}"
+                )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{args.events:,} events, {KEYS:,} Zipf({ZIPF}) keys; medians of {args.runs} runs")
+    print(f"  {'stage':<32} {'path':<11} {'events/s':>10} {'python floor':>13}")
+    for stage, path, eps, floor in rows:
+        print(f"  {stage:<32} {path:<11} {eps:>10,.0f} {floor:>13,.0f}")
+    for line in results:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

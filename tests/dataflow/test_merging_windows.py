@@ -1,0 +1,180 @@
+"""User-defined merging window assigners (``WindowAssigner.assign`` and ``merge``) in the
+real engine (``TestHarness``): sessions bounded by fixed periods against a sorted-pass
+oracle in any arrival order, and how merged state, panes and timers carry over."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from computations import JSON
+from computations.testing import TestHarness
+from dataflow import (
+    Accumulation,
+    AfterWatermark,
+    Count,
+    EveryRecords,
+    Sessions,
+    Sum,
+    Timing,
+    Window,
+    WindowAssigner,
+    WindowedAggregation,
+)
+from tests.dataflow.test_windowed_aggregation import (
+    EARLY_TRIGGERS,
+    LATE_TRIGGERS,
+    SIZE,
+    SPAN,
+    assert_merged_results,
+    clocks,
+    events_strategy,
+    panes,
+    run_in_order,
+    topology,
+)
+
+GAP = 400
+PERIOD = 1_000
+
+
+@dataclass(frozen=True)
+class BoundedSessions(WindowAssigner):
+    """Sessions with a gap that never cross a multiple of ``period_ms`` (as daily
+    sessions split at midnight), so none is longer than the period."""
+
+    gap_ms: int
+    period_ms: int
+    merging = True
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        return [Window(event_time_ms, min(event_time_ms + self.gap_ms, self._limit(event_time_ms)))]
+
+    def merge(self, windows: Sequence[Window]) -> list[tuple[list[Window], Window]]:
+        groups: list[list[Window]] = []
+        for window in sorted(windows):
+            last = groups[-1][-1] if groups else None
+            same_period = last is not None and self._limit(last.start) == self._limit(window.start)
+            if last is not None and same_period and window.start < max(w.end for w in groups[-1]):
+                groups[-1].append(window)
+            else:
+                groups.append([window])
+        return [
+            (group, Window(group[0].start, max(w.end for w in group)))
+            for group in groups
+            if len(group) > 1
+        ]
+
+    def _limit(self, time_ms: int) -> int:
+        return time_ms - time_ms % self.period_ms + self.period_ms
+
+
+def bounded_session_oracle(events: list[tuple[str, int, int]]) -> dict[tuple[bytes, Window], float]:
+    """Per key and period, a sorted pass: a record at least ``GAP`` after the session's
+    last one starts a new session; a session ends ``GAP`` after its last record or at
+    the period's end."""
+    by_period: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    for key, ts, value in events:
+        by_period[(key, ts // PERIOD)].append((ts, value))
+    sessions: dict[tuple[bytes, Window], float] = {}
+    for (key, period), items in by_period.items():
+        end_of_period = (period + 1) * PERIOD
+        current: list[tuple[int, int]] = []
+        for ts, value in sorted(items):
+            if current and ts >= current[-1][0] + GAP:
+                close = min(current[-1][0] + GAP, end_of_period)
+                sessions[(key.encode(), Window(current[0][0], close))] = sum(v for _, v in current)
+                current = []
+            current.append((ts, value))
+        close = min(current[-1][0] + GAP, end_of_period)
+        sessions[(key.encode(), Window(current[0][0], close))] = sum(v for _, v in current)
+    return sessions
+
+
+def test_merge_says_which_windows_become_one() -> None:
+    assert Sessions(300).merge([Window(0, 300), Window(500, 800)]) == []
+    assert Sessions(300).merge([Window(0, 300), Window(200, 500), Window(500, 800)]) == [
+        ([Window(0, 300), Window(200, 500)], Window(0, 500))
+    ]
+    bounded = BoundedSessions(GAP, PERIOD)
+    assert bounded.assign(800) == [Window(800, 1000)]
+    assert bounded.merge([Window(800, 1000), Window(1000, 1400)]) == []  # two periods
+    assert not WindowAssigner.merging
+
+
+@pytest.mark.parametrize("mode", list(Accumulation))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=events_strategy, data=st.data())
+def test_a_user_defined_merging_assigner_gives_the_same_sessions_in_any_order(
+    mode: Accumulation, events: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    order = data.draw(st.permutations(range(len(events))))
+    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
+    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
+    late = data.draw(st.sampled_from(LATE_TRIGGERS))
+    clock = data.draw(clocks)
+
+    class BoundedSums(WindowedAggregation):
+        window = BoundedSessions(GAP, PERIOD)
+        aggregate = Sum()
+        field = "v"
+        output = "out"
+        late_output = "late"
+        allowed_lateness_ms = SPAN
+        accumulation = mode
+        trigger = AfterWatermark(early=early, late=late)
+
+    found = run_in_order(BoundedSums, events, list(order), duplicates, SIZE // 2, clock=clock)
+    assert_merged_results(found, bounded_session_oracle(events), mode)
+
+
+class MergeOnThird(WindowAssigner):
+    """Not order-independent, only a probe: a key's windows all merge into their span
+    once there are three, and the span is the first, long window."""
+
+    merging = True
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        return [Window(event_time_ms, event_time_ms + (100 if event_time_ms == 0 else 10))]
+
+    def merge(self, windows: Sequence[Window]) -> list[tuple[list[Window], Window]]:
+        if len(windows) < 3:
+            return []
+        return [(list(windows), Window(min(w.start for w in windows), max(w.end for w in windows)))]
+
+
+class ThirdCounts(WindowedAggregation):
+    window = MergeOnThird()
+    aggregate = Count()
+    allowed_lateness_ms = 1_000
+    trigger = AfterWatermark(early=EveryRecords(1))
+    accumulation = Accumulation.RETRACTING
+    output = "out"
+    late_output = "late"
+
+
+def test_a_live_window_that_takes_others_in_keeps_its_panes_and_timers() -> None:
+    harness = TestHarness(topology(f"{__name__}:ThirdCounts"))
+    for ts in (0, 10, 30):
+        harness.feed("in", b"a", b"{}", ts)
+        harness.run()
+    assert harness.state("agg", b"a", "sessions", JSON) == [[0, 100]]
+    assert harness.state("agg", b"a", "w:10/20", JSON) is None
+    harness.advance_watermark(5_000)
+    got = [(p.window, p.index, p.timing, p.retraction, p.value) for p in panes(harness)]
+    first, second = Window(0, 100), Window(10, 20)
+    assert got == [
+        (first, 0, Timing.EARLY, False, 1),
+        (second, 0, Timing.EARLY, False, 1),
+        (second, 0, Timing.EARLY, True, 1),  # merged away: retracted
+        (first, 0, Timing.EARLY, True, 1),
+        (first, 1, Timing.EARLY, False, 3),  # its own panes go on: 0, 10 and 30
+        (first, 1, Timing.EARLY, True, 3),
+        (first, 2, Timing.ON_TIME, False, 3),  # no on-time pane of the merged-away window
+    ]
+    assert harness.state("agg", b"a", "sessions", JSON) is None
