@@ -164,10 +164,10 @@ class Computation(ABC):
         nothing."""
         return records
 
-    @classmethod
-    def handles_batches(cls) -> bool:
-        """True when the class overrides :meth:`process_batch`."""
-        return cls.process_batch is not Computation.process_batch
+    def handles_batches(self) -> bool:
+        """True when :meth:`process_batch` may take records: by default, when the class
+        overrides it (asked once, after :meth:`setup`)."""
+        return type(self).process_batch is not Computation.process_batch
 
     @classmethod
     def handles_timers(cls) -> bool:

@@ -141,7 +141,11 @@ class WindowedAggregation(Computation):
     def process_batch(self, batch: BatchContext, records: Sequence[Record]) -> Sequence[Record]:
         """The vectorized path (``dataflow/_vectorized.py``): folds a batch per (key,
         window) where that cannot emit; leaves the rest to :meth:`process_record`."""
-        return fold_batch(self, batch, records) if self.vectorized else records
+        return fold_batch(self, batch, records)
+
+    def handles_batches(self) -> bool:
+        """Unless ``vectorized`` is off."""
+        return self.vectorized
 
     def _add(
         self,

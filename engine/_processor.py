@@ -100,7 +100,7 @@ class IntervalProcessor:
         self._user: Computation = handler()
         self._user.setup(self.spec.params)
         self._handles_timers = handler.handles_timers()
-        self._batches = handler.handles_batches()
+        self._batches = self._user.handles_batches()
         self._outputs = frozenset(self.spec.outputs)
         self._extract = {
             s: topology.key_extractor(computation, s) for s in self.spec.input_streams()
