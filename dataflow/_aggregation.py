@@ -253,7 +253,14 @@ class WindowedAggregation(Computation):
                 return
             ctx.put_state(tag, state, JSON)
         elif kind == "gc":
-            if state["fired"] and state["since"]:
+            if not state["fired"]:
+                # Expiry at the window's last instant too (clamped at the end of event
+                # time): its on-time timer, due at the same instant, may fire second.
+                self._emit(ctx, window, state, Timing.ON_TIME)
+                ctx.delete_timer("on:" + window_tag)
+                if state.pop("early_at", None):
+                    ctx.delete_timer("early:" + window_tag, TimeDomain.PROCESSING_TIME)
+            elif state["since"]:
                 self._emit(ctx, window, state, Timing.LATE)  # late records not yet in a pane
             if state.pop("late_at", None):
                 ctx.delete_timer("late:" + window_tag, TimeDomain.PROCESSING_TIME)

@@ -66,7 +66,7 @@ class BatchScope:
 
     def __init__(self, template: RecordScope) -> None:
         """``template``: a scope that may not produce; each key gets a copy."""
-        self._template = template
+        self._new_scope = template.sibling_maker()
         self._low_watermark = template.low_watermark
         self._now_ms = template.processing_time_ms
         self.scopes: dict[bytes, RecordScope] = {}
@@ -82,7 +82,7 @@ class BatchScope:
     def for_key(self, key: bytes) -> RecordScope:
         scope = self.scopes.get(key)
         if scope is None:
-            scope = self.scopes[key] = self._template.sibling(key)
+            scope = self.scopes[key] = self._new_scope(key)
         return scope
 
     def apply(self, skip: AbstractSet[bytes] = frozenset()) -> list[int]:

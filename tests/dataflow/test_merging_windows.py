@@ -27,15 +27,10 @@ from dataflow import (
     WindowedAggregation,
 )
 from tests.dataflow.test_windowed_aggregation import (
-    EARLY_TRIGGERS,
-    LATE_TRIGGERS,
-    SIZE,
-    SPAN,
     assert_merged_results,
-    clocks,
     events_strategy,
     panes,
-    run_in_order,
+    run_drawn,
     topology,
 )
 
@@ -113,23 +108,7 @@ def test_merge_says_which_windows_become_one() -> None:
 def test_a_user_defined_merging_assigner_gives_the_same_sessions_in_any_order(
     mode: Accumulation, events: list[tuple[str, int, int]], data: st.DataObject
 ) -> None:
-    order = data.draw(st.permutations(range(len(events))))
-    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
-    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
-    late = data.draw(st.sampled_from(LATE_TRIGGERS))
-    clock = data.draw(clocks)
-
-    class BoundedSums(WindowedAggregation):
-        window = BoundedSessions(GAP, PERIOD)
-        aggregate = Sum()
-        field = "v"
-        output = "out"
-        late_output = "late"
-        allowed_lateness_ms = SPAN
-        accumulation = mode
-        trigger = AfterWatermark(early=early, late=late)
-
-    found = run_in_order(BoundedSums, events, list(order), duplicates, SIZE // 2, clock=clock)
+    found = run_drawn(data, events, BoundedSessions(GAP, PERIOD), Sum(), mode)
     assert_merged_results(found, bounded_session_oracle(events), mode)
 
 

@@ -29,14 +29,10 @@ from dataflow import (
 )
 from dataflow._windows import parse_window
 from tests.dataflow.test_windowed_aggregation import (
-    EARLY_TRIGGERS,
-    LATE_TRIGGERS,
-    SIZE,
     SPAN,
-    clocks,
     final_results,
     panes,
-    run_in_order,
+    run_drawn,
     topology,
 )
 
@@ -201,27 +197,10 @@ def test_early_panes_count_the_records_a_new_window_starts_with() -> None:
 def test_sliding_windows_equal_a_scan_in_any_order(
     mode: Accumulation, events: list[tuple[str, int, int]], data: st.DataObject
 ) -> None:
-    order = data.draw(st.permutations(range(len(events))))
-    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
     combine = data.draw(st.sampled_from(["count", "sum"]))
     span = data.draw(st.sampled_from([1, STEP, STEP + 1, 4 * STEP, WIDTH]))
-    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
-    late = data.draw(st.sampled_from(LATE_TRIGGERS))
-    clock = data.draw(clocks)
-
-    class SlidingAggregation(WindowedAggregation):
-        window = Sliding(span)
-        aggregate = Count() if combine == "count" else Sum()
-        field = "v"
-        output = "out"
-        late_output = "late"
-        allowed_lateness_ms = SPAN  # every record arrives within it
-        accumulation = mode
-        trigger = AfterWatermark(early=early, late=late)
-
-    found = run_in_order(
-        SlidingAggregation, events, list(order), duplicates, SIZE // 2, clock=clock
-    )
+    aggregate = Count() if combine == "count" else Sum()
+    found = run_drawn(data, events, Sliding(span), aggregate, mode)
     expected: dict[Any, float] = sliding_oracle(events, span, combine)
     assert final_results(found, mode) == expected
     on_time = Counter(

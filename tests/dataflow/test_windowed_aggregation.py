@@ -12,18 +12,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import Topology
+from computations import MAX_TIME, Topology
 from computations.testing import TestHarness
 from dataflow import (
     LATE_DROPPED,
     Accumulation,
     AfterWatermark,
     AtExpiry,
+    Combiner,
     Count,
     EachLateRecord,
     EveryProcessingTime,
     EveryRecords,
     FirstOf,
+    GlobalWindows,
     Hopping,
     Pane,
     Sessions,
@@ -31,6 +33,7 @@ from dataflow import (
     Timing,
     Tumbling,
     Window,
+    WindowAssigner,
     WindowedAggregation,
 )
 from dataflow._triggers import Condition, LateCondition
@@ -185,7 +188,7 @@ def run_in_order(
         harness.advance_watermark(seen - bound)  # out of order by up to ``bound``, and more
         if clock and clock[n % len(clock)]:
             harness.advance_processing_time(clock[n % len(clock)])
-    harness.advance_watermark(10 * SPAN)  # everything fires and expires
+    harness.advance_watermark(MAX_TIME)  # the end of input: everything fires and expires
     assert harness.outputs("late") == [], "nothing was beyond the allowed lateness"
     return panes(harness)
 
@@ -228,6 +231,34 @@ clocks = st.lists(st.sampled_from([0, 0, TICK // 2, TICK]), max_size=8)
 """Processing time passing between records, so clock triggers fire at varied points."""
 
 
+def run_drawn(
+    data: st.DataObject,
+    events: list[tuple[str, int, int]],
+    window: WindowAssigner,
+    aggregate: Combiner,
+    mode: Accumulation,
+) -> list[Pane]:
+    """Run an aggregation of ``events`` (field ``v``, everything within its allowed
+    lateness) with a drawn arrival order, duplicate deliveries, early and late trigger
+    and processing-time steps; its panes."""
+    order = data.draw(st.permutations(range(len(events))))
+    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
+    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
+    late = data.draw(st.sampled_from(LATE_TRIGGERS))
+    clock = data.draw(clocks)
+
+    class Drawn(WindowedAggregation):
+        field = "v"
+        output = "out"
+        late_output = "late"
+        allowed_lateness_ms = SPAN
+        accumulation = mode
+        trigger = AfterWatermark(early=early, late=late)
+
+    Drawn.window, Drawn.aggregate = window, aggregate
+    return run_in_order(Drawn, events, list(order), duplicates, SIZE // 2, clock=clock)
+
+
 @pytest.mark.parametrize("mode", list(Accumulation))
 @pytest.mark.parametrize("combine", ["count", "sum"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -235,24 +266,8 @@ clocks = st.lists(st.sampled_from([0, 0, TICK // 2, TICK]), max_size=8)
 def test_final_results_do_not_depend_on_arrival_order_or_duplicates(
     mode: Accumulation, combine: str, events: list[tuple[str, int, int]], data: st.DataObject
 ) -> None:
-    order = data.draw(st.permutations(range(len(events))))
-    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
-    window = data.draw(st.sampled_from([Tumbling(SIZE), Hopping(SIZE, SIZE // 4)]))
-    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
-    late = data.draw(st.sampled_from(LATE_TRIGGERS))
-    clock = data.draw(clocks)
-
-    class Aggregation(WindowedAggregation):
-        aggregate = Count() if combine == "count" else Sum()
-        field = "v"
-        output = "out"
-        late_output = "late"
-        allowed_lateness_ms = SPAN  # every record arrives within it
-        accumulation = mode
-        trigger = AfterWatermark(early=early, late=late)
-
-    Aggregation.window = window
-    found = run_in_order(Aggregation, events, list(order), duplicates, SIZE // 2, clock=clock)
+    window = data.draw(st.sampled_from([Tumbling(SIZE), Hopping(SIZE, SIZE // 4), GlobalWindows()]))
+    found = run_drawn(data, events, window, Count() if combine == "count" else Sum(), mode)
     assert final_results(found, mode) == oracle(events, window, combine)
     on_time = Counter(
         (p.key, p.window) for p in found if p.timing is Timing.ON_TIME and not p.retraction
@@ -292,23 +307,7 @@ def session_oracle(events: list[tuple[str, int, int]], combine: str) -> dict[Any
 def test_sessions_merge_to_the_same_results_in_any_order(
     mode: Accumulation, events: list[tuple[str, int, int]], data: st.DataObject
 ) -> None:
-    order = data.draw(st.permutations(range(len(events))))
-    duplicates = data.draw(st.lists(st.sampled_from(range(len(events))), max_size=5))
-    early = data.draw(st.sampled_from(EARLY_TRIGGERS))
-    late = data.draw(st.sampled_from(LATE_TRIGGERS))
-    clock = data.draw(clocks)
-
-    class SessionSums(WindowedAggregation):
-        window = Sessions(GAP)
-        aggregate = Sum()
-        field = "v"
-        output = "out"
-        late_output = "late"
-        allowed_lateness_ms = SPAN
-        accumulation = mode
-        trigger = AfterWatermark(early=early, late=late)
-
-    found = run_in_order(SessionSums, events, list(order), duplicates, SIZE // 2, clock=clock)
+    found = run_drawn(data, events, Sessions(GAP), Sum(), mode)
     assert_merged_results(found, session_oracle(events, "sum"), mode)
 
 
@@ -363,3 +362,15 @@ def test_early_panes_every_interval_of_processing_time() -> None:
     harness.advance_processing_time(5_000)  # the on-time pane cancelled the clock
     timings = [(p.timing, p.index, p.value) for p in panes(harness)]
     assert timings == [(Timing.EARLY, 0, 2), (Timing.EARLY, 1, 3), (Timing.ON_TIME, 2, 3)]
+
+
+def test_a_window_expiring_at_its_end_still_fires_on_time() -> None:
+    """A global window's expiry clamps to its last instant: the expiry timer (due with
+    the on-time timer) emits the on-time pane first, then drops the window."""
+    params = {"window": "global", "aggregate": "count", "output": "out",
+              "allowed_lateness_ms": 60_000}  # fmt: skip
+    harness = TestHarness(topology("dataflow:WindowedAggregation", params))
+    harness.feed_many("in", [(b"a", b"{}", 5), (b"a", b"{}", 7)])
+    harness.advance_watermark(MAX_TIME)
+    assert [(p.timing, p.value) for p in panes(harness)] == [(Timing.ON_TIME, 2)]
+    assert harness.state("agg", b"a", f"w:{GlobalWindows().assign(0)[0].tag()}") is None
