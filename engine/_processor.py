@@ -39,7 +39,12 @@ from engine._failures import FailureBook
 from engine._frames import Frame, FrameBuilder
 from engine._outbox_ledger import OutboxLedger
 from engine._outcome import BatchOutcome
-from engine._production_ids import Production, record_id_prefix, timer_id_prefix
+from engine._production_ids import (
+    TIMER_FIRES_PREFIX,
+    Production,
+    record_id_prefix,
+    timer_id_prefix,
+)
 from engine._routing import ProductionRouter
 from engine._scope import RecordScope
 from engine._sender_epochs import SenderEpochs
@@ -49,7 +54,6 @@ from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
 from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
 from statestore.types import TimeDomain, Timer
 
-_FIRE_SEQ = "timer-fire-seq"
 MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
 WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
@@ -294,8 +298,6 @@ class IntervalProcessor:
         if not due:
             return outcome
         txn = self.store.begin(self.epoch)
-        raw_seq = txn.get_meta(_FIRE_SEQ)
-        seq = _U64.unpack(raw_seq)[0] if raw_seq else 0
         failures = self._failures
         for timer in due:
             ident = timer_ident(timer)
@@ -317,11 +319,14 @@ class IntervalProcessor:
             failures.committed((ident,))
             scope.apply()
             outcome.late_ms.extend(scope.late_ms)
-            seq += 1
-            cause = timer_id_prefix(self.name, self.interval, seq)
-            self._router.route(scope.emitted, cause, built)
+            if scope.emitted:
+                counter = TIMER_FIRES_PREFIX + timer.key
+                raw = txn.get(counter)
+                fire = (_U64.unpack(raw)[0] if raw else 0) + 1
+                txn.put(counter, _U64.pack(fire))
+                cause = timer_id_prefix(self.name, timer.key, fire)
+                self._router.route(scope.emitted, cause, built)
             outcome.timers_fired += 1
-        txn.set_meta(_FIRE_SEQ, _U64.pack(seq))
         self._commit(txn, outcome, built, durable=durable)
         return outcome
 

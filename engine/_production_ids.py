@@ -7,8 +7,11 @@ Production ids are derived, never random:
 
 - from a record: ``H(computation, input record id, index)``, the same on every
   replay of that record (what weak productions need);
-- from a timer: ``H(computation, interval, timer-fire sequence, index)``, the
-  sequence being committed with the fire.
+- from a timer: ``H(computation, key, n, index)`` for the key's ``n``-th timer
+  fire that produced anything, ``n`` being counted per key and committed with
+  the fire. It depends on the key's own history only, not on how keys are
+  split into intervals or fires into batches, so a backfill that fires the
+  same timers names their outputs as the nodes did.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import NamedTuple
 
 from xxhash import xxh3_128_digest
 
+from engine._scope import RESERVED_PREFIX
 from millrace.wire.v1 import record_pb2
 
 _U32 = struct.Struct(">I")
@@ -30,9 +34,15 @@ def record_id_prefix(computation: str) -> bytes:
     return b"r" + computation.encode() + b"\x00"
 
 
-def timer_id_prefix(computation: str, interval: int, fire_seq: int) -> bytes:
-    """The cause, for :func:`production_id`, of the ``fire_seq``-th timer fire of an interval."""
-    return b"t" + computation.encode() + b"\x00" + _U32.pack(interval) + _U64.pack(fire_seq)
+def timer_id_prefix(computation: str, key: bytes, fire: int) -> bytes:
+    """The cause, for :func:`production_id`, of ``key``'s ``fire``-th producing timer fire."""
+    return b"t" + computation.encode() + b"\x00" + _U32.pack(len(key)) + key + _U64.pack(fire)
+
+
+TIMER_FIRES_PREFIX = RESERVED_PREFIX + b"timer-fires/"
+"""Reserved state (no user state key starts with it): per key, how many of its
+timer fires produced anything (8 bytes, big-endian), the ``fire`` of
+:func:`timer_id_prefix`."""
 
 
 def production_id(cause: bytes, index: int) -> bytes:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from computations import MAX_TIME
 from computations.testing import TestHarness
-from engine._processor import _FIRE_SEQ, IntervalProcessor
+from engine._processor import IntervalProcessor
 from statestore import TimeDomain, Timer
 from tests.randomized_delivery._setup import SINK_STREAM, SOURCE_STREAM, STAGES, TOPOLOGY, Event
 from tests.workloads import expected_totals, totals_from_outputs
@@ -21,7 +21,6 @@ class Snapshot:
     sink: dict[bytes, bytes]  # record id -> value, once each
     state: dict[str, list[tuple[bytes, bytes]]]  # every state entry, in key order
     timers: dict[str, list[Timer]]  # every pending timer, in time order
-    fire_seq: dict[str, bytes | None]  # the committed timer-fire sequence
     outbox: dict[str, list[bytes]]  # committed, unacknowledged productions
 
 
@@ -36,7 +35,6 @@ def snapshot(processors: Mapping[str, IntervalProcessor], sink: Mapping[bytes, b
             + store.due_timers(TimeDomain.PROCESSING_TIME, None)
             for name, store in stores.items()
         },
-        fire_seq={name: store.get_meta(_FIRE_SEQ) for name, store in stores.items()},
         outbox={name: [key for key, _ in store.outbox()] for name, store in stores.items()},
     )
 
