@@ -12,13 +12,10 @@ keeps its state (pane index, timing) and takes the others in.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
 
 from computations import JSON, Context, TimeDomain
+from dataflow._window_ops import WindowOps
 from dataflow._windows import Window
-
-if TYPE_CHECKING:
-    from dataflow._aggregation import WindowedAggregation
 
 SESSIONS = "sessions"
 """State tag listing a key's live windows of a merging assigner (``[[start, end], ...]``)."""
@@ -44,9 +41,7 @@ def drop_live(ctx: Context, windows: Collection[Window]) -> None:
         ctx.delete_state(SESSIONS)
 
 
-def merge_into(
-    agg: WindowedAggregation, ctx: Context, window: Window, watermark: int | None
-) -> Window:
+def merge_into(agg: WindowOps, ctx: Context, window: Window, watermark: int | None) -> Window:
     """The window a record assigned ``window`` goes to: ``window`` itself, or the result
     of the group the assigner merged it into. Every group the assigner returns is
     merged, also ones without ``window`` (an assigner may merge on more than overlap)."""
@@ -63,7 +58,7 @@ def merge_into(
 
 
 def _merge_group(
-    agg: WindowedAggregation,
+    agg: WindowOps,
     ctx: Context,
     existing: list[Window],
     result: Window,

@@ -24,13 +24,11 @@ no window that can still open includes it then.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from computations import JSON, MAX_EVENT_TIME_MS, Context
+from dataflow._window_ops import WindowOps
 from dataflow._windows import Sliding
-
-if TYPE_CHECKING:
-    from dataflow._aggregation import WindowedAggregation
 
 SLIDES = "slides"
 """State tag listing the event times of a key's buckets (sorted)."""
@@ -38,7 +36,7 @@ BUCKET_TIMER = "bucket"
 
 
 def add_sliding(
-    agg: WindowedAggregation,
+    agg: WindowOps,
     ctx: Context,
     time_ms: int,
     value: Any,
@@ -78,7 +76,7 @@ def add_sliding(
     return True
 
 
-def _empty(agg: WindowedAggregation) -> dict[str, Any]:
+def _empty(agg: WindowOps) -> dict[str, Any]:
     return {"acc": agg.aggregate.create(), "n": 0}
 
 

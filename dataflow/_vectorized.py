@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -37,10 +37,8 @@ from computations import (
 )
 from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from dataflow._triggers import firing
+from dataflow._window_ops import WindowOps
 from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window, WindowAssigner
-
-if TYPE_CHECKING:
-    from dataflow._aggregation import WindowedAggregation
 
 _INT_FOLDS = (Count, Sum, Min, Max, Mean)
 GLOBAL = GlobalWindows().assign(0)[0]
@@ -62,9 +60,7 @@ class _Groups(NamedTuple):
     """The windows' size (0: the global window)."""
 
 
-def fold_batch(
-    agg: WindowedAggregation, batch: BatchContext, records: Sequence[Record]
-) -> Sequence[Record]:
+def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -> Sequence[Record]:
     """Fold what can be folded; return the records of the keys left to
     ``process_record`` (the engine discards what this did to those keys)."""
     if agg.input_panes or type(agg.window) not in (Tumbling, Hopping, GlobalWindows):
@@ -133,7 +129,7 @@ def _group(window: WindowAssigner, records: Sequence[Record]) -> _Groups | None:
     )
 
 
-def _values(agg: WindowedAggregation, records: Sequence[Record]) -> Any:
+def _values(agg: WindowOps, records: Sequence[Record]) -> Any:
     """``True`` when the combiner ignores values, an int64 array when every value is
     an integer and the combiner folds integers exactly, else a list of Python values
     as ``process_record`` reads them; None when some value is invalid (left to

@@ -1,0 +1,56 @@
+"""``WindowOps``: what the modules of one kind of window (merging, sliding, the
+vectorized batch path) use of a :class:`~dataflow.WindowedAggregation`.
+
+They take the aggregation as this protocol rather than importing its class, so
+that ``_aggregation.py`` imports them and nothing imports it back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from computations import Context, Record
+from dataflow._combiners import Combiner
+from dataflow._triggers import AfterWatermark
+from dataflow._windows import Window, WindowAssigner
+
+
+class WindowOps(Protocol):
+    """A windowed aggregation's settings and per-window steps."""
+
+    window: WindowAssigner
+    aggregate: Combiner
+    field: str | None
+    trigger: AfterWatermark
+    input_panes: bool
+    allowed_lateness_ms: int
+
+    def _open(
+        self, ctx: Context, window: Window, accumulator: Any, watermark: int | None
+    ) -> dict[str, Any]:
+        """A new window's state, with its timers set."""
+        ...
+
+    def _add(
+        self,
+        ctx: Context,
+        window: Window,
+        value: float,
+        watermark: int | None,
+        *,
+        retract: bool = False,
+    ) -> None:
+        """Fold one value into ``window`` (opening it), firing what that fires."""
+        ...
+
+    def _expiry(self, window: Window) -> int:
+        """When ``window``'s state is dropped (its end plus the allowed lateness)."""
+        ...
+
+    def _retract_last(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
+        """In retracting mode, retract ``window``'s last pane."""
+        ...
+
+    def _value_of(self, record: Record) -> Any:
+        """The value a record contributes (its field, checked)."""
+        ...
