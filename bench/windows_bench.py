@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from computations import BatchContext, Computation, Context, Record, Topology  # noqa: E402
 from engine import IntervalProcessor  # noqa: E402
+from millrace.local_cluster import millrace, start, stop  # noqa: E402
 from millrace.wire.v1 import record_pb2  # noqa: E402
 from statestore import StateStore, StoreConfig  # noqa: E402
 from tests.support import free_port  # noqa: E402
@@ -235,22 +236,6 @@ def write_events(data: Events, path: Path) -> int:
     return end_ts
 
 
-def _millrace(*args: str) -> list[str]:
-    return [sys.executable, "-m", "millrace", *args]
-
-
-def _wait_ready(process: subprocess.Popen[str], marker: str, what: str) -> None:
-    assert process.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{what} exited before it was ready")
-        if marker in line:
-            return
-    raise RuntimeError(f"{what} was not ready in 60 s")
-
-
 def _on_time_panes(path: Path) -> dict[tuple[str, int, int], list[int]]:
     panes: dict[tuple[str, int, int], list[int]] = {}
     if not path.exists():
@@ -281,20 +266,13 @@ def end_to_end_run(
     processes: list[subprocess.Popen[str]] = []
     out = run / "out" / "panes.jsonl"
     try:
-        for command, marker, what in (
-            (("sink", "--config", str(deployment), "--stream", "panes"), "serving", "sink"),
-            (("up", "--deployment", str(deployment), "--data-dir", str(run / "data")),
-             "millrace up: running", "millrace up"),
-        ):  # fmt: skip
-            log = (run / f"{what.replace(' ', '-')}.log").open("w")
-            process = subprocess.Popen(
-                _millrace(*command), stdout=subprocess.PIPE, stderr=log, text=True, cwd=run
-            )
-            processes.append(process)
-            _wait_ready(process, marker, what)
+        sink = ("sink", "--config", str(deployment), "--stream", "panes")
+        processes.append(start(sink, "serving", "sink", log=run / "sink.log", cwd=run))
+        up = ("up", "--deployment", str(deployment), "--data-dir", str(run / "data"))
+        processes.append(start(up, "millrace up: running", "up", log=run / "up.log", cwd=run))
         started = time.monotonic()
         inject = ("inject", "--config", str(deployment), "--stream", "events", str(events_file))
-        subprocess.run(_millrace(*inject), check=True, capture_output=True, cwd=run)
+        subprocess.run(millrace(*inject), check=True, capture_output=True, cwd=run)
         deadline = time.monotonic() + 900
         panes: dict[Any, list[int]] = {}
         while time.monotonic() < deadline:
@@ -311,13 +289,7 @@ def end_to_end_run(
             raise SystemExit(f"FAILED: {wrong} of {len(expected)} windows wrong or missing ({run})")
         return seconds
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(processes)
         shutil.rmtree(run, ignore_errors=True)
 
 

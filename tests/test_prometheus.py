@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
-from examples.clickstream.demo import TOPOLOGY, deployment_text, free_port, millrace, wait_ready
+from examples.clickstream.demo import TOPOLOGY, deployment_text, free_port
 from examples.clickstream.generate import generate, write_jsonl
+from millrace.local_cluster import millrace, start, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
@@ -184,18 +185,6 @@ scrape_configs:
 """
 
 
-def stop(processes: list[subprocess.Popen[str]]) -> None:
-    for process in reversed(processes):
-        if process.poll() is None:
-            process.terminate()
-    for process in reversed(processes):
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
 @pytest.mark.slow
 def test_prometheus_scrapes_the_demo_and_every_dashboard_query_has_data(tmp_path: Path) -> None:
     prometheus_bin = require("prometheus")
@@ -214,19 +203,11 @@ def test_prometheus_scrapes_the_demo_and_every_dashboard_query_has_data(tmp_path
     processes: list[subprocess.Popen[str]] = []
     try:
         for stream in ("page_window_counts", "user_top_pages"):
-            sink = subprocess.Popen(
-                millrace("sink", "--deployment", str(deployment), "--stream", stream),
-                stdout=subprocess.PIPE, stderr=open(logs / f"sink-{stream}.log", "w"),  # noqa: SIM115
-                text=True, cwd=ROOT,
-            )  # fmt: skip
-            processes.append(sink)
-            wait_ready(sink, "serving", f"sink {stream}")
-        up = subprocess.Popen(
-            millrace("up", "--deployment", str(deployment), "--data-dir", str(tmp_path / "data")),
-            stdout=subprocess.PIPE, stderr=open(logs / "up.log", "w"), text=True, cwd=ROOT,  # noqa: SIM115
-        )  # fmt: skip
-        processes.append(up)
-        wait_ready(up, "millrace up: running", "millrace up")
+            sink = ("sink", "--deployment", str(deployment), "--stream", stream)
+            log = logs / f"sink-{stream}.log"
+            processes.append(start(sink, "serving", f"sink {stream}", log=log, cwd=ROOT))
+        up = ("up", "--deployment", str(deployment), "--data-dir", str(tmp_path / "data"))
+        processes.append(start(up, "millrace up: running", "up", log=logs / "up.log", cwd=ROOT))
 
         prometheus = subprocess.Popen(
             [

@@ -22,9 +22,7 @@ from examples.clickstream.demo import (
     TOPOLOGY,
     deployment_text,
     free_port,
-    millrace,
     top_pages,
-    wait_ready,
     window_counts,
 )
 from examples.clickstream.generate import (
@@ -34,6 +32,7 @@ from examples.clickstream.generate import (
     generate,
     write_jsonl,
 )
+from millrace.local_cluster import millrace, start, stop
 from tests.support import ROOT, chaos_rng
 
 pytestmark = pytest.mark.slow
@@ -71,18 +70,11 @@ def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
     processes: list[subprocess.Popen[str]] = []
     try:
         for stream in ("page_window_counts", "user_top_pages"):
-            sink = subprocess.Popen(
-                millrace("sink", "--deployment", str(deployment), "--stream", stream),
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
-            )  # fmt: skip
-            processes.append(sink)
-            wait_ready(sink, "serving", f"sink {stream}")
-        up = subprocess.Popen(
-            millrace("up", "--deployment", str(deployment), "--data-dir", str(tmp_path / "data")),
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
-        )  # fmt: skip
-        processes.append(up)
-        wait_ready(up, "millrace up: running", "millrace up")
+            sink = ("sink", "--deployment", str(deployment), "--stream", stream)
+            log = tmp_path / f"sink-{stream}.log"
+            processes.append(start(sink, "serving", f"sink {stream}", log=log, cwd=ROOT))
+        up = ("up", "--deployment", str(deployment), "--data-dir", str(tmp_path / "data"))
+        processes.append(start(up, "millrace up: running", "up", log=tmp_path / "up.log", cwd=ROOT))
 
         kills: list[str] = []
         schedule = [rng.choice(SERVICES) for _ in range(KILLS)]
@@ -142,10 +134,4 @@ def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
             ids = [json.loads(line)["record_id"] for line in path.read_bytes().splitlines()]
             assert len(ids) == len(set(ids)), f"{path.name} holds a record twice"
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(40)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(processes, timeout=40)

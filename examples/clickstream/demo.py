@@ -40,6 +40,7 @@ from examples.clickstream.generate import (
     generate,
     write_jsonl,
 )
+from millrace.local_cluster import millrace, start, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = Path(__file__).with_name("topology.toml").read_text()
@@ -99,22 +100,6 @@ path = "out/page_window_counts.jsonl"
 address = "127.0.0.1:{ports["sink_users"]}"
 path = "out/user_top_pages.jsonl"
 """
-
-
-def millrace(*args: str) -> list[str]:
-    return [sys.executable, "-m", "millrace", *args]
-
-
-def wait_ready(process: subprocess.Popen[str], marker: str, what: str, timeout: float = 60) -> None:
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{what} exited before it was ready")
-        if marker in line:
-            return
-    raise RuntimeError(f"{what} was not ready within {timeout:.0f} s")
 
 
 def latest_panes(path: Path) -> dict[tuple[str, Window], Pane]:
@@ -183,19 +168,13 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
     logs.mkdir()
     try:
         for stream in ("page_window_counts", "user_top_pages"):
-            sink = subprocess.Popen(
-                millrace("sink", "--config", str(deployment), "--stream", stream),
-                stdout=subprocess.PIPE, stderr=open(logs / f"sink-{stream}.log", "w"),  # noqa: SIM115
-                text=True, cwd=ROOT,
-            )  # fmt: skip
-            processes.append(sink)
-            wait_ready(sink, "serving", f"sink {stream}")
-        up = subprocess.Popen(
-            millrace("up", "--deployment", str(deployment), "--data-dir", str(work / "data")),
-            stdout=subprocess.PIPE, stderr=open(logs / "up.log", "w"), text=True, cwd=ROOT,  # noqa: SIM115
-        )  # fmt: skip
-        processes.append(up)
-        wait_ready(up, "millrace up: running", "millrace up")
+            sink = ("sink", "--config", str(deployment), "--stream", stream)
+            log = logs / f"sink-{stream}.log"
+            processes.append(start(sink, "serving", f"sink {stream}", log=log, cwd=ROOT))
+        up = ("up", "--deployment", str(deployment), "--data-dir", str(work / "data"))
+        processes.append(
+            start(up, "millrace up: running", "millrace up", log=logs / "up.log", cwd=ROOT)
+        )
         print("injector, 3 nodes and 2 sinks are running as separate processes")
 
         steps = (
@@ -266,13 +245,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
         )
         return 0
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(processes)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""Millrace services as child processes of one script: what the demo and the
+benchmarks share (start one and wait until it says it is ready; stop them all)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def millrace(*args: str) -> list[str]:
+    """The command line of ``millrace ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "millrace", *args]
+
+
+def start(
+    args: Sequence[str], ready: str, what: str, *, log: Path, cwd: Path, timeout: float = 60
+) -> subprocess.Popen[str]:
+    """Start ``millrace ARGS`` (stderr to ``log``) and return once a line of its stdout
+    contains ``ready``; RuntimeError if it exits first or takes ``timeout`` s."""
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            millrace(*args), stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=cwd
+        )
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{what} exited before it was ready (see {log})")
+        if ready in line:
+            return process
+    process.kill()
+    raise RuntimeError(f"{what} was not ready within {timeout:.0f} s (see {log})")
+
+
+def stop(processes: Sequence[subprocess.Popen[str]], timeout: float = 30) -> None:
+    """SIGTERM every process, the last started first; kill what is still running after
+    ``timeout`` s."""
+    for process in reversed(processes):
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
