@@ -8,6 +8,7 @@ raised.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -17,6 +18,10 @@ from engine._outcome import BatchOutcome
 from engine._scope import RecordScope
 from engine._tuples import new_tuple
 from millrace.wire.v1 import record_pb2
+
+_log = logging.getLogger(__name__)
+_warned: set[str] = set()
+"""Computation classes whose process_batch failure was logged (once each)."""
 
 Admitted = list[tuple[record_pb2.Record, bytes, bytes]]
 """New records of a batch with their ids and keys, in arrival order."""
@@ -45,11 +50,15 @@ def offer_batch(
     ]
     try:
         left = user.process_batch(batch, user_records)
-    except Exception:
+        if len(left) == len(offered):
+            return admitted  # it took nothing
+        left_keys = {r.key for r in left}
+    except Exception:  # raised, or returned something that is not records
+        name = type(user).__name__
+        if name not in _warned:
+            _warned.add(name)
+            _log.exception("%s.process_batch failed: its batches go one record at a time", name)
         return admitted  # nothing was applied: each record is processed on its own
-    if len(left) == len(offered):
-        return admitted  # it took nothing
-    left_keys = {r.key for r in left}
     left_keys.update(held)
     outcome.late_ms.extend(batch.apply(skip=left_keys))
     rest = []
