@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from statestore import _keys
 from statestore._bloom import Positions
 from statestore._engine import Batch, Column
+from statestore._store_view import StoreView
 from statestore.dedup import StagedIds
 from statestore.errors import StateStoreError, StoreWriteError, TransactionStateError
 from statestore.types import SenderProgress, TimeDomain, Timer
-
-if TYPE_CHECKING:
-    from statestore.store import StateStore
 
 _TimerId = tuple[TimeDomain, bytes, str]
 
@@ -38,7 +35,7 @@ class TransactionStatus(enum.Enum):
 class Transaction:
     """Buffered state, dedup-id, timer, outbox and metadata changes of one owner epoch."""
 
-    def __init__(self, store: StateStore, epoch: int) -> None:
+    def __init__(self, store: StoreView, epoch: int) -> None:
         self._store = store
         self._epoch = epoch
         self._status = TransactionStatus.OPEN
