@@ -76,7 +76,11 @@ def parse_line(text: str) -> tuple[bytes, bytes, int]:
 
 
 def _as_bytes(value: object) -> bytes:
-    return value.encode() if isinstance(value, str) else json.dumps(value).encode()
+    if isinstance(value, str):
+        return value.encode()
+    if type(value) is int:  # what json.dumps writes for an int, without its encoder
+        return str(value).encode()
+    return json.dumps(value).encode()
 
 
 class FileSource:
