@@ -9,27 +9,24 @@ raised.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from computations import Computation, Record
+from engine._keying import Admitted
 from engine._outcome import BatchOutcome
 from engine._scope import RecordScope
 from engine._tuples import new_tuple
-from millrace.wire.v1 import record_pb2
 
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
 """Computation classes whose process_batch failure was logged (once each)."""
 
-Admitted = list[tuple[record_pb2.Record, bytes, bytes]]
-"""New records of a batch with their ids and keys, in arrival order."""
-
 
 def offer_batch(
     user: Computation,
-    template: RecordScope,
+    batch: BatchScope,
     admitted: Admitted,
     held: Mapping[bytes, Any],
     outcome: BatchOutcome,
@@ -41,7 +38,6 @@ def offer_batch(
     offered = [item for item in admitted if item[2] not in held] if held else admitted
     if not offered:
         return admitted
-    batch = BatchScope(template)
     user_records = [
         new_tuple(
             Record, (record.stream, key, record.value, record.event_time_ms, rid, record.producer)
@@ -73,11 +69,13 @@ def offer_batch(
 class BatchScope:
     """Implements :class:`computations.BatchContext`."""
 
-    def __init__(self, template: RecordScope) -> None:
-        """``template``: a scope that may not produce; each key gets a copy."""
-        self._new_scope = template.sibling_maker()
-        self._low_watermark = template.low_watermark
-        self._now_ms = template.processing_time_ms
+    def __init__(
+        self, new_scope: Callable[[bytes], RecordScope], low_watermark: int | None, now_ms: int
+    ) -> None:
+        """``new_scope``: a key's scope, one that may not produce."""
+        self._new_scope = new_scope
+        self._low_watermark = low_watermark
+        self._now_ms = now_ms
         self.scopes: dict[bytes, RecordScope] = {}
 
     @property

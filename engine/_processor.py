@@ -16,49 +16,33 @@ It keeps no process-global state, so many run side by side in one process.
 
 from __future__ import annotations
 
-import logging
-import struct
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from computations import (
-    MAX_EVENT_TIME_MS,
-    MIN_EVENT_TIME_MS,
     Computation,
     FiredTimer,
     Record,
     Topology,
-    interval_of,
 )
-from engine._batch_scope import offer_batch
+from engine._batch_scope import BatchScope, offer_batch
 from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
 from engine._frames import Frame, FrameBuilder
+from engine._keying import RecordKeying
 from engine._outbox_ledger import OutboxLedger
 from engine._outcome import BatchOutcome
-from engine._production_ids import (
-    TIMER_FIRES_PREFIX,
-    Production,
-    record_id_prefix,
-    timer_id_prefix,
-)
+from engine._production_ids import Production, next_timer_cause, record_id_prefix
 from engine._routing import ProductionRouter
 from engine._scope import RecordScope
 from engine._sender_epochs import SenderEpochs
 from engine._tuples import new_tuple
-from engine._watermarks import event_time_problem
-from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
+from millrace.wire.v1 import admin_pb2, record_pb2
 from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
 from statestore.types import TimeDomain, Timer
-
-MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
-UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
-WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
-_U64 = struct.Struct(">Q")
-_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +90,10 @@ class IntervalProcessor:
         self._handles_timers = handler.handles_timers()
         self._batches = self._user.handles_batches()
         self._outputs = frozenset(self.spec.outputs)
-        self._extract = {
-            s: topology.key_extractor(computation, s) for s in self.spec.input_streams()
-        }
+        extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
+        self._keying = RecordKeying(
+            computation, interval, self.spec.intervals, extractors, self._dead_letter
+        )
         self._router = ProductionRouter(topology, computation)
         self._record_id_prefix = record_id_prefix(computation)
         self._failures = FailureBook(self.spec.max_attempts)
@@ -149,10 +134,14 @@ class IntervalProcessor:
         now = self._clock()
         committed = outcome.committed
         failures = self._failures
-        admitted, repeats = self._admit(txn, records, outcome)
+        admitted, repeats = self._keying.admit(txn, records, outcome)
         if self._batches and admitted:
-            batch_scope = self._scope(txn, b"", 0, now, may_produce=False)
-            admitted = offer_batch(self._user, batch_scope, admitted, failures.held, outcome)
+            batch = BatchScope(
+                lambda key: self._scope(txn, key, 0, now, may_produce=False),
+                self.input_watermark,
+                now,
+            )
+            admitted = offer_batch(self._user, batch, admitted, failures.held, outcome)
         scope = self._scope(txn, b"", 0, now)
         process = self._user.process_record
         for record, rid, key in admitted:
@@ -191,63 +180,6 @@ class IntervalProcessor:
         self._failures.committed(committed)
         self.records_committed += len(committed)
         return outcome
-
-    def _admit(
-        self, txn: Transaction, records: Sequence[record_pb2.Record], outcome: BatchOutcome
-    ) -> tuple[list[tuple[record_pb2.Record, bytes, bytes]], list[bytes]]:
-        """The new records with their keys, in arrival order; and the ids of repeated
-        copies within the batch (duplicates if their first copy commits). Duplicates
-        of committed records and records that cannot be keyed are settled here."""
-        rids = [r.record_id for r in records]
-        seen = txn.seen(rids)
-        in_batch: set[bytes] = set()
-        admitted: list[tuple[record_pb2.Record, bytes, bytes]] = []
-        repeats: list[bytes] = []
-        # Per-record work is kept inline: at tens of thousands of records per
-        # second, each avoided call and temporary object shows in throughput.
-        for record, rid, duplicate in zip(records, rids, seen, strict=True):
-            if duplicate:
-                outcome.duplicates.append(rid)
-                continue
-            if rid in in_batch:
-                repeats.append(rid)
-                continue
-            key = self._key_of(txn, record, outcome)
-            if key is None:
-                continue
-            in_batch.add(rid)
-            admitted.append((record, rid, key))
-        return admitted, repeats
-
-    def _key_of(
-        self, txn: Transaction, record: record_pb2.Record, outcome: BatchOutcome
-    ) -> bytes | None:
-        """The record's key for this computation, or None after rejecting/dead-lettering it."""
-        rid = record.record_id
-        extract = self._extract.get(record.stream)
-        if not rid:
-            outcome.rejected.append((rid, MALFORMED_RECORD, "record has no record_id"))
-            return None
-        if extract is None:
-            message = f"computation {self.name!r} does not read stream {record.stream!r}"
-            outcome.rejected.append((rid, UNKNOWN_STREAM, message))
-            return None
-        if not MIN_EVENT_TIME_MS <= record.event_time_ms <= MAX_EVENT_TIME_MS:
-            problem = event_time_problem(record.event_time_ms)
-            outcome.rejected.append((rid, MALFORMED_RECORD, f"record {rid!r}: {problem}"))
-            return None
-        try:
-            key = extract(record.key, record.value)
-        except Exception as exc:
-            # The payload can never be keyed: keep it, with the reason, for the operator.
-            self._dead_letter(txn, record, f"key extraction failed: {exc!r}", 1, outcome)
-            return None
-        intervals = self.spec.intervals
-        if intervals > 1 and interval_of(key, intervals) != self.interval:
-            message = f"key {key!r} belongs to another interval of {self.name!r}"
-            outcome.rejected.append((rid, WRONG_INTERVAL, message))
-            return None
-        return key
 
     def _failed(
         self,
@@ -320,11 +252,7 @@ class IntervalProcessor:
             scope.apply()
             outcome.late_ms.extend(scope.late_ms)
             if scope.emitted:
-                counter = TIMER_FIRES_PREFIX + timer.key
-                raw = txn.get(counter)
-                fire = (_U64.unpack(raw)[0] if raw else 0) + 1
-                txn.put(counter, _U64.pack(fire))
-                cause = timer_id_prefix(self.name, timer.key, fire)
+                cause = next_timer_cause(txn, self.name, timer.key)
                 self._router.route(scope.emitted, cause, built)
             outcome.timers_fired += 1
         self._commit(txn, outcome, built, durable=durable)

@@ -23,6 +23,7 @@ from xxhash import xxh3_128_digest
 
 from engine._scope import RESERVED_PREFIX
 from millrace.wire.v1 import record_pb2
+from statestore import Transaction
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -43,6 +44,16 @@ TIMER_FIRES_PREFIX = RESERVED_PREFIX + b"timer-fires/"
 """Reserved state (no user state key starts with it): per key, how many of its
 timer fires produced anything (8 bytes, big-endian), the ``fire`` of
 :func:`timer_id_prefix`."""
+
+
+def next_timer_cause(txn: Transaction, computation: str, key: bytes) -> bytes:
+    """The cause of a producing timer fire of ``key``: counts the fire in ``txn`` (it
+    commits with the fire's effects) and names it by that count."""
+    counter = TIMER_FIRES_PREFIX + key
+    raw = txn.get(counter)
+    fire = (_U64.unpack(raw)[0] if raw else 0) + 1
+    txn.put(counter, _U64.pack(fire))
+    return timer_id_prefix(computation, key, fire)
 
 
 def production_id(cause: bytes, index: int) -> bytes:

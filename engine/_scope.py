@@ -9,7 +9,6 @@ unaffected.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
@@ -42,10 +41,6 @@ class Emitted(NamedTuple):
     key: bytes
     value: bytes
     event_time_ms: int
-
-
-_PER_KEY = frozenset({"_key", "_prefix", "_state", "_timers", "emitted", "late_ms"})
-"""The attributes of a scope that are not shared by the scopes of one batch."""
 
 
 class RecordScope:
@@ -91,26 +86,6 @@ class RecordScope:
         if self.late_ms:
             self.late_ms = []
         return self
-
-    def sibling_maker(self) -> Callable[[bytes], RecordScope]:
-        """A maker of new, empty scopes like this one, one per key (a batch's): what
-        they share is made class attributes once, so each scope costs six attribute
-        sets instead of an ``__init__``."""
-        shared = {name: value for name, value in vars(self).items() if name not in _PER_KEY}
-        kind: type[RecordScope] = type("KeyScope", (RecordScope,), shared)
-        pack = _U32.pack
-
-        def make(key: bytes) -> RecordScope:
-            scope = object.__new__(kind)
-            scope._key = key
-            scope._prefix = pack(len(key)) + key
-            scope._state = {}
-            scope._timers = {}
-            scope.emitted = []
-            scope.late_ms = []
-            return scope
-
-        return make
 
     @property
     def key(self) -> bytes:
