@@ -67,12 +67,21 @@ TOPOLOGY = """
 [streams.panes]
 
 [computations.agg]
-handler = "dataflow:WindowedAggregation"
+handler = "{handler}"
 inputs = {{ events = "key" }}
 outputs = ["panes"]
-params = {{ window = "{window}", aggregate = "count+sum", output = "panes", \
-vectorized = {vectorized} }}
+{params}
 """
+
+
+def topology(window: str, vectorized: bool) -> str:
+    """The benchmark's topology: count + sum of ``window`` windows."""
+    params = (
+        f'params = {{ window = "{window}", aggregate = "count+sum", output = "panes", '
+        f"vectorized = {str(vectorized).lower()} }}"
+    )
+    return TOPOLOGY.format(handler="dataflow:WindowedAggregation", params=params)
+
 
 DEPLOYMENT = """
 topology = "topology.toml"
@@ -159,21 +168,11 @@ class DoesNothing(Computation):
         pass
 
 
-FLOOR_TOPOLOGY = """
-[streams.events]
-[streams.panes]
-
-[computations.agg]
-handler = "bench.windows_bench:{handler}"
-inputs = {{ events = "key" }}
-outputs = ["panes"]
-"""
-
 PROCESSOR_RUNS = {
-    "vectorized": TOPOLOGY.format(window=f"tumbling:{MINUTE_MS}", vectorized="true"),
-    "per-record": TOPOLOGY.format(window=f"tumbling:{MINUTE_MS}", vectorized="false"),
-    "vectorized floor": FLOOR_TOPOLOGY.format(handler="TakesEverything"),
-    "per-record floor": FLOOR_TOPOLOGY.format(handler="DoesNothing"),
+    "vectorized": topology(f"tumbling:{MINUTE_MS}", vectorized=True),
+    "per-record": topology(f"tumbling:{MINUTE_MS}", vectorized=False),
+    "vectorized floor": TOPOLOGY.format(handler="bench.windows_bench:TakesEverything", params=""),
+    "per-record floor": TOPOLOGY.format(handler="bench.windows_bench:DoesNothing", params=""),
 }
 """What the aggregation-alone stage runs: each path, and each path's engine floor."""
 
@@ -257,9 +256,7 @@ def end_to_end_run(
     """Wall seconds from the first injected line until the sink holds every window."""
     run = work / f"e2e-{time.monotonic_ns()}"
     run.mkdir()
-    (run / "topology.toml").write_text(
-        TOPOLOGY.format(window=window, vectorized=str(vectorized).lower())
-    )
+    (run / "topology.toml").write_text(topology(window, vectorized))
     ports = {name: free_port() for name in ("injector", "node", "sink")}
     deployment = run / "deployment.toml"
     deployment.write_text(DEPLOYMENT.format(**ports))
