@@ -14,6 +14,8 @@ A deployment file (TOML) names a topology and places it::
     segment_bytes = 67108864            # roll a log segment at this size
     segment_ms = 600000                 # ... or at this age
     retention_ms = 604800000            # delete acked sealed segments older than this
+    archive_uri = "s3://bucket/millrace/log"   # copy sealed segments here (optional)
+    archive_retention_ms = 31536000000  # the archive's own retention (default: forever)
 
     [nodes.counts-a]
     computation = "counts"
@@ -117,6 +119,10 @@ class InjectorPlacement:
     segment_ms: int = 10 * 60_000
     retention_ms: int | None = None
     """Delete sealed log segments older than this once every consumer acked them (None: keep)."""
+    archive_uri: str | None = None
+    """Copy every sealed segment here (``file://``, ``s3://``, ...; None: no archive)."""
+    archive_retention_ms: int | None = None
+    """Delete archived segments older than this (None: keep them forever)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +218,8 @@ class Deployment:
                 segment_bytes=int(body.get("segment_bytes", 64 << 20)),
                 segment_ms=int(body.get("segment_ms", 10 * 60_000)),
                 retention_ms=body.get("retention_ms"),
+                archive_uri=None if body.get("archive_uri") is None else str(body["archive_uri"]),
+                archive_retention_ms=body.get("archive_retention_ms"),
             )
         authority = raw.get("authority") or (injector.address if injector else None)
         deployment = cls(

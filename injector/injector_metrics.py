@@ -11,6 +11,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from computations import MIN_TIME
+from injector.archive import LogArchiver
 from injector.file_source import FileSource
 from injector.forwarder import Forwarder
 from injector.log import StreamLog
@@ -37,8 +38,11 @@ class InjectorMetrics:
         streams: Mapping[str, StreamView],
         file_sources: Mapping[str, FileSource],
         authority: WatermarkAuthority,
+        *,
+        archiver: LogArchiver | None = None,
     ) -> None:
-        """The gauges read ``streams`` and ``file_sources`` as they are at each scrape."""
+        """The gauges read ``streams``, ``file_sources`` and the archiver as they are at
+        each scrape."""
         self.registry = CollectorRegistry()
         self.ingested = Counter(
             "millrace_ingested_records", "Records appended to the durable log and acknowledged",
@@ -58,7 +62,7 @@ class InjectorMetrics:
             ["stream"], registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
         )  # fmt: skip
-        self.registry.register(_InjectorGauges(streams, file_sources, authority))
+        self.registry.register(_InjectorGauges(streams, file_sources, authority, archiver))
 
 
 class _InjectorGauges(Collector):
@@ -67,10 +71,12 @@ class _InjectorGauges(Collector):
         streams: Mapping[str, StreamView],
         file_sources: Mapping[str, FileSource],
         authority: WatermarkAuthority,
+        archiver: LogArchiver | None,
     ) -> None:
         self._streams = streams
         self._file_sources = file_sources
         self._authority = authority
+        self._archiver = archiver
 
     def collect(self) -> Iterable[Metric]:
         log_bytes = GaugeMetricFamily(
@@ -104,8 +110,15 @@ class _InjectorGauges(Collector):
             "millrace_watermark_lag_seconds", "Wall clock minus the published low watermark",
             labels=["computation"],
         )  # fmt: skip
+        pending = GaugeMetricFamily(
+            "millrace_archive_pending_segments",
+            "Sealed log segments not yet copied to the archive (archive_uri)",
+            labels=["stream"],
+        )
         now_ms = wall_clock_ms()
         for name, stream in list(self._streams.items()):
+            if self._archiver is not None:
+                pending.add_metric([name], self._archiver.pending(name))
             infos = stream.log.segments()
             log_bytes.add_metric([name], sum(i.size_bytes for i in infos))
             segments.add_metric([name], len(infos))
@@ -123,3 +136,5 @@ class _InjectorGauges(Collector):
                 watermark.add_metric([name], mark)
                 watermark_lag.add_metric([name], max(0.0, (now_ms - mark) / 1000))
         yield from (log_bytes, segments, lag, lag_s, idle, rejected, watermark, watermark_lag)
+        if self._archiver is not None:
+            yield pending

@@ -34,6 +34,7 @@ from deployment import (
 )
 from deployment.security import Security
 from engine import SOURCE_PREFIX, Production, source_name
+from injector.archive import ArchiveLocation, LogArchiver
 from injector.authority_journal import AuthorityJournal, JournalError
 from injector.authority_service import WatermarkAuthorityServicer
 from injector.control_service import ControlService
@@ -72,6 +73,10 @@ class InjectorConfig:
     idle_timeout_ms: int = 10_000
     log: LogConfig = field(default_factory=LogConfig)
     retention_ms: int | None = None
+    archive_uri: str | None = None
+    """Copy sealed segments here (:mod:`injector.archive`); local retention then waits
+    for the copy."""
+    archive_retention_ms: int | None = None
 
 
 class Injector:
@@ -111,7 +116,17 @@ class Injector:
             channel_factory=self._open_channel,
             resolve=self.routes.address_of,
         )
-        self.metrics = InjectorMetrics(self.streams, self.file_sources, self.authority)
+        self.archiver: LogArchiver | None = None
+        if self.config.archive_uri is not None:
+            self.archiver = LogArchiver(
+                ArchiveLocation(self.config.archive_uri),
+                lambda: {name: stream.log for name, stream in self.streams.items()},
+                clock=clock,
+                retention_ms=self.config.archive_retention_ms,
+            )
+        self.metrics = InjectorMetrics(
+            self.streams, self.file_sources, self.authority, archiver=self.archiver
+        )
         self._server: grpc.Server | None = None
         self._stopping = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="injector-watermarks", daemon=True)
@@ -186,6 +201,8 @@ class Injector:
             )
             source.start()
             self.file_sources[name] = source
+        if self.archiver is not None:
+            self.archiver.start()  # reads the manifest first: an unreadable archive stops here
         self._server.start()
         self._ticker.start()
         if self._metrics_port is not None:
@@ -282,11 +299,13 @@ class Injector:
                 )  # fmt: skip
 
     def _apply_retention(self, older_than_ms: int) -> None:
-        """Drop whole sealed segments every consumer has acknowledged, older than the cutoff."""
-        for stream in self.streams.values():
-            deleted = stream.log.delete_before(
-                stream.forwarder.acked_offset, older_than_ms=older_than_ms
-            )
+        """Drop whole sealed segments every consumer has acknowledged (and the archive
+        holds, if there is one), older than the cutoff."""
+        for name, stream in self.streams.items():
+            keep_from = stream.forwarder.acked_offset
+            if self.archiver is not None:  # the archive must hold a segment before it goes
+                keep_from = min(keep_from, self.archiver.safe_offset(name))
+            deleted = stream.log.delete_before(keep_from, older_than_ms=older_than_ms)
             if deleted:
                 log.info("log %s: retention deleted %d segment(s)", stream.name, len(deleted))
 
@@ -317,6 +336,8 @@ class Injector:
             self._server.stop(grace_s).wait()
         for source in self.file_sources.values():
             source.stop()
+        if self.archiver is not None:
+            self.archiver.stop()
         for stream in self.streams.values():
             stream.committer.stop()
         # Senders first: a forwarder blocked in ``submit`` behind an unreachable node's full

@@ -135,6 +135,8 @@ class Segment:
             min_event_ms=self.min_event_ms if has_records else None,
             max_event_ms=self.max_event_ms if has_records else None,
             created_ms=self.created_ms,
+            min_ingest_ms=self.min_ingest_ms if self.commits else None,
+            max_ingest_ms=self.max_ingest_ms if self.commits else None,
         )
 
     # -- writing ---------------------------------------------------------------

@@ -128,6 +128,10 @@ class SegmentInfo:
     min_event_ms: int | None
     max_event_ms: int | None
     created_ms: int
+    min_ingest_ms: int | None = None
+    """The oldest append's time (None for a segment without commits)."""
+    max_ingest_ms: int | None = None
+    """The newest append's time: retention looks at it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Start the injector, print where it listens, serve until signalled, drain, exit 0."""
+    from injector.archive import ArchiveError
     from injector.authority_journal import JournalError
     from injector.log import LogConfig, LogError
     from injector.server import Injector, InjectorConfig
@@ -53,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         idle_timeout_ms=placement.idle_timeout_ms,
         log=LogConfig(segment_bytes=placement.segment_bytes, segment_ms=placement.segment_ms),
         retention_ms=placement.retention_ms,
+        archive_uri=placement.archive_uri,
+        archive_retention_ms=placement.archive_retention_ms,
     )
     injector = Injector(
         deployment,
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         injector.start()
-    except (LogError, OSError, JournalError) as exc:
+    except (LogError, OSError, JournalError, ArchiveError) as exc:
         print(f"millrace injector: cannot start: {exc}", file=sys.stderr)
         return 2
     settle_garbage_collector()
