@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from millrace._version import __version__
 from millrace.commands import (
+    backfill,
     deadletters,
     health,
     inject,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     deadletters.register(subparsers)
     up.register(subparsers)
     log.register(subparsers)
+    backfill.register(subparsers)
     node.register(subparsers)
     sink.register(subparsers)
     view.register(subparsers)

@@ -6,7 +6,7 @@ not seen acknowledged.
 """
 
 from sinks._indexed_sink import SinkLockedError, SinkUnavailableError
-from sinks.file_sink import FileSink, read_sink_file
+from sinks.file_sink import FileSink, read_sink_file, sink_line
 from sinks.parquet_sink import ParquetSink, read_parquet_sink
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "SinkUnavailableError",
     "read_parquet_sink",
     "read_sink_file",
+    "sink_line",
 ]

@@ -110,7 +110,7 @@ class FileSink(IndexedSink):
         with self._lock:
             ack, fresh = self._split(batch, pending)
             if fresh:
-                lines = [_line(record) for record in fresh]
+                lines = [sink_line(record) for record in fresh]
                 offset = self._file.size
                 self._append(b"".join(lines))
                 self._seen |= pending
@@ -203,7 +203,8 @@ def _record(line: bytes) -> record_pb2.Record:
     )
 
 
-def _line(record: record_pb2.Record) -> bytes:
+def sink_line(record: record_pb2.Record) -> bytes:
+    """One line of a JSON-lines sink file: what the sink writes for ``record``."""
     body = {
         "record_id": record.record_id.hex(),
         "key": _text(record.key),

@@ -1,12 +1,10 @@
-"""The Spark-independent half of ``log_stats``: list segment files, scan one, merge the results.
+"""The Spark-independent half of ``log_stats``: list segment files, merge per-segment results.
 
-Nothing here imports Spark. :func:`list_segments` runs on the driver;
-:func:`scan_task` is what a Spark task runs on an executor for one segment
-file (it imports :mod:`injector.log` from the installed ``millrace``
-package); :func:`merge_streams` folds the per-segment :class:`SegmentStats`
-into one :class:`StreamStats` per stream on the driver. Results cross from
-the executors to the driver as plain dicts of ``str``/``int``/``bool``/``None``
-(:meth:`SegmentStats.to_dict`), never as pickles of log data.
+Nothing here imports Spark. :func:`list_segments` lists the segment files
+of a local log directory (the ``millrace`` data source plans its input
+partitions with it, :mod:`spark_jobs.logsource`); :func:`merge_streams`
+folds the per-segment :class:`SegmentStats` that ``log_stats`` aggregates
+with Spark into one :class:`StreamStats` per stream on the driver.
 
 The layout read here is ``docs/log-format.md``: ``<log_dir>/<stream>/`` holds
 ``segment-<base_offset:020d>.log`` files; a segment is sealed (immutable)
@@ -24,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from injector.log import CorruptEntry, scan_segment
+from injector.log import CorruptEntry
 
 SEGMENT_NAME = re.compile(r"segment-(\d{20})\.log")
 """A segment file name; the group is its base offset. ``.idx.tmp`` and other files do not match."""
@@ -48,10 +46,6 @@ class SegmentFile:
         """The file name, ``segment-<base_offset:020d>.log``."""
         return os.path.basename(self.path)
 
-    def task(self) -> tuple[str, str, int, bool]:
-        """What a Spark task gets: plain values (see :func:`scan_task`)."""
-        return (self.stream, self.path, self.base_offset, self.sealed)
-
 
 @dataclass(frozen=True, slots=True)
 class CorruptReport:
@@ -74,7 +68,7 @@ class CorruptReport:
 
 @dataclass(frozen=True, slots=True)
 class SegmentStats:
-    """What one segment file holds (the partial result of one Spark task).
+    """What one segment file holds (aggregated by Spark from the rows of its one task).
 
     ``records`` counts the committed records read before any corrupt entry;
     the ``min_*``/``max_*`` times and ``first_offset``/``last_offset`` are
@@ -104,7 +98,7 @@ class SegmentStats:
         return os.path.basename(self.path)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-ready values (what an executor sends back to the driver)."""
+        """Plain, JSON-ready values (one entry of ``--json``'s ``segments``)."""
         return {
             "stream": self.stream,
             "path": self.path,
@@ -291,69 +285,6 @@ def list_segments(
             if segment.sealed or include_active:
                 files.append(segment)
     return chosen, files
-
-
-# ---------------------------------------------------------------------------
-# Executor: one segment file
-# ---------------------------------------------------------------------------
-
-
-def segment_stats(segment: SegmentFile) -> SegmentStats:
-    """Scan one segment file with :func:`injector.log.scan_segment` and fold what it yields.
-
-    A corrupt entry ends the scan and is kept in the result, not raised; a
-    file that no longer exists gives a ``vanished`` result. Other I/O errors
-    propagate (the Spark task fails).
-    """
-    records = 0
-    first_offset: int | None = None
-    last_offset: int | None = None
-    min_event: int | None = None
-    max_event: int | None = None
-    min_ingest: int | None = None
-    max_ingest: int | None = None
-    corrupt: CorruptEntry | None = None
-    try:
-        for item in scan_segment(segment.path, segment.stream):
-            if isinstance(item, CorruptEntry):
-                corrupt = item
-                break
-            records += 1
-            if first_offset is None:
-                first_offset = item.offset
-            last_offset = item.offset
-            event, ingest = item.event_time_ms, item.ingest_time_ms
-            if min_event is None or event < min_event:
-                min_event = event
-            if max_event is None or event > max_event:
-                max_event = event
-            if min_ingest is None or ingest < min_ingest:
-                min_ingest = ingest
-            if max_ingest is None or ingest > max_ingest:
-                max_ingest = ingest
-    except FileNotFoundError:
-        return SegmentStats(segment.stream, segment.path, segment.base_offset, segment.sealed,
-                            vanished=True)  # fmt: skip
-    return SegmentStats(
-        segment.stream,
-        segment.path,
-        segment.base_offset,
-        segment.sealed,
-        records=records,
-        first_offset=first_offset,
-        last_offset=last_offset,
-        min_event_ms=min_event,
-        max_event_ms=max_event,
-        min_ingest_ms=min_ingest,
-        max_ingest_ms=max_ingest,
-        corrupt=corrupt,
-    )
-
-
-def scan_task(task: tuple[str, str, int, bool]) -> dict[str, Any]:
-    """The function a Spark task maps over its segment: :meth:`SegmentFile.task` in, a dict out."""
-    stream, path, base_offset, sealed = task
-    return segment_stats(SegmentFile(stream, path, base_offset, sealed)).to_dict()
 
 
 # ---------------------------------------------------------------------------

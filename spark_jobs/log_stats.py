@@ -1,4 +1,4 @@
-"""Statistics of the durable log, computed by Spark: one task per segment file.
+"""Statistics of the durable log, computed by Spark through the ``millrace`` data source.
 
 Usage (from the repository, with the venv that ``make setup`` creates)::
 
@@ -6,11 +6,13 @@ Usage (from the repository, with the venv that ``make setup`` creates)::
         spark_jobs/log_stats.py --log-dir data/log [--stream S ...] [--include-active] \\
         [--json OUT]
 
-``PYSPARK_PYTHON`` (or an activated venv, so that ``python3`` is the venv's)
-makes ``spark-submit`` run this driver with the Python that has ``millrace``
-and ``pyspark`` installed; the driver then hands its own interpreter to the
-executors unless ``PYSPARK_PYTHON`` names another one. The executors import
-:mod:`injector.log` and :mod:`spark_jobs._log_reader` from the installed
+``--log-dir`` is a local log directory or a log archive URI (``file://...``,
+``s3://bucket/prefix``: see ``docs/spark.md``). ``PYSPARK_PYTHON`` (or an
+activated venv, so that ``python3`` is the venv's) makes ``spark-submit``
+run this driver with the Python that has ``millrace`` and ``pyspark``
+installed; the driver then hands its own interpreter to the executors
+unless ``PYSPARK_PYTHON`` names another one. The executors import
+:mod:`spark_jobs.logsource` and :mod:`injector.log` from the installed
 package, so neither ``PYTHONPATH`` nor ``--py-files`` is needed (on a real
 cluster, install ``millrace`` on the workers, as in the Docker image, whose
 ``spark-submit`` finds this file at
@@ -19,19 +21,22 @@ needs a Java 17+ runtime: ``java`` on ``PATH`` or ``JAVA_HOME``.
 
 What it does:
 
-1. Lists the stream directories of ``--log-dir`` (every one holding a
-   segment file, or those named by ``--stream``) and their segment files.
-   By default only **sealed** segments are read (immutable: a segment with
-   its ``.idx``, or any segment but the last). ``--include-active`` also
-   reads each stream's active segment. That is safe -- a reader only ever
-   yields whole, committed requests -- but the active segment may still be
-   growing: the numbers are a snapshot, and next to a running writer an
-   append in flight can show up as a ``CORRUPT`` torn tail of that segment.
-2. Runs one Spark task per segment file
-   (``sc.parallelize(files, numSlices=len(files)).map(scan_task)``), which
-   scans it with :func:`injector.log.scan_segment` and returns per-segment
-   partial statistics; the driver merges them per stream
-   (:mod:`spark_jobs._log_reader`, unit-testable without Spark).
+1. Lists the streams of ``--log-dir`` (every one holding a segment file,
+   or those named by ``--stream``) and their segment files
+   (:func:`spark_jobs.logsource.plan_segments`). By default only **sealed**
+   segments are read (immutable: a segment with its ``.idx``, or any
+   segment but the last; in an archive, every segment). ``--include-active``
+   also reads each stream's active segment. That is safe -- a reader only
+   ever yields whole, committed requests -- but the active segment may
+   still be growing: the numbers are a snapshot, and next to a running
+   writer an append in flight can show up as a ``CORRUPT`` torn tail of
+   that segment.
+2. Reads exactly those segments with ``spark.read.format("millrace")`` (one
+   task per segment file) and aggregates per segment with DataFrame
+   operations (:func:`aggregate_segments`: count, first/last offset,
+   min/max times, the corrupt entry); the driver folds the per-segment rows
+   (:func:`segment_partials`) and merges them per stream
+   (:mod:`spark_jobs._log_reader`); neither step needs Spark.
 3. Prints a table and, for scripts, one line per stream and per corrupt entry::
 
        STATS stream=<s> records=<n> min_event_ms=<ms> max_event_ms=<ms> segments=<n> corrupt=<n>
@@ -39,16 +44,19 @@ What it does:
 
    (``none`` for the times of a stream without records read; ``VANISHED
    stream=<s> segment=<file name>`` for a segment deleted by retention
-   between listing and reading.)
+   between listing and reading: the data source gives it a row with
+   ``corrupt_reason = 'vanished'``, or, deleted before Spark planned the
+   read, no row and no file.)
 
    ``records`` counts committed records; ``segments`` the segment files read.
    ``--json OUT`` also writes the whole result (per stream, per segment and
    every corrupt entry, with ingest times) to ``OUT``.
 
-A corrupt entry (bad crc, torn entry, ...) ends the scan of its segment: the
-records before it still count, and it is reported, not fatal. Exit status: 0
-(also with corrupt entries), 2 when the log directory or a named stream does
-not exist (before Spark starts), 1 if the Spark job fails. Under
+A corrupt entry (bad crc, torn entry, a sealed segment shorter or longer
+than its index says, ...) ends the scan of its segment: the records before
+it still count, and it is reported, not fatal. Exit status: 0 (also with
+corrupt entries), 2 when the log directory, the archive or a named stream
+does not exist (before Spark starts), 1 if the Spark job fails. Under
 ``spark-submit`` the driver's stderr (the ``log_stats: ...`` messages)
 comes out on ``spark-submit``'s stdout, and Spark's own log on its stderr.
 """
@@ -59,20 +67,19 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from injector.log import CorruptEntry
 from spark_jobs._log_reader import (
     LogDirError,
-    SegmentFile,
     SegmentStats,
     StreamStats,
-    list_segments,
     merge_streams,
-    scan_task,
 )
+from spark_jobs.logsource import VANISHED, SegmentPartition, plan_segments, segment_exists
 
 APP_NAME = "millrace-log-stats"
 
@@ -103,7 +110,7 @@ class Report:
 
 
 def build_report(
-    log_dir: Path,
+    log_dir: str | Path,
     include_active: bool,
     streams: Sequence[str],
     segments: Sequence[SegmentStats],
@@ -171,28 +178,124 @@ def format_table(report: Report) -> str:
     return "\n".join([title, *lines])
 
 
-def scan_with_spark(files: Sequence[SegmentFile]) -> tuple[list[SegmentStats], int]:
-    """Scan every file in its own Spark task.
+AGGREGATES = (
+    ("records", "count", "offset"),
+    ("first_offset", "min", "offset"),
+    ("last_offset", "max", "offset"),
+    ("min_event_ms", "min", "event_time_ms"),
+    ("max_event_ms", "max", "event_time_ms"),
+    ("min_ingest_ms", "min", "ingest_time_ms"),
+    ("max_ingest_ms", "max", "ingest_time_ms"),
+    ("corrupt_position", "max", "corrupt_position"),
+    ("corrupt_reason", "max", "corrupt_reason"),
+)
+"""Per segment: (result name, aggregate function, column). A segment has at most one
+corrupt row (its scan stops there), so ``max`` of the corrupt columns is that row's."""
 
-    Returns the per-segment partials, in ``files`` order, and the number of
-    tasks (partitions) that read them.
+
+def aggregate_segments(df: Any) -> Any:
+    """One row per ``(stream, segment)`` of a ``millrace`` DataFrame, as :data:`AGGREGATES` says."""
+    from pyspark.sql import functions
+
+    return df.groupBy("stream", "segment").agg(
+        *(getattr(functions, fn)(column).alias(name) for name, fn, column in AGGREGATES)
+    )
+
+
+def segment_partials(
+    segments: Iterable[SegmentPartition],
+    rows: Iterable[Mapping[str, Any]],
+    exists: Callable[[SegmentPartition], bool] = segment_exists,
+) -> list[SegmentStats]:
+    """The :class:`SegmentStats` of every listed segment, from :func:`aggregate_segments` rows.
+
+    A segment without a row gave no rows at all: it holds no records if its
+    file is still there (``exists``), else it vanished before Spark planned
+    the read. A row with ``corrupt_reason`` ``vanished`` and no position is
+    a segment that vanished before its task opened it. Rows of segments not
+    listed (sealed after the listing) are ignored.
     """
-    if not files:
+    by_segment = {(row["stream"], row["segment"]): row for row in rows}
+    partials = []
+    for segment in segments:
+        row = by_segment.get((segment.stream, segment.name))
+        base = (segment.stream, segment.location, segment.base_offset, segment.sealed)
+        if row is None:
+            partials.append(SegmentStats(*base, vanished=not exists(segment)))
+            continue
+        position, reason = row["corrupt_position"], row["corrupt_reason"]
+        if position is None and reason == VANISHED:
+            partials.append(SegmentStats(*base, vanished=True))
+            continue
+        partials.append(
+            SegmentStats(
+                *base,
+                records=int(row["records"]),
+                first_offset=row["first_offset"],
+                last_offset=row["last_offset"],
+                min_event_ms=row["min_event_ms"],
+                max_event_ms=row["max_event_ms"],
+                min_ingest_ms=row["min_ingest_ms"],
+                max_ingest_ms=row["max_ingest_ms"],
+                corrupt=(
+                    None
+                    if position is None
+                    else CorruptEntry(position=int(position), reason=str(reason))
+                ),
+            )
+        )
+    return partials
+
+
+def scan_with_spark(
+    spark: Any,
+    location: str,
+    segments: Sequence[SegmentPartition],
+    *,
+    streams: Sequence[str] | None = None,
+    include_active: bool = False,
+) -> tuple[list[SegmentStats], int]:
+    """Read ``segments`` (and nothing else) of the log at ``location`` through the data source.
+
+    ``streams`` is the ``stream`` option (None: every stream). Returns the
+    per-segment partials, in ``segments`` order, and the number of Spark
+    tasks (input partitions) that read them.
+    """
+    from pyspark.sql import functions
+
+    import spark_jobs
+
+    df = spark_jobs.read_log(spark, location, streams=streams, include_active=include_active)
+    names = sorted({segment.name for segment in segments})
+    wanted = sorted({segment.stream for segment in segments})
+    df = df.where(functions.col("stream").isin(wanted) & functions.col("segment").isin(names))
+    tasks: int = df.rdd.getNumPartitions()
+    rows = [row.asDict() for row in aggregate_segments(df).collect()]
+    return segment_partials(segments, rows), tasks
+
+
+def run_spark(
+    location: str,
+    segments: Sequence[SegmentPartition],
+    *,
+    streams: Sequence[str] | None,
+    include_active: bool,
+) -> tuple[list[SegmentStats], int]:
+    """:func:`scan_with_spark` in a Spark session of its own (none started without segments)."""
+    if not segments:
         return [], 0  # nothing to read: no need to start Spark
-    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
 
     # Local executors run the driver's interpreter (which has millrace installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    context = SparkContext.getOrCreate(SparkConf().setAppName(APP_NAME))
+    spark = SparkSession.builder.appName(APP_NAME).getOrCreate()
     try:
-        context.setLogLevel("WARN")
-        tasks = [f.task() for f in files]
-        rdd = context.parallelize(tasks, numSlices=len(tasks)).map(scan_task)
-        partitions: int = rdd.getNumPartitions()
-        results: list[dict[str, Any]] = rdd.collect()
+        spark.sparkContext.setLogLevel("WARN")
+        return scan_with_spark(
+            spark, location, segments, streams=streams, include_active=include_active
+        )
     finally:
-        context.stop()
-    return [SegmentStats.from_dict(result) for result in results], partitions
+        spark.stop()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -201,7 +304,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="log_stats.py",
         description="Per-stream statistics of the durable log, one Spark task per segment file.",
     )
-    parser.add_argument("--log-dir", required=True, help="the injector's log directory")
+    parser.add_argument(
+        "--log-dir",
+        required=True,
+        help="the injector's log directory, or a log archive URI (file://, s3://, ...)",
+    )
     parser.add_argument(
         "--stream",
         action="extend",
@@ -221,16 +328,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the job; the exit status."""
     args = parse_args(argv)
-    log_dir = Path(args.log_dir)
+    location: str = args.log_dir
     try:
-        streams, files = list_segments(log_dir, args.stream, include_active=args.include_active)
+        streams, segments = plan_segments(location, args.stream, include_active=args.include_active)
     except LogDirError as error:
         print(f"log_stats: {error}", file=sys.stderr)
         return 2
     if not streams:
-        print(f"log_stats: no stream directories in {str(log_dir)!r}", file=sys.stderr)
-    partials, spark_tasks = scan_with_spark(files)
-    report = build_report(log_dir, args.include_active, streams, partials, spark_tasks)
+        print(f"log_stats: no streams in {location!r}", file=sys.stderr)
+    partials, spark_tasks = run_spark(
+        location, segments, streams=args.stream, include_active=args.include_active
+    )
+    report = build_report(location, args.include_active, streams, partials, spark_tasks)
     print(format_table(report))
     for line in stats_lines(report):
         print(line)

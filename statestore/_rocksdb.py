@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from rocksdict import BlockBasedOptions, ColumnFamily, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import (
+    BlockBasedOptions,
+    ColumnFamily,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
 
 from statestore._engine import Batch, Column
 from statestore.errors import StateStoreError, StoreCorruptedError, StoreLockedError

@@ -19,9 +19,10 @@ LAYERS: dict[str, set[str]] = {
     "node": {"computations", "engine", "delivery", "deployment", "statestore"},
     "sinks": {"engine", "deployment"},
     "injector": {"computations", "engine", "delivery", "deployment", "statestore"},
-    "spark_jobs": {"injector"},
+    # Spark is a driver of the engine, like a node: backfills run IntervalDriver.
+    "spark_jobs": {"statestore", "computations", "engine", "deployment", "injector", "sinks"},
     "millrace": {*["statestore", "computations", "engine", "deployment", "delivery", "node"],
-                 "injector", "sinks"},
+                 "injector", "sinks", "spark_jobs"},
 }  # fmt: skip
 EXCEPTIONS = {
     # The user's test harness runs the engine in-process.

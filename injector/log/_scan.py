@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from injector.log._format import (
     HEADER_SIZE,
@@ -18,38 +19,49 @@ from injector.log._format import (
 from injector.log._types import CorruptEntry, LogRecord
 
 
-def scan_segment(path: str | Path, stream: str) -> Iterator[LogRecord | CorruptEntry]:
+def scan_segment(source: str | Path | BinaryIO, stream: str) -> Iterator[LogRecord | CorruptEntry]:
     """Every committed record of one segment file, in offset order.
 
     Needs only the file and the name of the stream it belongs to (record ids
-    start with a hash of it). COMMIT entries are checked and skipped; a
-    request's records are yielded once its COMMIT has been read, so a
-    request is seen whole or not at all. At the first entry that fails
-    validation (bad header, torn entry, bad crc, offsets out of sequence,
-    records without their COMMIT at the end) it yields one
-    :class:`CorruptEntry` and stops. Meant for sealed segments: on the active
-    segment of a running writer, an append in flight looks like a torn tail.
+    start with a hash of it). ``source`` is the file's path, or a binary
+    file object open on it that can ``seek`` (a ``pyarrow.fs`` file, an
+    ``io.BytesIO`` of its bytes): read from its start to its end and left
+    open. COMMIT entries are checked and skipped; a request's
+    records are yielded once its COMMIT has been read, so a request is seen
+    whole or not at all. At the first entry that fails validation (bad
+    header, torn entry, bad crc, offsets out of sequence, records without
+    their COMMIT at the end) it yields one :class:`CorruptEntry` and stops.
+    Meant for sealed segments: on the active segment of a running writer, an
+    append in flight looks like a torn tail.
     """
+    if isinstance(source, str | os.PathLike):
+        with open(source, "rb") as f:
+            yield from _scan(f, os.fstat(f.fileno()).st_size, stream)
+        return
+    size = source.seek(0, os.SEEK_END)
+    source.seek(0)
+    yield from _scan(source, size, stream)
+
+
+def _scan(f: BinaryIO, size: int, stream: str) -> Iterator[LogRecord | CorruptEntry]:
     prefix = stream_tag(stream)
     pack_offset = U64.pack
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        try:
-            base = decode_header(f.read(HEADER_SIZE))
-        except EntryError as error:
-            yield CorruptEntry(position=error.position, reason=error.reason)
-            return
-        try:
-            for records, _commit, _end in iter_requests(f, base, HEADER_SIZE, size):
-                for _position, body, offset, event_ms, ingest_ms, key_len in records:
-                    key_end = RECORD_HEAD_SIZE + key_len
-                    yield LogRecord(
-                        offset,
-                        prefix + pack_offset(offset),
-                        body[RECORD_HEAD_SIZE:key_end],
-                        body[key_end:],
-                        event_ms,
-                        ingest_ms,
-                    )
-        except EntryError as error:
-            yield CorruptEntry(position=error.position, reason=error.reason)
+    try:
+        base = decode_header(f.read(HEADER_SIZE))
+    except EntryError as error:
+        yield CorruptEntry(position=error.position, reason=error.reason)
+        return
+    try:
+        for records, _commit, _end in iter_requests(f, base, HEADER_SIZE, size):
+            for _position, body, offset, event_ms, ingest_ms, key_len in records:
+                key_end = RECORD_HEAD_SIZE + key_len
+                yield LogRecord(
+                    offset,
+                    prefix + pack_offset(offset),
+                    body[RECORD_HEAD_SIZE:key_end],
+                    body[key_end:],
+                    event_ms,
+                    ingest_ms,
+                )
+    except EntryError as error:
+        yield CorruptEntry(position=error.position, reason=error.reason)

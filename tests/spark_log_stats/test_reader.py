@@ -1,5 +1,6 @@
 """``spark_jobs/log_stats.py``, its pure half without Spark: listing segment files,
-scanning one segment, merging partial statistics, the driver's output and exit codes."""
+folding the per-segment rows Spark aggregates, merging partial statistics, the driver's
+output and exit codes (the rows themselves: ``test_spark_session.py``)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from injector.log import (
-    AppendRequest,
-    CorruptEntry,
-    StreamLog,
-    scan_segment,
-)
+from injector.log import CorruptEntry
 from spark_jobs import log_stats
 from spark_jobs._log_reader import (
-    CorruptReport,
     LogDirError,
     SegmentStats,
     StreamStats,
     list_segments,
     list_streams,
     merge_streams,
-    scan_task,
-    segment_stats,
 )
-from tests.spark_log_stats._logs import (
-    flip_byte_mid_file,
-    log_view,
-    write_log,
-)
+from spark_jobs.logsource import VANISHED, SegmentPartition, plan_segments
+from tests.spark_log_stats._logs import log_view, write_log
 
 # ---------------------------------------------------------------------------
 # Listing segment files
@@ -98,82 +88,71 @@ def test_a_missing_log_dir_is_refused(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------
-# One segment: partial statistics
+# One segment: its row of the Spark aggregation, folded
 # ---------------------------------------------------------------------------
 
 
-def test_segment_stats_match_each_segment_of_the_log(tmp_path: Path) -> None:
+def partition(stream: str, base: int, *, sealed: bool = True) -> SegmentPartition:
+    name = f"segment-{base:020d}.log"
+    return SegmentPartition(stream, f"/l/{stream}/{name}", base, name, sealed, archived=False)
+
+
+def aggregate_row(stream: str, base: int, **values: object) -> dict[str, object]:
+    row: dict[str, object] = {name: None for name, _, _ in log_stats.AGGREGATES}
+    return {**row, "records": 0, "stream": stream, "segment": f"segment-{base:020d}.log", **values}
+
+
+def test_segment_partials_fold_aggregated_rows() -> None:
+    parts = [partition("events", 0), partition("events", 10), partition("clicks", 0)]
+    rows = [
+        aggregate_row("events", 0, records=10, first_offset=0, last_offset=9, min_event_ms=-5,
+                      max_event_ms=70, min_ingest_ms=100, max_ingest_ms=200),
+        aggregate_row("events", 10, records=2, first_offset=10, last_offset=11, min_event_ms=3,
+                      max_event_ms=90, min_ingest_ms=300, max_ingest_ms=300,
+                      corrupt_position=1234, corrupt_reason="crc mismatch"),
+        aggregate_row("clicks", 0, corrupt_position=0, corrupt_reason="bad segment magic"),
+        aggregate_row("clicks", 99, records=5),  # sealed after the listing: not reported
+    ]  # fmt: skip
+    partials = log_stats.segment_partials(parts, rows, exists=lambda _: True)
+    assert partials == [
+        SegmentStats("events", "/l/events/segment-00000000000000000000.log", 0, True, records=10,
+                     first_offset=0, last_offset=9, min_event_ms=-5, max_event_ms=70,
+                     min_ingest_ms=100, max_ingest_ms=200),
+        SegmentStats("events", "/l/events/segment-00000000000000000010.log", 10, True, records=2,
+                     first_offset=10, last_offset=11, min_event_ms=3, max_event_ms=90,
+                     min_ingest_ms=300, max_ingest_ms=300,
+                     corrupt=CorruptEntry(position=1234, reason="crc mismatch")),
+        SegmentStats("clicks", "/l/clicks/segment-00000000000000000000.log", 0, True,
+                     corrupt=CorruptEntry(position=0, reason="bad segment magic")),
+    ]  # fmt: skip
+
+
+def test_a_segment_without_rows_is_empty_or_vanished() -> None:
+    empty, gone, late = partition("events", 0, sealed=False), partition("a", 5), partition("b", 7)
+    rows = [aggregate_row("b", 7, corrupt_reason=VANISHED)]  # deleted before its task opened it
+    partials = log_stats.segment_partials([empty, gone, late], rows, exists=lambda p: p is empty)
+    assert partials == [
+        SegmentStats("events", empty.location, 0, False),
+        SegmentStats("a", gone.location, 5, True, vanished=True),
+        SegmentStats("b", late.location, 7, True, vanished=True),
+    ]
+    merged = merge_streams(["a", "b", "events"], partials)
+    assert merged["events"] == StreamStats("events", segments=1)
+    assert merged["a"] == StreamStats("a", vanished=(gone.name,))
+    report = log_stats.build_report("/l", True, ["a", "b", "events"], partials)
+    assert "VANISHED stream=a segment=segment-00000000000000000005.log" in (
+        log_stats.stats_lines(report)
+    )
+
+
+def test_the_job_plans_what_the_log_lists(tmp_path: Path) -> None:
     write_log(tmp_path, "events", 120)
-    infos, records = log_view(tmp_path / "events", "events")
     _, files = list_segments(tmp_path, include_active=True)
-    assert len(files) == len(infos)
-    for file, info in zip(files, infos, strict=True):
-        stats = segment_stats(file)
-        held = [r for r in records if info.base_offset <= r.offset < info.end_offset]
-        assert stats.corrupt is None and not stats.vanished
-        assert stats.records == info.records == len(held)
-        assert (stats.first_offset, stats.last_offset) == (info.base_offset, info.end_offset - 1)
-        assert (stats.min_event_ms, stats.max_event_ms) == (info.min_event_ms, info.max_event_ms)
-        assert stats.min_ingest_ms == min(r.ingest_time_ms for r in held)
-        assert stats.max_ingest_ms == max(r.ingest_time_ms for r in held)
-        # What crosses from an executor to the driver: plain JSON values, round-tripping.
-        wire = scan_task(file.task())
-        assert json.loads(json.dumps(wire)) == wire
-        assert SegmentStats.from_dict(wire) == stats
-
-
-def test_a_segment_without_records_has_no_times(tmp_path: Path) -> None:
-    log = StreamLog.open(tmp_path / "events", "events")
-    log.append([AppendRequest(records=[])])  # a request that only commits
-    log.close()
-    _, [file] = list_segments(tmp_path, include_active=True)
-    stats = segment_stats(file)
-    assert stats == SegmentStats("events", file.path, 0, False)
-    assert StreamStats.of_segment(stats) == StreamStats("events", segments=1)
-
-
-def test_a_corrupt_entry_is_reported_and_the_records_before_it_count(tmp_path: Path) -> None:
-    write_log(tmp_path, "events", 120)
-    infos, _ = log_view(tmp_path / "events", "events")
-    victim = Path(infos[1].path)
-    flip_byte_mid_file(victim)
-    items = list(scan_segment(victim, "events"))
-    assert isinstance(items[-1], CorruptEntry)
-
-    _, files = list_segments(tmp_path)
-    stats = segment_stats(files[1])
-    assert stats.corrupt == items[-1]
-    assert stats.records == len(items) - 1 < infos[1].records
-    assert SegmentStats.from_dict(scan_task(files[1].task())) == stats
-    merged = merge_streams(["events"], [segment_stats(f) for f in files])["events"]
-    assert merged.segments == len(files)
-    assert (
-        merged.records
-        == sum(i.records for i in infos if i.sealed) - infos[1].records + len(items) - 1
-    )
-    assert merged.corrupt == (
-        CorruptReport("events", victim.name, items[-1].position, items[-1].reason),
-    )
-
-
-def test_a_bad_header_is_a_corrupt_entry_at_byte_0(tmp_path: Path) -> None:
-    write_log(tmp_path, "events", 60)
-    _, files = list_segments(tmp_path)
-    Path(files[0].path).write_bytes(b"not a segment file at all")
-    stats = segment_stats(files[0])
-    assert stats.records == 0
-    assert stats.corrupt is not None and stats.corrupt.position == 0
-
-
-def test_a_segment_deleted_after_listing_is_vanished_not_fatal(tmp_path: Path) -> None:
-    write_log(tmp_path, "events", 60)
-    _, files = list_segments(tmp_path)
-    Path(files[0].path).unlink()  # retention ran between listing and the task
-    stats = segment_stats(files[0])
-    assert stats.vanished and stats.records == 0
-    merged = merge_streams(["events"], [segment_stats(f) for f in files])["events"]
-    assert merged.segments == len(files) - 1
-    assert merged.vanished == (files[0].name,)
+    streams, parts = plan_segments(str(tmp_path), include_active=True)
+    assert streams == ["events"]
+    assert [(p.stream, p.location, p.base_offset, p.sealed) for p in parts] == [
+        (f.stream, f.path, f.base_offset, f.sealed) for f in files
+    ]
 
 
 # ---------------------------------------------------------------------------

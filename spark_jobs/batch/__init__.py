@@ -1,0 +1,43 @@
+"""Batch = streaming on Spark: a topology's computations run over the durable log.
+
+:func:`run_backfill` runs every computation of a topology over the log (or
+its archive) in Spark stages, through the same ``IntervalDriver`` the nodes
+run, with a perfect watermark (:func:`run_interval`), and writes the sink
+streams as Parquet (and JSON lines). ``spark_jobs/backfill.py`` is the
+``spark-submit`` job; ``docs/spark.md`` the user's guide.
+"""
+
+from spark_jobs.batch._interval_run import (
+    END_OF_TIME,
+    BackfillError,
+    InputRow,
+    IntervalStats,
+    OutputRow,
+    run_interval,
+)
+from spark_jobs.batch._pipeline import (
+    PRODUCTIONS,
+    SINK_COLUMNS,
+    BackfillOptions,
+    BackfillSummary,
+    run_backfill,
+)
+from spark_jobs.batch._stages import route_log_rows, sink_stream, stage_order, with_intervals
+
+__all__ = [
+    "END_OF_TIME",
+    "PRODUCTIONS",
+    "SINK_COLUMNS",
+    "BackfillError",
+    "BackfillOptions",
+    "BackfillSummary",
+    "InputRow",
+    "IntervalStats",
+    "OutputRow",
+    "route_log_rows",
+    "run_backfill",
+    "run_interval",
+    "sink_stream",
+    "stage_order",
+    "with_intervals",
+]

@@ -1,0 +1,194 @@
+"""The backfill as Spark stages: the log, routed; one stage per computation; the sinks.
+
+1. The log (``spark.read.format("millrace")``, event-time range pushed down)
+   becomes productions, routed as the injector's forwarder routes them.
+2. Per computation, in dependency order: the productions addressed to it,
+   partitioned by key interval (a shuffle) and sorted by ``(event_time_ms,
+   record_id)`` within each interval, run through :func:`run_interval` (one
+   ``IntervalDriver`` per interval, a perfect watermark); its productions are
+   written beside the others (``<out>/_stages/<computation>``) for the stages
+   after it.
+3. Every production addressed to a sink stream is written to
+   ``<out>/<stream>/`` as Parquet (the ``ParquetSink`` columns), and with
+   ``jsonl`` also to ``<out>/<stream>.jsonl/`` (one part file, lines as
+   ``FileSink`` writes them), sorted by event time and record id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from computations import Topology
+from engine import SINK_PREFIX
+from millrace.wire.v1 import record_pb2
+from sinks import sink_line
+from spark_jobs.batch._interval_run import InputRow, IntervalStats, OutputRow, run_interval
+from spark_jobs.batch._stages import route_log_rows, stage_order
+
+PRODUCTIONS = (
+    "consumer string, interval int, record_id binary, key binary, value binary, "
+    "event_time_ms long, producer string, stream string"
+)
+SINK_COLUMNS = ["record_id", "key", "value", "event_time_ms", "producer", "stream"]
+_STATS = ("records_in", "productions", "timers_fired", "dead_letters", "duplicates")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackfillOptions:
+    """What to backfill and where to put it."""
+
+    topology: Topology
+    log: str
+    """A log directory or an archive URI (what the ``millrace`` data source loads)."""
+    out: str
+    """A directory or URI for the outputs (overwritten)."""
+    from_ms: int | None = None
+    """Only records with event time at or after this (None: from the start)."""
+    to_ms: int | None = None
+    """Only records with event time before this (None: to the end)."""
+    partitions: int | None = None
+    """Spark partitions per stage (None: the session's default parallelism)."""
+    jsonl: bool = False
+    batch_size: int = 2000
+
+
+@dataclass(kw_only=True)
+class BackfillSummary:
+    """What a backfill did (printed and written as ``<out>/_summary.json`` by the job)."""
+
+    records_read: int = 0
+    corrupt: list[dict[str, Any]] = field(default_factory=list)
+    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+    outputs: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "records_read": self.records_read,
+            "corrupt": self.corrupt,
+            "stages": self.stages,
+            "outputs": self.outputs,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
+    """Run the whole backfill in ``spark`` (see the module docstring)."""
+    from pyspark.sql.functions import col
+
+    import spark_jobs
+
+    started = time.monotonic()
+    topology = options.topology
+    summary = BackfillSummary()
+    sources = list(topology.sources())
+    log = spark_jobs.read_log(spark, options.log, streams=sources)
+    # Corrupt entries have no event time: a range filter alone would drop their rows.
+    in_range = col("corrupt_reason").isNull()
+    if options.from_ms is not None:
+        in_range = in_range & (col("event_time_ms") >= options.from_ms)
+    if options.to_ms is not None:
+        in_range = in_range & (col("event_time_ms") < options.to_ms)
+    log = log.where(col("corrupt_reason").isNotNull() | in_range)
+    log = log.cache()
+    summary.corrupt = [
+        row.asDict()
+        for row in log.where(col("corrupt_reason").isNotNull())
+        .select("stream", "segment", "corrupt_position", "corrupt_reason")
+        .collect()
+    ]
+    records = log.where(col("corrupt_reason").isNull()).select(
+        "record_id", "key", "value", "event_time_ms", "stream"
+    )
+    summary.records_read = records.count()
+    stages_dir = f"{options.out.rstrip('/')}/_stages"
+    routed = records.rdd.mapPartitions(
+        lambda rows: route_log_rows(topology, (tuple(row) for row in rows))
+    )
+    written = [_write(spark, routed, f"{stages_dir}/source")]
+    parallelism = options.partitions or spark.sparkContext.defaultParallelism
+    for computation in stage_order(topology):
+        counters = {name: spark.sparkContext.accumulator(0) for name in _STATS}
+        inputs = _read(spark, written).where(col("consumer") == computation)
+        ordered = inputs.repartition(parallelism, "interval").sortWithinPartitions(
+            "interval", "event_time_ms", "record_id"
+        )
+        task = _StageTask(topology, computation, options.batch_size, counters)
+        produced = ordered.rdd.mapPartitions(task)
+        written.append(_write(spark, produced, f"{stages_dir}/{computation}"))
+        summary.stages[computation] = {name: counter.value for name, counter in counters.items()}
+    log.unpersist()
+    every = _read(spark, written)
+    for stream in topology.sinks():
+        output = (
+            every.where(col("consumer") == SINK_PREFIX + stream)
+            .select(*SINK_COLUMNS)
+            .dropDuplicates(["record_id"])
+            .orderBy("event_time_ms", "record_id")
+        ).cache()
+        summary.outputs[stream] = output.count()
+        output.write.mode("overwrite").parquet(f"{options.out.rstrip('/')}/{stream}")
+        if options.jsonl:
+            output.coalesce(1).rdd.map(_jsonl).saveAsTextFile(
+                f"{options.out.rstrip('/')}/{stream}.jsonl"
+            )
+        output.unpersist()
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _write(spark: Any, rows: Any, path: str) -> str:
+    spark.createDataFrame(rows, PRODUCTIONS).write.mode("overwrite").parquet(path)
+    return path
+
+
+def _read(spark: Any, paths: list[str]) -> Any:
+    return spark.read.schema(PRODUCTIONS).parquet(*paths)
+
+
+def _jsonl(row: Any) -> str:
+    record = record_pb2.Record(
+        record_id=row.record_id, key=row.key, value=row.value,
+        event_time_ms=row.event_time_ms, producer=row.producer,
+    )  # fmt: skip
+    return sink_line(record).decode().rstrip("\n")
+
+
+class _StageTask:
+    """What one Spark task of a stage runs: each interval of its partition in turn."""
+
+    def __init__(
+        self, topology: Topology, computation: str, batch_size: int, counters: dict[str, Any]
+    ) -> None:
+        self._topology = topology
+        self._computation = computation
+        self._batch_size = batch_size
+        self._counters = counters
+
+    def __call__(self, rows: Iterable[Any]) -> Iterator[OutputRow]:
+        current: int | None = None
+        pending: list[InputRow] = []
+        for row in rows:
+            if row.interval != current and pending:
+                yield from self._interval(current, pending)
+                pending = []
+            current = row.interval
+            pending.append(
+                InputRow(row.record_id, row.key, row.value, row.event_time_ms, row.producer,
+                         row.stream)
+            )  # fmt: skip
+        if pending:
+            yield from self._interval(current, pending)
+
+    def _interval(self, interval: int | None, rows: list[InputRow]) -> Iterator[OutputRow]:
+        assert interval is not None
+        stats = IntervalStats()
+        yield from run_interval(
+            self._topology, self._computation, interval, rows, stats, batch_size=self._batch_size
+        )
+        for name in _STATS:
+            self._counters[name].add(getattr(stats, name))

@@ -1,0 +1,42 @@
+"""The backfill's stages without Spark: equal, id for id, to the in-process online run,
+whatever the batch size and the number of key intervals."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.batch import with_intervals
+from tests.spark_backfill._topologies import (
+    harness_outputs,
+    local_backfill,
+    log_records,
+    two_stages,
+    write_log,
+)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[bytes, bytes, bytes, int, str]]:
+    log_dir = tmp_path_factory.mktemp("log")
+    write_log(log_dir, 3000)
+    return log_records(log_dir)
+
+
+def as_tuples(outputs: dict) -> dict:  # type: ignore[type-arg]
+    return {
+        stream: {
+            rid: (r.key, r.value, r.event_time_ms) if hasattr(r, "key") else r
+            for rid, r in by_id.items()
+        }
+        for stream, by_id in outputs.items()
+    }
+
+
+@pytest.mark.parametrize(("intervals", "batch_size"), [(None, 100), (1, 7), (5, 1000)])
+def test_stages_equal_the_online_run(
+    records: list[tuple[bytes, bytes, bytes, int, str]], intervals: int | None, batch_size: int
+) -> None:
+    online = as_tuples(harness_outputs(two_stages(), records))
+    assert len(online["totals"]) > 10
+    batch = local_backfill(with_intervals(two_stages(), intervals), records, batch_size=batch_size)
+    assert batch == online

@@ -1,0 +1,144 @@
+"""Logs the data source tests read, their archives, and what reading them must give."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+from injector.log import (
+    AppendRequest,
+    CorruptEntry,
+    LogConfig,
+    LogRecord,
+    SegmentInfo,
+    StreamLog,
+    scan_segment,
+)
+
+T0 = 1_700_000_000_000
+STREAMS = ("clicks", "views")
+
+Row = tuple[bytes, bytes, bytes, int, int, str, int]
+"""record_id, key, value, event_time_ms, ingest_time_ms, stream, offset."""
+
+
+def write_stream(log_dir: Path, stream: str, requests: int, *, segment_bytes: int = 4096) -> None:
+    """A closed log of ``requests`` requests of 1..7 records; event times grow with the request
+    number (+-300 ms of jitter), so segments cover distinct event-time ranges."""
+    rng = random.Random(stream)
+    log = StreamLog.open(log_dir / stream, stream, config=LogConfig(segment_bytes=segment_bytes))
+    for number in range(requests):
+        records = [
+            (
+                f"k{rng.randrange(20)}".encode(),
+                f"{stream}-{number}-{i}".encode() * rng.randint(1, 4),
+                T0 + number * 1000 + rng.randrange(-300, 300),
+            )
+            for i in range(rng.randint(1, 7))
+        ]
+        log.append([AppendRequest(records=records, idempotency_key=f"r{number}".encode())])
+    log.close()
+
+
+def write_logs(log_dir: Path, *, segment_bytes: int = 4096) -> None:
+    """Two streams of several sealed segments each, and an active segment with records."""
+    write_stream(log_dir, "clicks", 150, segment_bytes=segment_bytes)
+    write_stream(log_dir, "views", 90, segment_bytes=segment_bytes * 3 // 4)
+
+
+def segments(log_dir: Path, stream: str) -> list[SegmentInfo]:
+    """The stream's segments, as the log describes them."""
+    log = StreamLog.open(log_dir / stream, stream, read_only=True)
+    try:
+        return log.segments()
+    finally:
+        log.close()
+
+
+def oracle(log_dir: Path, stream: str, *, include_active: bool = False) -> list[Row]:
+    """What reading the stream must give: ``StreamLog.read`` of its (sealed) segments."""
+    log = StreamLog.open(log_dir / stream, stream, read_only=True)
+    try:
+        infos = [s for s in log.segments() if s.sealed or include_active]
+        records = log.read(0, 10**9)
+    finally:
+        log.close()
+    held = [r for r in records if any(s.base_offset <= r.offset < s.end_offset for s in infos)]
+    return [as_row(stream, r) for r in held]
+
+
+def as_row(stream: str, record: LogRecord) -> Row:
+    return (
+        record.record_id,
+        record.key,
+        record.value,
+        record.event_time_ms,
+        record.ingest_time_ms,
+        stream,
+        record.offset,
+    )
+
+
+def archive(log_dir: Path, archive_dir: Path, streams: tuple[str, ...] = STREAMS) -> str:
+    """Copy every sealed segment to ``archive_dir`` as the injector's archiver does; its URI.
+
+    ``<stream>/segment-<base>.log`` and ``.idx``, then the manifest entry
+    ``<stream>/manifest/segment-<base>.json``.
+    """
+    for stream in streams:
+        target = archive_dir / stream
+        (target / "manifest").mkdir(parents=True, exist_ok=True)
+        for info in segments(log_dir, stream):
+            if not info.sealed:
+                continue
+            source = Path(info.path)
+            shutil.copyfile(source, target / source.name)
+            shutil.copyfile(source.with_suffix(".idx"), target / source.with_suffix(".idx").name)
+            data = source.read_bytes()
+            ingests = [
+                r.ingest_time_ms for r in scan_segment(source, stream) if isinstance(r, LogRecord)
+            ]
+            entry: dict[str, Any] = {
+                "version": 1,
+                "stream": stream,
+                "segment": source.name,
+                "base_offset": info.base_offset,
+                "end_offset": info.end_offset,
+                "records": info.records,
+                "min_event_ms": info.min_event_ms,
+                "max_event_ms": info.max_event_ms,
+                "min_ingest_ms": min(ingests, default=None),
+                "max_ingest_ms": max(ingests, default=None),
+                "size_bytes": len(data),
+                "crc32": zlib.crc32(data),
+            }
+            manifest = target / "manifest" / source.with_suffix(".json").name
+            manifest.write_text(json.dumps(entry))
+    return archive_dir.as_uri()
+
+
+def flip_byte_mid_file(path: Path) -> CorruptEntry:
+    """Damage a segment in its middle; the corrupt entry a scan now stops at."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x5A
+    path.write_bytes(bytes(data))
+    last = list(scan_segment(path, path.parent.name))[-1]
+    assert isinstance(last, CorruptEntry)
+    return last
+
+
+def commit_ends(path: Path) -> list[int]:
+    """The byte positions right after each COMMIT entry of a segment file."""
+    data = path.read_bytes()
+    ends, at = [], 16
+    while at < len(data):
+        (length,) = struct.unpack_from(">I", data, at)
+        if data[at + 8] == 2:
+            ends.append(at + 8 + length)
+        at += 8 + length
+    return ends

@@ -1,0 +1,74 @@
+"""``log_stats.py`` under the real ``spark-submit --master local[2]``, reading a log archive
+through its ``file://`` URI with the ``millrace`` data source (slow)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.spark_logsource._logs import archive, flip_byte_mid_file, segments, write_logs
+from tests.spark_logsource._session import SPARK_SUBMIT, require_java, spark_env
+from tests.support import ROOT
+
+JOB = ROOT / "spark_jobs" / "log_stats.py"
+
+
+@pytest.mark.slow
+def test_log_stats_reads_an_archive_uri(tmp_path: Path) -> None:
+    require_java()
+    log_dir = tmp_path / "log"
+    write_logs(log_dir)
+    uri = archive(log_dir, tmp_path / "archive")
+    infos = {
+        stream: [i for i in segments(log_dir, stream) if i.sealed] for stream in ("clicks", "views")
+    }
+    victim = tmp_path / "archive" / "views" / Path(infos["views"][1].path).name
+    corrupt = flip_byte_mid_file(victim)
+
+    out = tmp_path / "stats.json"
+    command = [
+        str(SPARK_SUBMIT), "--master", "local[2]", "--driver-memory", "512m",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", f"spark.local.dir={tmp_path}",
+        str(JOB), "--log-dir", uri, "--json", str(out),
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, check=False, env=spark_env(), cwd=tmp_path,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert (
+        f"CORRUPT stream=views segment={victim.name} position={corrupt.position} "
+        f"reason={corrupt.reason}"
+    ) in result.stdout.splitlines()
+
+    report = json.loads(out.read_text())
+    assert report["log_dir"] == uri
+    assert report["spark_tasks"] == len(report["segments"]) == sum(map(len, infos.values()))
+    for stream, sealed in infos.items():
+        per_segment = [s for s in report["segments"] if s["stream"] == stream]
+        assert [s["path"] for s in per_segment] == [
+            f"{uri}/{stream}/{Path(i.path).name}" for i in sealed
+        ]
+        for got, info in zip(per_segment, sealed, strict=True):
+            if got["segment"] == victim.name:
+                assert got["corrupt"] == {"position": corrupt.position, "reason": corrupt.reason}
+                assert 0 < got["records"] < info.records
+                continue
+            assert got["corrupt"] is None
+            assert (got["records"], got["first_offset"], got["last_offset"]) == (
+                info.records,
+                info.base_offset,
+                info.end_offset - 1,
+            )
+            assert (got["min_event_ms"], got["max_event_ms"]) == (
+                info.min_event_ms,
+                info.max_event_ms,
+            )
+    clicks = report["streams"]["clicks"]
+    assert clicks["records"] == sum(i.records for i in infos["clicks"])
+    assert (clicks["segments"], clicks["corrupt"]) == (len(infos["clicks"]), 0)
+    assert report["streams"]["views"]["corrupt"] == 1
