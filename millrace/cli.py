@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from millrace._version import __version__
 from millrace.commands import (
-    backfill,
     deadletters,
     health,
     inject,
@@ -21,6 +20,7 @@ from millrace.commands import (
     node,
     security,
     sink,
+    spark,
     state,
     status,
     up,
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     deadletters.register(subparsers)
     up.register(subparsers)
     log.register(subparsers)
-    backfill.register(subparsers)
+    spark.register(subparsers)
     node.register(subparsers)
     sink.register(subparsers)
     view.register(subparsers)

@@ -36,6 +36,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 APP_NAME = "millrace-backfill"
 
@@ -65,17 +66,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--to", dest="to_ms", type=parse_time, help="event time to (excl.)")
     parser.add_argument("--intervals", type=int, help="key intervals per computation")
     parser.add_argument("--partitions", type=int, help="Spark partitions per stage")
+    parser.add_argument(
+        "--include-active", action="store_true",
+        help="also read each stream's active segment (a snapshot; local log directories)",
+    )  # fmt: skip
     parser.add_argument("--jsonl", action="store_true", help="also write JSON lines")
     parser.add_argument("--summary", help="also write the summary as JSON here")
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the job; the exit status."""
-    args = parse_args(argv)
+def prepare(args: argparse.Namespace, prog: str) -> tuple[Any, Any, str] | int:
+    """``(deployment, topology, log location)`` checked before Spark starts, or the exit
+    status after printing why not (a topology that does not import, no log)."""
     from computations.errors import TopologyError
     from deployment import Deployment
-    from spark_jobs.batch import BackfillOptions, run_backfill, with_intervals
+    from spark_jobs.batch import with_intervals
     from spark_jobs.logsource import LogDirError, check_location
 
     try:
@@ -84,52 +89,77 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in topology.computations:
             topology.handler_class(name)  # fails here, not on an executor
     except (TopologyError, OSError, ValueError, ImportError) as exc:
-        print(f"backfill: {args.config}: {exc}", file=sys.stderr)
+        print(f"{prog}: {args.config}: {exc}", file=sys.stderr)
         return 2
     placement = deployment.injector
     log = args.log or (placement.archive_uri if placement else None)
     if log is None:
-        print("backfill: give --log (the deployment has no archive_uri)", file=sys.stderr)
+        print(f"{prog}: give --log (the deployment has no archive_uri)", file=sys.stderr)
         return 2
     try:
         check_location(log)
     except LogDirError as exc:
-        print(f"backfill: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    return deployment, topology, log
+
+
+def spark_session(app_name: str) -> Any:
+    """The job's session (executors run this interpreter unless PYSPARK_PYTHON says)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = SparkSession.builder.appName(APP_NAME).getOrCreate()
+    spark = SparkSession.builder.appName(app_name).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def summary_lines(summary: Any, out: str) -> list[str]:
+    """The ``BACKFILL``, ``STAGE``, ``OUTPUT`` and ``CORRUPT`` lines of a summary."""
+    lines = [
+        f"BACKFILL records_read={summary.records_read} corrupt={len(summary.corrupt)} "
+        f"seconds={summary.seconds:.1f}"
+    ]
+    for name, stats in summary.stages.items():
+        figures = " ".join(f"{key}={value}" for key, value in stats.items())
+        lines.append(f"STAGE computation={name} {figures}")
+    for stream, count in summary.outputs.items():
+        lines.append(f"OUTPUT stream={stream} records={count} path={out.rstrip('/')}/{stream}")
+    for corrupt in summary.corrupt:
+        lines.append("CORRUPT " + " ".join(f"{key}={value}" for key, value in corrupt.items()))
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the job; the exit status."""
+    args = parse_args(argv)
+    prepared = prepare(args, "backfill")
+    if isinstance(prepared, int):
+        return prepared
+    _, topology, log = prepared
+    from spark_jobs.batch import BackfillOptions, run_backfill
+
+    spark = spark_session(APP_NAME)
     options = BackfillOptions(
         topology=topology, log=log, out=args.out, from_ms=args.from_ms, to_ms=args.to_ms,
-        partitions=args.partitions, jsonl=args.jsonl,
+        partitions=args.partitions, include_active=args.include_active, jsonl=args.jsonl,
     )  # fmt: skip
     try:
         summary = run_backfill(spark, options)
     except Exception as exc:  # the Spark job failed: its first line says why
-        print(f"backfill: the Spark job failed: {_reason(exc)}", file=sys.stderr)
+        print(f"backfill: the Spark job failed: {reason(exc)}", file=sys.stderr)
         return 1
     finally:
         spark.stop()
-    print(
-        f"BACKFILL records_read={summary.records_read} corrupt={len(summary.corrupt)} "
-        f"seconds={summary.seconds:.1f}"
-    )
-    for name, stats in summary.stages.items():
-        figures = " ".join(f"{key}={value}" for key, value in stats.items())
-        print(f"STAGE computation={name} {figures}")
-    for stream, count in summary.outputs.items():
-        print(f"OUTPUT stream={stream} records={count} path={args.out.rstrip('/')}/{stream}")
-    for corrupt in summary.corrupt:
-        print("CORRUPT " + " ".join(f"{key}={value}" for key, value in corrupt.items()))
+    for line in summary_lines(summary, args.out):
+        print(line)
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
     sys.stdout.flush()
     return 0
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     """The user's exception out of a Py4J/PySpark error, when there is one."""
     text = str(exc)
     for line in text.splitlines():

@@ -7,6 +7,15 @@ streams as Parquet (and JSON lines). ``spark_jobs/backfill.py`` is the
 ``spark-submit`` job; ``docs/spark.md`` the user's guide.
 """
 
+from spark_jobs.batch._corrections import (
+    REPLAY,
+    Output,
+    StreamReport,
+    compare,
+    correction_id,
+    identify,
+    publish,
+)
 from spark_jobs.batch._interval_run import (
     END_OF_TIME,
     BackfillError,
@@ -25,6 +34,13 @@ from spark_jobs.batch._pipeline import (
 from spark_jobs.batch._stages import route_log_rows, sink_stream, stage_order, with_intervals
 
 __all__ = [
+    "REPLAY",
+    "Output",
+    "StreamReport",
+    "compare",
+    "correction_id",
+    "identify",
+    "publish",
     "END_OF_TIME",
     "PRODUCTIONS",
     "SINK_COLUMNS",

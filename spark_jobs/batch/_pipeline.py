@@ -52,6 +52,9 @@ class BackfillOptions:
     partitions: int | None = None
     """Spark partitions per stage (None: the session's default parallelism)."""
     jsonl: bool = False
+    include_active: bool = False
+    """Also read each stream's active segment (a local log directory only): a snapshot,
+    for a log whose writer is stopped or for records not sealed yet."""
     batch_size: int = 2000
 
 
@@ -86,7 +89,9 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     topology = options.topology
     summary = BackfillSummary()
     sources = list(topology.sources())
-    log = spark_jobs.read_log(spark, options.log, streams=sources)
+    log = spark_jobs.read_log(
+        spark, options.log, streams=sources, include_active=options.include_active
+    )
     # Corrupt entries have no event time: a range filter alone would drop their rows.
     in_range = col("corrupt_reason").isNull()
     if options.from_ms is not None:

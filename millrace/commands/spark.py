@@ -1,0 +1,105 @@
+"""``millrace backfill`` and ``millrace replay``: build the ``spark-submit`` command of
+``spark_jobs/backfill.py`` or ``spark_jobs/replay.py``, print it, and run it.
+
+Both run the job with the ``spark-submit`` and the Python of this installation
+(``--master local[2]`` unless ``--master`` says otherwise); every option but
+``--master`` and ``--print-only`` goes to the job as given (``docs/spark.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import spark_jobs.backfill as backfill_job
+import spark_jobs.replay as replay_job
+
+_SHARED = ("log", "from_", "to", "intervals", "partitions")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``backfill`` and ``replay`` sub-commands."""
+    backfill = subparsers.add_parser(
+        "backfill",
+        help="run the topology over the durable log on Spark (spark-submit)",
+        description=(
+            "Run the deployment's topology over the log (or its archive) with spark-submit: "
+            "the same computations, a perfect watermark, sink streams written as Parquet."
+        ),
+    )
+    _common(backfill)
+    backfill.add_argument("--out", required=True, help="output directory or URI (overwritten)")
+    backfill.add_argument("--jsonl", action="store_true", help="also write JSON lines")
+    backfill.add_argument("--summary", help="also write the summary as JSON here")
+    backfill.set_defaults(handler=run, job=backfill_job, flags=("out", "summary"),
+                          switches=("jsonl", "include_active"))  # fmt: skip
+
+    replay = subparsers.add_parser(
+        "replay",
+        help="recompute a time range from the log and correct the online sinks (spark-submit)",
+        description=(
+            "Backfill a time range over everything the log holds, compare with what the "
+            "online sinks hold, and publish the differences into them as corrections."
+        ),
+    )
+    _common(replay)
+    replay.add_argument("--work", help="where the backfill writes (default: a scratch dir)")
+    replay.add_argument("--sink-path", action="append", metavar="STREAM=PATH",
+                        help="the online sink's file or Parquet directory of STREAM")  # fmt: skip
+    replay.add_argument("--report", help="also write the report as JSON here")
+    replay.add_argument("--dry-run", action="store_true", help="compare only, publish nothing")
+    replay.set_defaults(handler=run, job=replay_job, flags=("work", "sink_path", "report"),
+                        switches=("dry_run", "include_active"))  # fmt: skip
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="the deployment file")
+    parser.add_argument("--log", help="log directory or archive URI (default: archive_uri)")
+    parser.add_argument("--from", dest="from_", help="event time from (ms or ISO-8601 with zone)")
+    parser.add_argument("--to", help="event time to, exclusive (ms or ISO-8601 with zone)")
+    parser.add_argument("--intervals", type=int, help="key intervals per computation")
+    parser.add_argument("--partitions", type=int, help="Spark partitions per stage")
+    parser.add_argument("--include-active", action="store_true",
+                        help="also read each stream's active segment (a snapshot)")  # fmt: skip
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--print-only", action="store_true", help="print the command only")
+
+
+def command(args: argparse.Namespace) -> list[str]:
+    """The ``spark-submit`` command line for ``args``."""
+    submit = Path(sys.executable).parent / "spark-submit"
+    argv = [str(submit if submit.exists() else "spark-submit"), "--master", args.master]
+    argv += [str(Path(args.job.__file__).resolve()), "--config", args.config]
+    for name in (*_SHARED, *args.flags):
+        value = getattr(args, name)
+        flag = "--" + name.rstrip("_").replace("_", "-")
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None:
+                argv += [flag, str(item)]
+    argv += ["--" + name.replace("_", "-") for name in args.switches if getattr(args, name)]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the command, check that Java is there, run it; its exit status."""
+    argv = command(args)
+    print(shlex.join(argv), flush=True)
+    if args.print_only:
+        return 0
+    java_home = os.environ.get("JAVA_HOME")
+    if not (java_home and Path(java_home, "bin", "java").exists()) and not shutil.which("java"):
+        print(
+            f"millrace {args.job.APP_NAME.removeprefix('millrace-')}: Spark needs a Java 17+ "
+            "runtime and none was found (set JAVA_HOME or put java on PATH, e.g. "
+            "apt-get install openjdk-17-jre-headless)",
+            file=sys.stderr,
+        )
+        return 2
+    env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p)
+    return subprocess.run(argv, env=env, check=False).returncode
