@@ -85,7 +85,8 @@ def prepare(args: argparse.Namespace, prog: str) -> tuple[Any, Any, str] | int:
 
     try:
         deployment = Deployment.load(args.config)
-        topology = with_intervals(deployment.topology, args.intervals)
+        topology = deployment.topology
+        with_intervals(topology, args.intervals)  # a bad count fails here
         for name in topology.computations:
             topology.handler_class(name)  # fails here, not on an executor
     except (TopologyError, OSError, ValueError, ImportError) as exc:
@@ -142,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = spark_session(APP_NAME)
     options = BackfillOptions(
         topology=topology, log=log, out=args.out, from_ms=args.from_ms, to_ms=args.to_ms,
-        partitions=args.partitions, include_active=args.include_active, jsonl=args.jsonl,
+        partitions=args.partitions, intervals=args.intervals,
+        include_active=args.include_active, jsonl=args.jsonl,
     )  # fmt: skip
     try:
         summary = run_backfill(spark, options)

@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = spark_session(APP_NAME)
     options = BackfillOptions(
         topology=topology, log=log, out=work, from_ms=args.from_ms, to_ms=args.to_ms,
-        partitions=args.partitions, include_active=args.include_active,
+        partitions=args.partitions, intervals=args.intervals,
+        include_active=args.include_active,
     )  # fmt: skip
     try:
         summary = run_backfill(spark, options)

@@ -21,16 +21,30 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from computations import Topology
 from engine import SINK_PREFIX
 from millrace.wire.v1 import record_pb2
 from sinks import sink_line
 from spark_jobs.batch._interval_run import InputRow, IntervalStats, OutputRow, run_interval
-from spark_jobs.batch._stages import route_log_rows, stage_order
+from spark_jobs.batch._stages import route_log_rows, stage_order, with_intervals
 
 PRODUCTIONS = (
     "consumer string, interval int, record_id binary, key binary, value binary, "
     "event_time_ms long, producer string, stream string"
+)
+PRODUCTIONS_ARROW = pa.schema(
+    [
+        ("consumer", pa.string()),
+        ("interval", pa.int32()),
+        ("record_id", pa.binary()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("event_time_ms", pa.int64()),
+        ("producer", pa.string()),
+        ("stream", pa.string()),
+    ]
 )
 SINK_COLUMNS = ["record_id", "key", "value", "event_time_ms", "producer", "stream"]
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters", "duplicates")
@@ -51,6 +65,9 @@ class BackfillOptions:
     """Only records with event time before this (None: to the end)."""
     partitions: int | None = None
     """Spark partitions per stage (None: the session's default parallelism)."""
+    intervals: int | None = None
+    """Key intervals per computation (None: as many as partitions, so every core has
+    intervals to run; outputs and their ids do not depend on it)."""
     jsonl: bool = False
     include_active: bool = False
     """Also read each stream's active segment (a local log directory only): a snapshot,
@@ -86,7 +103,10 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     import spark_jobs
 
     started = time.monotonic()
-    topology = options.topology
+    parallelism = options.partitions or spark.sparkContext.defaultParallelism
+    # Spark's default of 200 shuffle partitions costs a Python task each on small data.
+    spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
+    topology = with_intervals(options.topology, options.intervals or parallelism)
     summary = BackfillSummary()
     sources = list(topology.sources())
     log = spark_jobs.read_log(
@@ -111,11 +131,10 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     )
     summary.records_read = records.count()
     stages_dir = f"{options.out.rstrip('/')}/_stages"
-    routed = records.rdd.mapPartitions(
-        lambda rows: route_log_rows(topology, (tuple(row) for row in rows))
+    routed = records.mapInArrow(
+        lambda batches: _batched(route_log_rows(topology, _rows_of(batches))), PRODUCTIONS
     )
-    written = [_write(spark, routed, f"{stages_dir}/source")]
-    parallelism = options.partitions or spark.sparkContext.defaultParallelism
+    written = [_write(routed, f"{stages_dir}/source")]
     for computation in stage_order(topology):
         counters = {name: spark.sparkContext.accumulator(0) for name in _STATS}
         inputs = _read(spark, written).where(col("consumer") == computation)
@@ -123,8 +142,8 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
             "interval", "event_time_ms", "record_id"
         )
         task = _StageTask(topology, computation, options.batch_size, counters)
-        produced = ordered.rdd.mapPartitions(task)
-        written.append(_write(spark, produced, f"{stages_dir}/{computation}"))
+        produced = ordered.mapInArrow(task, PRODUCTIONS)
+        written.append(_write(produced, f"{stages_dir}/{computation}"))
         summary.stages[computation] = {name: counter.value for name, counter in counters.items()}
     log.unpersist()
     every = _read(spark, written)
@@ -132,7 +151,6 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
         output = (
             every.where(col("consumer") == SINK_PREFIX + stream)
             .select(*SINK_COLUMNS)
-            .dropDuplicates(["record_id"])
             .orderBy("event_time_ms", "record_id")
         ).cache()
         summary.outputs[stream] = output.count()
@@ -146,9 +164,36 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     return summary
 
 
-def _write(spark: Any, rows: Any, path: str) -> str:
-    spark.createDataFrame(rows, PRODUCTIONS).write.mode("overwrite").parquet(path)
+def _write(frame: Any, path: str) -> str:
+    frame.write.mode("overwrite").parquet(path)
     return path
+
+
+def _rows_of(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """Rows of Arrow batches as tuples (columns converted in C, a batch at a time)."""
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+
+def _batched(rows: Iterable[OutputRow], size: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """Productions as Arrow batches of :data:`PRODUCTIONS_ARROW`."""
+    chunk: list[OutputRow] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield _batch(chunk)
+            chunk = []
+    if chunk:
+        yield _batch(chunk)
+
+
+def _batch(rows: list[OutputRow]) -> pa.RecordBatch:
+    columns = zip(*rows, strict=True)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, type=f.type) for column, f in zip(columns, PRODUCTIONS_ARROW,
+                                                             strict=True)],
+        schema=PRODUCTIONS_ARROW,
+    )  # fmt: skip
 
 
 def _read(spark: Any, paths: list[str]) -> Any:
@@ -174,18 +219,18 @@ class _StageTask:
         self._batch_size = batch_size
         self._counters = counters
 
-    def __call__(self, rows: Iterable[Any]) -> Iterator[OutputRow]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _batched(self._outputs(_rows_of(batches)))
+
+    def _outputs(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[OutputRow]:
         current: int | None = None
         pending: list[InputRow] = []
-        for row in rows:
-            if row.interval != current and pending:
+        for _consumer, interval, record_id, key, value, ts, producer, stream in rows:
+            if interval != current and pending:
                 yield from self._interval(current, pending)
                 pending = []
-            current = row.interval
-            pending.append(
-                InputRow(row.record_id, row.key, row.value, row.event_time_ms, row.producer,
-                         row.stream)
-            )  # fmt: skip
+            current = interval
+            pending.append(InputRow(record_id, key, value, ts, producer, stream))
         if pending:
             yield from self._interval(current, pending)
 

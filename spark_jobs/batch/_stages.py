@@ -13,8 +13,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 
 from computations import Topology
-from engine import SINK_PREFIX, routes_of, source_productions
-from millrace.wire.v1 import record_pb2
+from engine import SINK_PREFIX, routes_of
 from spark_jobs.batch._interval_run import OutputRow
 
 INJECTOR = "injector"
@@ -61,16 +60,10 @@ def route_log_rows(
     computation (at the interval its key falls in), or its sink."""
     routes = {stream: routes_of(topology, stream) for stream in topology.sources()}
     for record_id, key, value, event_time_ms, stream in rows:
-        stream_routes = routes.get(stream)
-        if stream_routes is None:
-            continue  # not a source of this topology
-        record = record_pb2.Record(
-            record_id=record_id, key=key, value=value, event_time_ms=event_time_ms,
-            producer=INJECTOR, stream=stream,
-        )  # fmt: skip
-        for production in source_productions(stream_routes, record):
+        # As engine.source_productions routes a record, without building one.
+        for route in routes.get(stream, ()):  # not a source of this topology: no routes
             yield OutputRow(
-                production.consumer, production.interval, record_id, key, value,
+                route.consumer, route.interval_for(key, value), record_id, key, value,
                 event_time_ms, INJECTOR, stream,
             )  # fmt: skip
 

@@ -9,11 +9,11 @@ against :meth:`injector.log.StreamLog.segments`.
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any
+
+from injector import archive
 
 _HEADER = struct.Struct(">8sQ")
 _MAGIC = b"MRIDX\x01\n\x00"
@@ -71,36 +71,31 @@ def decode_index_footer(data: bytes, base_offset: int) -> SegmentSummary | None:
     )
 
 
-class ManifestError(ValueError):
-    """An archive manifest entry that is not what the archive layout says."""
+ManifestError = archive.ManifestError
+"""An archive manifest entry that is not what the archive layout says."""
 
 
 def decode_manifest(data: bytes, stream: str, base_offset: int) -> SegmentSummary:
-    """The summary in a manifest entry ``<stream>/manifest/segment-<base_offset>.json``.
+    """The summary in a manifest entry ``<stream>/manifest/segment-<base_offset>.json``
+    (parsed by :class:`injector.archive.ManifestEntry`, which writes them).
 
     Raises :class:`ManifestError` unless it is version 1 and names this
     stream and segment.
     """
-    try:
-        entry = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ManifestError(f"not JSON: {error}") from error
-    if not isinstance(entry, dict) or entry.get("version") != 1:
-        raise ManifestError("not a version 1 manifest entry")
-    name = f"segment-{base_offset:020d}.log"
-    if entry.get("stream") != stream or entry.get("segment") != name:
+    entry = archive.ManifestEntry.from_json(data, f"{stream}/{archive.segment_name(base_offset)}")
+    name = archive.segment_name(base_offset)
+    if entry.stream != stream or entry.segment != name:
         raise ManifestError(
-            f"names stream {entry.get('stream')!r} segment {entry.get('segment')!r}, "
-            f"expected {stream!r} {name!r}"
+            f"names stream {entry.stream!r} segment {entry.segment!r}, expected {stream!r} {name!r}"
         )
-    records = _int(entry, "records")
+    records = entry.records
     summary = SegmentSummary(
-        base_offset=_int(entry, "base_offset"),
-        end_offset=_int(entry, "end_offset"),
+        base_offset=entry.base_offset,
+        end_offset=entry.end_offset,
         records=records,
-        size_bytes=_int(entry, "size_bytes"),
-        min_event_ms=_opt_int(entry, "min_event_ms") if records else None,
-        max_event_ms=_opt_int(entry, "max_event_ms") if records else None,
+        size_bytes=entry.size_bytes,
+        min_event_ms=entry.min_event_ms if records else None,
+        max_event_ms=entry.max_event_ms if records else None,
         source="manifest",
     )
     if summary.base_offset != base_offset or summary.end_offset < base_offset:
@@ -110,14 +105,3 @@ def decode_manifest(data: bytes, stream: str, base_offset: int) -> SegmentSummar
     if records and (summary.min_event_ms is None or summary.max_event_ms is None):
         raise ManifestError(f"{records} records but no event times")
     return summary
-
-
-def _int(entry: dict[str, Any], name: str) -> int:
-    value = entry.get(name)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ManifestError(f"{name} is {value!r}, not an integer")
-    return value
-
-
-def _opt_int(entry: dict[str, Any], name: str) -> int | None:
-    return None if entry.get(name) is None else _int(entry, name)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import random
-import shutil
 import struct
-import zlib
 from pathlib import Path
-from typing import Any
 
+from injector.archive import ArchiveLocation, LogArchiver
 from injector.log import (
     AppendRequest,
     CorruptEntry,
@@ -85,41 +82,18 @@ def as_row(stream: str, record: LogRecord) -> Row:
 
 
 def archive(log_dir: Path, archive_dir: Path, streams: tuple[str, ...] = STREAMS) -> str:
-    """Copy every sealed segment to ``archive_dir`` as the injector's archiver does; its URI.
-
-    ``<stream>/segment-<base>.log`` and ``.idx``, then the manifest entry
-    ``<stream>/manifest/segment-<base>.json``.
-    """
-    for stream in streams:
-        target = archive_dir / stream
-        (target / "manifest").mkdir(parents=True, exist_ok=True)
-        for info in segments(log_dir, stream):
-            if not info.sealed:
-                continue
-            source = Path(info.path)
-            shutil.copyfile(source, target / source.name)
-            shutil.copyfile(source.with_suffix(".idx"), target / source.with_suffix(".idx").name)
-            data = source.read_bytes()
-            ingests = [
-                r.ingest_time_ms for r in scan_segment(source, stream) if isinstance(r, LogRecord)
-            ]
-            entry: dict[str, Any] = {
-                "version": 1,
-                "stream": stream,
-                "segment": source.name,
-                "base_offset": info.base_offset,
-                "end_offset": info.end_offset,
-                "records": info.records,
-                "min_event_ms": info.min_event_ms,
-                "max_event_ms": info.max_event_ms,
-                "min_ingest_ms": min(ingests, default=None),
-                "max_ingest_ms": max(ingests, default=None),
-                "size_bytes": len(data),
-                "crc32": zlib.crc32(data),
-            }
-            manifest = target / "manifest" / source.with_suffix(".json").name
-            manifest.write_text(json.dumps(entry))
-    return archive_dir.as_uri()
+    """Archive every sealed segment to ``archive_dir`` with the injector's own archiver
+    (``.log``, ``.idx``, then the manifest entry); its URI."""
+    uri = archive_dir.as_uri()
+    logs = {stream: StreamLog.open(log_dir / stream, stream, read_only=True) for stream in streams}
+    try:
+        archiver = LogArchiver(ArchiveLocation(uri), lambda: logs, clock=lambda: 0)
+        archiver.load()
+        archiver.run_once()
+    finally:
+        for log in logs.values():
+            log.close()
+    return uri
 
 
 def flip_byte_mid_file(path: Path) -> CorruptEntry:
