@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import tomllib
 from collections import defaultdict
@@ -33,6 +34,55 @@ inputs = { counts = "key" }
 outputs = ["totals"]
 params = { window = "tumbling:60000", aggregate = "count", output = "totals", input_panes = true }
 """
+
+
+JOIN_AND_SESSIONS = """
+[streams.orders]
+[streams.shipments]
+[streams.joined]
+[streams.late]
+[streams.sessions]
+
+[computations.join]
+handler = "dataflow:IntervalJoin"
+intervals = 2
+inputs = { orders = "key", shipments = "json:order" }
+outputs = ["joined", "late"]
+params = { left = "orders", right = "shipments", lower_ms = 0, upper_ms = 3000, how = "full", \
+allowed_lateness_ms = 0, output = "joined", late_output = "late" }
+
+[computations.sessions]
+handler = "dataflow:WindowedAggregation"
+intervals = 3
+inputs = { orders = "key" }
+outputs = ["sessions"]
+params = { window = "session:1500", aggregate = "count", output = "sessions" }
+"""
+
+
+def join_and_sessions() -> Topology:
+    return Topology.from_dict(tomllib.loads(JOIN_AND_SESSIONS))
+
+
+def write_orders(log_dir: Path, count: int, *, seed: int = 9) -> None:
+    """Orders (keyed o<n>) and shipments (value {"order": "o<n>"}) with disorder."""
+    rng = random.Random(seed)
+    logs = {s: StreamLog.open(log_dir / s, s, config=LogConfig(segment_bytes=8_000))
+            for s in ("orders", "shipments")}  # fmt: skip
+    try:
+        for n in range(count):
+            order = f"o{rng.randrange(count // 3)}"
+            ts = T0 + n * 200 - rng.randrange(1000)
+            logs["orders"].append([AppendRequest(records=[(order.encode(), b"{}", ts)])])
+            if rng.random() < 0.7:
+                body = json.dumps({"order": order, "parcel": f"p{n}"}).encode()
+                shipped = ts + rng.randrange(-500, 4000)
+                logs["shipments"].append(
+                    [AppendRequest(records=[(f"p{n}".encode(), body, shipped)])]
+                )
+    finally:
+        for log in logs.values():
+            log.close()
 
 
 def two_stages() -> Topology:

@@ -3,15 +3,19 @@ whatever the batch size and the number of key intervals."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spark_jobs.batch import with_intervals
 from tests.spark_backfill._topologies import (
     harness_outputs,
+    join_and_sessions,
     local_backfill,
     log_records,
     two_stages,
     write_log,
+    write_orders,
 )
 
 
@@ -40,3 +44,19 @@ def test_stages_equal_the_online_run(
     assert len(online["totals"]) > 10
     batch = local_backfill(with_intervals(two_stages(), intervals), records, batch_size=batch_size)
     assert batch == online
+
+
+def test_a_join_and_merging_sessions_equal_the_online_run(tmp_path: Path) -> None:
+    """An interval join (full outer: unmatched rows at expiry) and session windows
+    (merging) over two streams: the backfill equals the online run id for id."""
+    write_orders(tmp_path, 600)
+    records = sorted(
+        log_records(tmp_path, "orders") + log_records(tmp_path, "shipments"),
+        key=lambda r: r[3] // 400,  # the two streams interleaved as they were written, roughly
+    )
+    online = as_tuples(harness_outputs(join_and_sessions(), records, chunk=7))
+    assert len(online["joined"]) > 100 and len(online["sessions"]) > 20
+    assert online["late"] == {}, "no record is late online: the comparison needs that"
+    for intervals, batch_size in ((None, 50), (4, 1000)):
+        topology = with_intervals(join_and_sessions(), intervals)
+        assert local_backfill(topology, records, batch_size=batch_size) == online
