@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import spark_jobs.backfill as backfill_job
+import spark_jobs.bootstrap as bootstrap_job
 import spark_jobs.replay as replay_job
 
 _SHARED = ("log", "from_", "to", "intervals", "partitions")
@@ -55,6 +56,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     replay.add_argument("--dry-run", action="store_true", help="compare only, publish nothing")
     replay.set_defaults(handler=run, job=replay_job, flags=("work", "sink_path", "report"),
                         switches=("dry_run", "include_active"))  # fmt: skip
+    _register_bootstrap(subparsers)
+
+
+def _register_bootstrap(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bootstrap = subparsers.add_parser(
+        "bootstrap",
+        help="build a computation's interval stores from the log (spark-submit)",
+        description=(
+            "Backfill a computation over the log below offset N into the stores its nodes "
+            "open, and set the injector to forward it from N (stop both first)."
+        ),
+    )
+    bootstrap.add_argument("--config", required=True, help="the deployment file")
+    bootstrap.add_argument("--computation", required=True, help="the computation")
+    bootstrap.add_argument("--log", required=True, help="the injector's log directory")
+    bootstrap.add_argument("--nodes-dir", required=True, help="the nodes' --data-dir")
+    bootstrap.add_argument("--until-offset", type=int, help="first offset left to the nodes")
+    bootstrap.add_argument("--until", action="append", metavar="STREAM=N",
+                           help="first offset of STREAM left to the nodes")  # fmt: skip
+    bootstrap.add_argument("--master", default="local[2]", help="Spark master")
+    bootstrap.add_argument("--print-only", action="store_true", help="print the command only")
+    bootstrap.set_defaults(
+        handler=run, job=bootstrap_job, shared=(),
+        flags=("computation", "log", "nodes_dir", "until_offset", "until"), switches=(),
+    )  # fmt: skip
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +101,7 @@ def command(args: argparse.Namespace) -> list[str]:
     submit = Path(sys.executable).parent / "spark-submit"
     argv = [str(submit if submit.exists() else "spark-submit"), "--master", args.master]
     argv += [str(Path(args.job.__file__).resolve()), "--config", args.config]
-    for name in (*_SHARED, *args.flags):
+    for name in (*getattr(args, "shared", _SHARED), *args.flags):
         value = getattr(args, name)
         flag = "--" + name.rstrip("_").replace("_", "-")
         for item in value if isinstance(value, list) else [value]:

@@ -7,6 +7,14 @@ streams as Parquet (and JSON lines). ``spark_jobs/backfill.py`` is the
 ``spark-submit`` job; ``docs/spark.md`` the user's guide.
 """
 
+from spark_jobs.batch._bootstrap import (
+    BootstrapError,
+    BootstrapOptions,
+    BootstrapSummary,
+    check_bootstrap,
+    resume_forwarding,
+    run_bootstrap,
+)
 from spark_jobs.batch._corrections import (
     REPLAY,
     Output,
@@ -34,6 +42,12 @@ from spark_jobs.batch._pipeline import (
 from spark_jobs.batch._stages import route_log_rows, sink_stream, stage_order, with_intervals
 
 __all__ = [
+    "BootstrapError",
+    "BootstrapOptions",
+    "BootstrapSummary",
+    "check_bootstrap",
+    "resume_forwarding",
+    "run_bootstrap",
     "REPLAY",
     "Output",
     "StreamReport",

@@ -94,19 +94,32 @@ def run_interval(
     *,
     batch_size: int = 2000,
     scratch: str | None = None,
+    keep_store: Path | None = None,
+    final_watermark: int = END_OF_TIME,
 ) -> Iterator[OutputRow]:
     """Every production of ``computation``'s ``interval`` over ``rows`` (sorted by
     event time, then record id), the end-of-input timers' included; ``stats`` is
-    filled in as it goes. The store lives in a scratch directory removed at the end."""
-    directory = Path(tempfile.mkdtemp(prefix=f"backfill-{computation}-{interval}-", dir=scratch))
+    filled in as it goes. The store lives in a scratch directory removed at the end.
+
+    With ``keep_store`` (a state bootstrap) the store is made there and kept, synced,
+    for a node to open: the watermark stops at ``final_watermark`` (timers after it
+    stay pending) and productions stay in the outbox, unacknowledged, for the node
+    to send when it starts."""
+    if keep_store is None:
+        directory = Path(
+            tempfile.mkdtemp(prefix=f"backfill-{computation}-{interval}-", dir=scratch)
+        )
+        path = directory / "store"
+    else:
+        directory, path = None, keep_store
     clock = _Clock()
-    store = StateStore.open_rocksdb(directory / "store", config=StoreConfig(sync=False))
+    store = StateStore.open_rocksdb(path, config=StoreConfig(sync=False))
     try:
         processor = IntervalProcessor(
             topology=topology, computation=computation, interval=interval, store=store,
             epoch=1, clock=clock,
         )  # fmt: skip
-        run = _Run(IntervalDriver(processor), clock, stats, computation)
+        run = _Run(IntervalDriver(processor), clock, stats, computation, keep_store is None)
         batch: list[record_pb2.Record] = []
         cut = END_OF_TIME
         for row in rows:
@@ -124,11 +137,15 @@ def run_interval(
             )  # fmt: skip
         if batch:
             yield from run.process(batch)
-        yield from run.advance(END_OF_TIME, processing_time=run.last_watermark)
+        if final_watermark > run.last_watermark:
+            yield from run.advance(final_watermark, processing_time=run.last_watermark)
         stats.dead_letters += len(processor.dead_letters())
+        if keep_store is not None:
+            store.sync()
     finally:
         store.close()
-        shutil.rmtree(directory, ignore_errors=True)
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 class _Clock:
@@ -143,9 +160,15 @@ class _Clock:
 
 class _Run:
     def __init__(
-        self, driver: IntervalDriver, clock: _Clock, stats: IntervalStats, computation: str
+        self,
+        driver: IntervalDriver,
+        clock: _Clock,
+        stats: IntervalStats,
+        computation: str,
+        acknowledge: bool,
     ) -> None:
         self._driver = driver
+        self._acknowledge = acknowledge
         self._clock = clock
         self._stats = stats
         self._computation = computation
@@ -197,4 +220,5 @@ class _Run:
                 production.consumer, production.interval, record.record_id, record.key,
                 record.value, record.event_time_ms, record.producer, record.stream,
             )  # fmt: skip
-        self._driver.acknowledged([p.outbox_key for p in productions], flush=False)
+        if self._acknowledge:
+            self._driver.acknowledged([p.outbox_key for p in productions], flush=False)
