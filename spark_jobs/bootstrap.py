@@ -9,7 +9,9 @@ the computation's nodes first)::
         --log data/log --until-offset N --nodes-dir data/nodes
 
 ``--until-offset N`` (a computation with one source stream) or ``--until STREAM=N``
-(one per source stream) is the first offset left to the nodes. The stores are
+(one per source stream) is the first offset left to the nodes; ``--until-forwarded``
+takes what the injector has forwarded to the computation (the rebuild of a node
+whose disk was lost). The stores are
 written to ``<nodes-dir>/<computation>/<interval>`` (where ``millrace node
 --data-dir`` looks; they must not exist yet) on the machine that runs the job: run
 it on the node's machine (``--master local[*]``), or copy the stores there. Then
@@ -26,9 +28,11 @@ exists, no log), 1 if the Spark job fails.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from spark_jobs.backfill import prepare, reason, spark_session
 
@@ -45,6 +49,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--until-offset", type=int, help="first offset left to the nodes")
     parser.add_argument("--until", action="append", default=[], metavar="STREAM=N",
                         help="first offset of STREAM left to the nodes")  # fmt: skip
+    parser.add_argument(
+        "--until-forwarded", action="store_true",
+        help="up to what the injector has forwarded to the computation (a node whose "
+        "disk was lost: its forwarded.json offsets)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.intervals = None
     return args
@@ -70,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for item in args.until:
             stream, _, offset = item.partition("=")
             until[stream] = int(offset)
+        if args.until_forwarded:
+            until.update(forwarded_offsets(Path(log), topology, args.computation))
         if args.until_offset is not None:
             spec = topology.computations.get(args.computation)
             inputs = list(spec.input_streams()) if spec else []
@@ -102,6 +113,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     return 0
+
+
+def forwarded_offsets(log_dir: Path, topology: Any, computation: str) -> dict[str, int]:
+    """Per source stream of ``computation``: the offset the injector's forwarder has
+    had acknowledged by it (``<log>/<stream>/forwarded.json``)."""
+    spec = topology.computations.get(computation)
+    offsets = {}
+    for stream in spec.input_streams() if spec else ():
+        path = log_dir / stream / "forwarded.json"
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read {path}: {exc}") from exc
+        offsets[stream] = int(state.get("consumers", {}).get(computation, state["acked_offset"]))
+    return offsets
 
 
 if __name__ == "__main__":

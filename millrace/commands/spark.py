@@ -75,11 +75,14 @@ def _register_bootstrap(subparsers: argparse._SubParsersAction[argparse.Argument
     bootstrap.add_argument("--until-offset", type=int, help="first offset left to the nodes")
     bootstrap.add_argument("--until", action="append", metavar="STREAM=N",
                            help="first offset of STREAM left to the nodes")  # fmt: skip
+    bootstrap.add_argument("--until-forwarded", action="store_true",
+                           help="up to what the injector forwarded (a lost disk)")  # fmt: skip
     bootstrap.add_argument("--master", default="local[2]", help="Spark master")
     bootstrap.add_argument("--print-only", action="store_true", help="print the command only")
     bootstrap.set_defaults(
         handler=run, job=bootstrap_job, shared=(),
-        flags=("computation", "log", "nodes_dir", "until_offset", "until"), switches=(),
+        flags=("computation", "log", "nodes_dir", "until_offset", "until"),
+        switches=("until_forwarded",),
     )  # fmt: skip
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,63 @@ def test_bootstrapped_state_then_online_equals_all_data(tmp_path: Path) -> None:
         processes.append(start(sink, "serving", "sink", log=tmp_path / "sink.log", cwd=tmp_path))
         up = ("up", "--deployment", "deployment.toml", "--data-dir", str(data))
         processes.append(start(up, "millrace up: running", "up", log=tmp_path / "up.log",
+                               cwd=tmp_path))  # fmt: skip
+        inject(tmp_path, "second.jsonl")
+        wait_until(lambda: len(sink_windows(sink_file)) >= len(expected), 120,
+                   "every window in the sink")  # fmt: skip
+    finally:
+        stop(processes)
+    assert sink_windows(sink_file) == expected
+
+
+@pytest.mark.slow
+def test_a_node_whose_disk_is_lost_is_rebuilt_from_the_log(tmp_path: Path) -> None:
+    """The first half runs online; the node's stores are deleted; ``--until-forwarded``
+    rebuilds them from the log up to what the node had acknowledged; the second half
+    streams online: every window equals the all-data computation."""
+    rng = random.Random(4)
+    events = [
+        (f"u{rng.randrange(20)}", rng.randint(1, 100), T0 + i * 20 - rng.randrange(1000))
+        for i in range(3000)
+    ]
+    marker = [("end-marker", 0, T0 + 3000 * 20 + 60_000)]
+    (tmp_path / "topology.toml").write_text(TOPOLOGY)
+    ports = {name: free_port() for name in ("injector", "node", "sink")}
+    (tmp_path / "deployment.toml").write_text(DEPLOYMENT.format(**ports))
+    (tmp_path / "first.jsonl").write_text(lines(events[:1500]))
+    (tmp_path / "second.jsonl").write_text(lines(events[1500:] + marker))
+    data = tmp_path / "data"
+    expected = expected_windows(events + marker)
+    expected.pop(("end-marker", marker[0][2] - marker[0][2] % WINDOW_MS))
+    first_half = expected_windows(events[:1500])
+    sink_file = tmp_path / "out" / "panes.jsonl"
+    sink = ("sink", "--config", "deployment.toml", "--stream", "panes")
+    up = ("up", "--deployment", "deployment.toml", "--data-dir", str(data))
+    processes: list[subprocess.Popen[str]] = []
+    try:
+        processes.append(start(sink, "serving", "sink", log=tmp_path / "sink.log", cwd=tmp_path))
+        cluster = start(up, "millrace up: running", "up", log=tmp_path / "up.log", cwd=tmp_path)
+        processes.append(cluster)
+        inject(tmp_path, "first.jsonl")
+        # Some windows are out; then the cluster stops and the node's disk is lost.
+        wait_until(lambda: len(sink_windows(sink_file)) >= len(first_half) // 2, 120,
+                   "the first windows in the sink")  # fmt: skip
+        time.sleep(2)
+        cluster.terminate()
+        cluster.wait(60)
+        processes.remove(cluster)
+        shutil.rmtree(data / "nodes" / "agg")
+
+        result = subprocess.run(
+            [sys.executable, "-m", "millrace", "bootstrap", "--config", "deployment.toml",
+             "--computation", "agg", "--log", str(data / "log"),
+             "--nodes-dir", str(data / "nodes"), "--until-forwarded"],
+            check=False, capture_output=True, text=True, cwd=tmp_path, timeout=600,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+
+        processes.append(start(up, "millrace up: running", "up", log=tmp_path / "up2.log",
                                cwd=tmp_path))  # fmt: skip
         inject(tmp_path, "second.jsonl")
         wait_until(lambda: len(sink_windows(sink_file)) >= len(expected), 120,
