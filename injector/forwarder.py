@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from computations import Topology
 from delivery import Origin
@@ -49,6 +49,22 @@ from millrace.wire.v1 import record_pb2
 log = logging.getLogger(__name__)
 
 INJECTOR = "injector"
+
+
+STATE_FILE = "forwarded.json"
+"""Where a stream's forwarding offsets live, in the stream's log directory."""
+
+
+def set_acknowledged(stream_dir: Path, stream: str, consumer: str, offset: int) -> None:
+    """Record in ``forwarded.json`` that ``consumer`` acknowledged every offset of
+    ``stream`` below ``offset`` (a state bootstrap; the injector must be stopped)."""
+    path = stream_dir / STATE_FILE
+    state: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    consumers = {str(name): int(value) for name, value in state.get("consumers", {}).items()}
+    consumers[consumer] = offset
+    write_json_durably(
+        path, {"stream": stream, "acked_offset": min(consumers.values()), "consumers": consumers}
+    )
 
 
 class Submitter(Protocol):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from computations import MIN_TIME, Topology
-from injector.forwarder import Forwarder, Submitter
+from injector.forwarder import STATE_FILE, Forwarder, Submitter
 from injector.group_commit import Acked, GroupCommitter
 from injector.injector_metrics import InjectorMetrics
 from injector.log import AppendRequest, AppendResult, StreamLog
@@ -46,9 +46,7 @@ class IngestStream:
             on_refused=self._refused,
             on_append_seconds=metrics.append_seconds.labels(self.name).observe,
         )
-        self.forwarder = Forwarder(
-            stream_log, topology, sender, stream_log.directory / "forwarded.json"
-        )
+        self.forwarder = Forwarder(stream_log, topology, sender, stream_log.directory / STATE_FILE)
         # Records the previous incarnation appended but that were not acknowledged are
         # unknown work until the forwarder has re-read them: hold the watermark till then.
         self._hold_until_offset = stream_log.next_offset

@@ -6,15 +6,18 @@ not seen acknowledged.
 """
 
 from sinks._indexed_sink import SinkLockedError, SinkUnavailableError
-from sinks.file_sink import FileSink, read_sink_file, sink_line
+from sinks.file_sink import FileSink, read_sink_file, read_sink_records, sink_line
+from sinks.parquet_sink import SCHEMA as PARQUET_SCHEMA
 from sinks.parquet_sink import ParquetSink, read_parquet_sink
 
 __all__ = [
+    "PARQUET_SCHEMA",
     "FileSink",
     "ParquetSink",
     "SinkLockedError",
     "SinkUnavailableError",
     "read_parquet_sink",
     "read_sink_file",
+    "read_sink_records",
     "sink_line",
 ]

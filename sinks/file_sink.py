@@ -50,6 +50,12 @@ def read_sink_file(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def read_sink_records(path: str | Path) -> list[record_pb2.Record]:
+    """The records of a sink file as the sink received them, in file order (a torn last
+    line and malformed lines are ignored)."""
+    return [_record_of(body) for body in read_sink_file(path)]
+
+
 class FileSink(IndexedSink):
     """Serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``."""
 
@@ -193,7 +199,10 @@ def _bytes(text: Any) -> bytes:
 
 
 def _record(line: bytes) -> record_pb2.Record:
-    body = json.loads(line)
+    return _record_of(json.loads(line))
+
+
+def _record_of(body: dict[str, Any]) -> record_pb2.Record:
     return record_pb2.Record(
         record_id=bytes.fromhex(body["record_id"]),
         key=_bytes(body["key"]),

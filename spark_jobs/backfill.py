@@ -33,12 +33,13 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 APP_NAME = "millrace-backfill"
+T = TypeVar("T")
 
 
 def parse_time(text: str) -> int:
@@ -115,6 +116,19 @@ def spark_session(app_name: str) -> Any:
     return spark
 
 
+def run_in_spark(app_name: str, prog: str, job: Callable[[Any], T]) -> T | None:
+    """``job(spark)`` in a session of its own, stopped after; None (the reason printed)
+    if the Spark job failed."""
+    spark = spark_session(app_name)
+    try:
+        return job(spark)
+    except Exception as exc:  # the Spark job failed: its first line says why
+        print(f"{prog}: the Spark job failed: {reason(exc)}", file=sys.stderr)
+        return None
+    finally:
+        spark.stop()
+
+
 def summary_lines(summary: Any, out: str) -> list[str]:
     """The ``BACKFILL``, ``STAGE``, ``OUTPUT`` and ``CORRUPT`` lines of a summary."""
     lines = [
@@ -140,19 +154,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, topology, log = prepared
     from spark_jobs.batch import BackfillOptions, run_backfill
 
-    spark = spark_session(APP_NAME)
     options = BackfillOptions(
         topology=topology, log=log, out=args.out, from_ms=args.from_ms, to_ms=args.to_ms,
         partitions=args.partitions, intervals=args.intervals,
         include_active=args.include_active, jsonl=args.jsonl,
     )  # fmt: skip
-    try:
-        summary = run_backfill(spark, options)
-    except Exception as exc:  # the Spark job failed: its first line says why
-        print(f"backfill: the Spark job failed: {reason(exc)}", file=sys.stderr)
+    summary = run_in_spark(APP_NAME, "backfill", lambda spark: run_backfill(spark, options))
+    if summary is None:
         return 1
-    finally:
-        spark.stop()
     for line in summary_lines(summary, args.out):
         print(line)
     if args.summary:

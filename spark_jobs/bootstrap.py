@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.backfill import prepare, reason, spark_session
+from spark_jobs.backfill import prepare, run_in_spark
 
 APP_NAME = "millrace-bootstrap"
 
@@ -97,14 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BootstrapError, ValueError) as exc:
         print(f"bootstrap: {exc}", file=sys.stderr)
         return 2
-    spark = spark_session(APP_NAME)
-    try:
-        summary = run_bootstrap(spark, options)
-    except Exception as exc:  # the Spark job failed: its first line says why
-        print(f"bootstrap: the Spark job failed: {reason(exc)}", file=sys.stderr)
+    summary = run_in_spark(APP_NAME, "bootstrap", lambda spark: run_bootstrap(spark, options))
+    if summary is None:
         return 1
-    finally:
-        spark.stop()
     resume_forwarding(Path(log), args.computation, until)
     figures = " ".join(f"{key}={value}" for key, value in summary.stats.items())
     print(

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.backfill import parse_time, prepare, reason, spark_session, summary_lines
+from spark_jobs.backfill import parse_time, prepare, run_in_spark, summary_lines
 
 APP_NAME = "millrace-replay"
 
@@ -82,30 +82,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.work or tempfile.mkdtemp(prefix="millrace-replay-")
     from spark_jobs.batch import BackfillOptions, run_backfill
 
-    spark = spark_session(APP_NAME)
     options = BackfillOptions(
         topology=topology, log=log, out=work, from_ms=args.from_ms, to_ms=args.to_ms,
         partitions=args.partitions, intervals=args.intervals,
         include_active=args.include_active,
     )  # fmt: skip
-    try:
-        summary = run_backfill(spark, options)
-        placement = deployment.injector
-        ooo = placement.out_of_orderness_ms if placement else 0
+    placement = deployment.injector
+    ooo = placement.out_of_orderness_ms if placement else 0
+
+    def job(spark: Any) -> tuple[Any, int]:
         late = late_records(
-            spark,
-            log,
-            list(topology.sources()),
-            ooo,
-            from_ms=args.from_ms,
-            to_ms=args.to_ms,
+            spark, log, list(topology.sources()), ooo, from_ms=args.from_ms, to_ms=args.to_ms,
             include_active=args.include_active,
-        )
-    except Exception as exc:  # the Spark job failed: its first line says why
-        print(f"replay: the Spark job failed: {reason(exc)}", file=sys.stderr)
+        )  # fmt: skip
+        return run_backfill(spark, options), late
+
+    done = run_in_spark(APP_NAME, "replay", job)
+    if done is None:
         return 1
-    finally:
-        spark.stop()
+    summary, late = done
     for line in summary_lines(summary, work):
         print(line)
     report: dict[str, Any] = {"late_records": late, "backfill": summary.to_dict(), "streams": {}}
@@ -148,7 +143,7 @@ def correct(
 
 def online_outputs(path: Path) -> list[Any]:
     """What a sink holds, in its arrival order: a JSON-lines file or a Parquet directory."""
-    from sinks import read_parquet_sink, read_sink_file
+    from sinks import read_parquet_sink, read_sink_records
     from spark_jobs.batch import Output
 
     if path.is_dir():
@@ -158,19 +153,7 @@ def online_outputs(path: Path) -> list[Any]:
         ]
     if not path.exists():
         return []
-    return [
-        Output(bytes.fromhex(line["record_id"]), _bytes(line["key"]), _bytes(line["value"]),
-               line["ts"])
-        for line in read_sink_file(path)
-    ]  # fmt: skip
-
-
-def _bytes(text: Any) -> bytes:
-    if isinstance(text, dict):
-        import base64
-
-        return base64.b64decode(text["base64"])
-    return str(text).encode()
+    return [Output(r.record_id, r.key, r.value, r.event_time_ms) for r in read_sink_records(path)]
 
 
 def late_records(

@@ -16,7 +16,6 @@ no gap and nothing counted twice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +24,9 @@ from typing import Any
 import pyarrow as pa
 
 from computations import MIN_EVENT_TIME_MS, Topology
-from deployment import write_json_durably
+from injector.forwarder import set_acknowledged
 from spark_jobs.batch._interval_run import InputRow, IntervalStats, run_interval
-from spark_jobs.batch._pipeline import PRODUCTIONS, _batched, _rows_of
+from spark_jobs.batch._pipeline import PRODUCTIONS, _batched, _rows_of, by_interval
 from spark_jobs.batch._stages import route_log_rows
 
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters")
@@ -126,18 +125,10 @@ def run_bootstrap(spark: Any, options: BootstrapOptions) -> BootstrapSummary:
 
 
 def resume_forwarding(log_dir: Path, computation: str, until: Mapping[str, int]) -> None:
-    """Record in each stream's ``forwarded.json`` that ``computation`` acknowledged every
+    """Record in each stream's forwarding state that ``computation`` acknowledged every
     offset below ``until[stream]`` (the injector must be stopped)."""
     for stream, offset in until.items():
-        path = log_dir / stream / "forwarded.json"
-        state: dict[str, Any] = {"stream": stream, "consumers": {}}
-        if path.exists():
-            state = json.loads(path.read_text())
-        consumers = dict(state.get("consumers", {}))
-        consumers[computation] = offset
-        state["consumers"] = consumers
-        state["acked_offset"] = min(consumers.values())
-        write_json_durably(path, state)
+        set_acknowledged(log_dir / stream, stream, computation, offset)
 
 
 class _StoreTask:
@@ -159,20 +150,11 @@ class _StoreTask:
         self._counters = counters
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        current: int | None = None
-        pending: list[InputRow] = []
-        for _consumer, interval, record_id, key, value, ts, producer, stream in _rows_of(batches):
-            if interval != current and pending:
-                self._store(current, pending)
-                pending = []
-            current = interval
-            pending.append(InputRow(record_id, key, value, ts, producer, stream))
-        if pending:
-            self._store(current, pending)
+        for interval, rows in by_interval(_rows_of(batches)):
+            self._store(interval, rows)
         return iter(())
 
-    def _store(self, interval: int | None, rows: list[InputRow]) -> None:
-        assert interval is not None
+    def _store(self, interval: int, rows: list[InputRow]) -> None:
         path = Path(self._nodes_dir) / self._computation / str(interval)
         path.parent.mkdir(parents=True, exist_ok=True)
         stats = IntervalStats()

@@ -26,7 +26,7 @@ import pyarrow as pa
 from computations import Topology
 from engine import SINK_PREFIX
 from millrace.wire.v1 import record_pb2
-from sinks import sink_line
+from sinks import PARQUET_SCHEMA, sink_line
 from spark_jobs.batch._interval_run import InputRow, IntervalStats, OutputRow, run_interval
 from spark_jobs.batch._stages import route_log_rows, stage_order, with_intervals
 
@@ -46,7 +46,8 @@ PRODUCTIONS_ARROW = pa.schema(
         ("stream", pa.string()),
     ]
 )
-SINK_COLUMNS = ["record_id", "key", "value", "event_time_ms", "producer", "stream"]
+SINK_COLUMNS = PARQUET_SCHEMA.names
+"""The columns of a sink stream's output: the Parquet sink's."""
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters", "duplicates")
 
 
@@ -208,6 +209,23 @@ def _jsonl(row: Any) -> str:
     return sink_line(record).decode().rstrip("\n")
 
 
+def by_interval(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[InputRow]]]:
+    """Production rows (:data:`PRODUCTIONS` columns) sorted by interval, as each
+    interval's input records."""
+    current: int | None = None
+    pending: list[InputRow] = []
+    for _consumer, interval, record_id, key, value, ts, producer, stream in rows:
+        if interval != current and pending:
+            assert current is not None
+            yield current, pending
+            pending = []
+        current = interval
+        pending.append(InputRow(record_id, key, value, ts, producer, stream))
+    if pending:
+        assert current is not None
+        yield current, pending
+
+
 class _StageTask:
     """What one Spark task of a stage runs: each interval of its partition in turn."""
 
@@ -223,19 +241,10 @@ class _StageTask:
         return _batched(self._outputs(_rows_of(batches)))
 
     def _outputs(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[OutputRow]:
-        current: int | None = None
-        pending: list[InputRow] = []
-        for _consumer, interval, record_id, key, value, ts, producer, stream in rows:
-            if interval != current and pending:
-                yield from self._interval(current, pending)
-                pending = []
-            current = interval
-            pending.append(InputRow(record_id, key, value, ts, producer, stream))
-        if pending:
-            yield from self._interval(current, pending)
+        for interval, inputs in by_interval(rows):
+            yield from self._interval(interval, inputs)
 
-    def _interval(self, interval: int | None, rows: list[InputRow]) -> Iterator[OutputRow]:
-        assert interval is not None
+    def _interval(self, interval: int, rows: list[InputRow]) -> Iterator[OutputRow]:
         stats = IntervalStats()
         yield from run_interval(
             self._topology, self._computation, interval, rows, stats, batch_size=self._batch_size
