@@ -23,7 +23,14 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 from computations._computation import BatchContext, Computation, Context
 from computations._keys import KeyExtractor, interval_of, key_hash
 from computations._records import FiredTimer, Record
-from computations._serde import BYTES, JSON, BytesSerde, JsonSerde, ProtobufSerde, Serde
+from computations._serde import (
+    BYTES,
+    JSON,
+    BytesSerde,
+    JsonSerde,
+    ProtobufSerde,
+    Serde,
+)
 from computations._time import MAX_EVENT_TIME_MS, MAX_TIME, MIN_EVENT_TIME_MS, MIN_TIME
 from computations._topology import ComputationSpec, InputSpec, Topology
 from computations.errors import ProduceError, TimerError, TopologyError

@@ -7,6 +7,7 @@ A serde turns a state value into bytes and back. Pass one to
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from google.protobuf.message import Message
@@ -43,30 +44,37 @@ def _not_serializable(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-# CPython's C encoder, made once: what json.dumps(separators=(",", ":"),
-# sort_keys=True) runs, without the circular-reference check (a cycle fails with a
-# RecursionError instead of a ValueError).
 _C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
-_C_ENCODE: Any = None
-if _C_MAKE_ENCODER is not None:
-    _C_ENCODE = _C_MAKE_ENCODER(
+
+
+def compact_json_encoder(*, sort_keys: bool = False) -> Callable[[Any], bytes]:
+    """``value -> bytes`` equal to ``json.dumps(value, separators=(",", ":"),
+    sort_keys=sort_keys).encode()``, with CPython's C encoder built once (json.dumps
+    builds one per call: about a microsecond). A cycle fails with a RecursionError
+    instead of a ValueError (no circular-reference check)."""
+    if _C_MAKE_ENCODER is None:
+        encoder = json.JSONEncoder(separators=(",", ":"), sort_keys=sort_keys)
+        return lambda value: encoder.encode(value).encode()
+    c_encode = _C_MAKE_ENCODER(
         None, _not_serializable, json.encoder.encode_basestring_ascii, None, ":", ",",
-        True, False, True,
+        sort_keys, False, True,
     )  # fmt: skip
+    return lambda value: "".join(c_encode(value, 0)).encode()
 
 
 class JsonSerde:
     """JSON values (dict, list, str, int, float, bool, None), encoded compactly."""
 
-    # One encoder and decoder for every call: json.dumps and json.loads (and even
-    # JSONEncoder.encode) build a new one each time, a microsecond per state access.
-    _encoder = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+    # One encoder and decoder for every call: json.dumps and json.loads build a new
+    # one each time, a microsecond per state access.
     _scan: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
+    def __init__(self, *, sort_keys: bool = True) -> None:
+        """``sort_keys=False`` keeps a dict's keys in insertion order."""
+        self._encode = compact_json_encoder(sort_keys=sort_keys)
+
     def dumps(self, value: Any) -> bytes:
-        if _C_ENCODE is not None:
-            return "".join(_C_ENCODE(value, 0)).encode()
-        return self._encoder.encode(value).encode()
+        return self._encode(value)
 
     def loads(self, data: bytes) -> Any:
         try:

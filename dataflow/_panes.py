@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from computations import JsonSerde
 from dataflow._outputs import from_json_bytes, json_bytes
 from dataflow._windows import Window
 
 FORMAT_VERSION = 1
+_ENCODING = JsonSerde(sort_keys=False)
 
 
 class Timing(Enum):
@@ -56,7 +58,7 @@ class Pane:
             "retraction": self.retraction,
             "value": self.value,
         }
-        return json.dumps(body, separators=(",", ":")).encode()
+        return _ENCODING.dumps(body)
 
     @classmethod
     def decode(cls, data: bytes) -> Pane:

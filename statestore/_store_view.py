@@ -10,9 +10,10 @@ from typing import Protocol
 
 from statestore._bloom import Positions
 from statestore._engine import Batch, Engine
+from statestore._timer_index import TimerId
 from statestore.config import StoreConfig
 from statestore.dedup import DedupIndex, StagedIds
-from statestore.types import TimeDomain
+from statestore.types import TimeDomain, Timer
 
 
 class StoreView(Protocol):
@@ -64,7 +65,6 @@ class StoreView(Protocol):
         self,
         epoch: int,
         staged: StagedIds | None,
-        timer_delta: int,
-        timers_changed: bool,
+        timers: dict[TimerId, Timer | None],
         state: dict[bytes, bytes | None],
     ) -> None: ...

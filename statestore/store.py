@@ -25,6 +25,7 @@ from statestore import _keys
 from statestore._bloom import Positions
 from statestore._engine import Batch, Column, Engine
 from statestore._memory import MemoryEngine
+from statestore._timer_index import TimerId, TimerIndex
 from statestore.config import StoreConfig
 from statestore.dedup import DedupIndex, StagedIds
 from statestore.errors import (
@@ -74,9 +75,7 @@ class StateStore:
         self._opened_at = clock()
         self._dedup_base = self._load_dedup_clock(engine)
         self.recovered_ids = self._dedup.rebuild(self.dedup_now())
-        start, end = _keys.TIMER_INDEX, _keys.prefix_end(_keys.TIMER_INDEX)
-        self._pending_timers = sum(1 for _ in engine.scan(Column.TIMERS, start, end))
-        self._next_timer: dict[TimeDomain, int | None] = {}  # cache; cleared by timer commits
+        self._timers = TimerIndex.load(engine)
         self._cache: OrderedDict[bytes, bytes | None] = OrderedDict()
         self._cache_limit = self.config.state_cache_entries
 
@@ -197,8 +196,7 @@ class StateStore:
         self,
         epoch: int,
         staged: StagedIds | None,
-        timer_delta: int,
-        timers_changed: bool,
+        timers: dict[TimerId, Timer | None],
         state: dict[bytes, bytes | None],
     ) -> None:
         if self._cache_limit:
@@ -214,9 +212,8 @@ class StateStore:
         if staged is not None:
             self._dedup.apply(staged)
         self._owner_epoch = max(self._owner_epoch, epoch)
-        self._pending_timers += timer_delta
-        if timers_changed:
-            self._next_timer.clear()
+        if timers:
+            self._timers.apply(timers)
 
     # -- reads ------------------------------------------------------------
 
@@ -247,34 +244,23 @@ class StateStore:
     def get_timer(self, domain: TimeDomain, key: bytes, tag: str) -> int | None:
         """The committed time of a timer, or None."""
         self._require_open()
-        raw = self._engine.get(Column.TIMERS, _keys.timer_index_key(domain, key, tag))
-        return None if raw is None else _keys.decode_time(raw)
+        return self._timers.time_of((domain, key, tag))
 
     def due_timers(
         self, domain: TimeDomain, up_to_ms: int | None, limit: int | None = None
     ) -> list[Timer]:
         """Committed timers of ``domain`` with time <= ``up_to_ms``, in time order."""
         self._require_open()
-        start, end = _keys.timer_order_range(domain, up_to_ms)
-        timers: list[Timer] = []
-        for raw, _ in self._engine.scan(Column.TIMERS, start, end):
-            timers.append(_keys.decode_timer_order_key(raw))
-            if limit is not None and len(timers) >= limit:
-                break
-        return timers
+        return self._timers.due(domain, up_to_ms, limit)
 
     def next_timer_ms(self, domain: TimeDomain) -> int | None:
-        """The earliest committed timer time of ``domain``, or None (cached between
-        commits that change timers)."""
-        if domain not in self._next_timer:
-            first = self.due_timers(domain, None, limit=1)
-            self._next_timer[domain] = first[0].time_ms if first else None
-        return self._next_timer[domain]
+        """The earliest committed timer time of ``domain``, or None."""
+        return self._timers.earliest(domain)
 
     @property
     def pending_timers(self) -> int:
         """Committed timers of both domains."""
-        return self._pending_timers
+        return len(self._timers)
 
     def outbox(self) -> Iterator[tuple[bytes, bytes]]:
         """Committed, unacknowledged productions ``(production_id, payload)`` in id order."""

@@ -17,11 +17,10 @@ from statestore import _keys
 from statestore._bloom import Positions
 from statestore._engine import Batch, Column
 from statestore._store_view import StoreView
+from statestore._timer_index import TimerId
 from statestore.dedup import StagedIds
 from statestore.errors import StateStoreError, StoreWriteError, TransactionStateError
 from statestore.types import SenderProgress, TimeDomain, Timer
-
-_TimerId = tuple[TimeDomain, bytes, str]
 
 
 class TransactionStatus(enum.Enum):
@@ -39,10 +38,11 @@ class Transaction:
         self._store = store
         self._epoch = epoch
         self._status = TransactionStatus.OPEN
+        self._open = True  # the hot-path check: an enum comparison costs 7x a bool
         self._state: dict[bytes, bytes | None] = {}
         self._seen: dict[bytes, None] = {}
         self._marks: list[SenderProgress] = []
-        self._timers: dict[_TimerId, Timer | None] = {}
+        self._timers: dict[TimerId, Timer | None] = {}
         self._outbox: dict[bytes, bytes | None] = {}
         self._meta: dict[str, bytes | None] = {}
         # Bit positions hashed by seen(), reused when the same ids are marked.
@@ -60,10 +60,14 @@ class Transaction:
         return self._epoch
 
     def _require_open(self) -> None:
-        if self._status is not TransactionStatus.OPEN:
+        if not self._open:
             raise TransactionStateError(
                 f"transaction is {self._status.value}; begin a new transaction"
             )
+
+    def _end(self, status: TransactionStatus) -> None:
+        self._status = status
+        self._open = False
 
     # -- state ------------------------------------------------------------
 
@@ -166,7 +170,7 @@ class Transaction:
     def abort(self) -> None:
         """Drop every buffered change; the transaction becomes FAILED."""
         self._require_open()
-        self._status = TransactionStatus.FAILED
+        self._end(TransactionStatus.FAILED)
 
     def commit(self, *, sync: bool | None = None) -> None:
         """Write every buffered change in ONE engine write batch, then mark COMMITTED.
@@ -194,7 +198,7 @@ class Transaction:
             for key in [k for k, v in state.items() if v is None]:
                 batch.delete(Column.STATE, key)
             staged = self._stage_ids(batch, now_ms)
-            timer_delta = self._stage_timers(batch)
+            self._stage_timers(batch)
             self._stage_outbox(batch)
             for name, meta in self._meta.items():
                 if meta is None:
@@ -205,16 +209,16 @@ class Transaction:
                 store._stage_epoch(batch, self._epoch)
             store._write(batch, sync=store.config.sync if sync is None else sync)
         except StateStoreError:
-            self._status = TransactionStatus.FAILED
+            self._end(TransactionStatus.FAILED)
             raise
         except Exception as exc:
-            self._status = TransactionStatus.FAILED
+            self._end(TransactionStatus.FAILED)
             raise StoreWriteError(f"commit to {store.description} failed: {exc}") from exc
         except BaseException:
-            self._status = TransactionStatus.FAILED
+            self._end(TransactionStatus.FAILED)
             raise
-        store._committed(self._epoch, staged, timer_delta, bool(self._timers), self._state)
-        self._status = TransactionStatus.COMMITTED
+        store._committed(self._epoch, staged, self._timers, self._state)
+        self._end(TransactionStatus.COMMITTED)
 
     def _stage_ids(self, batch: Batch, now_ms: int) -> StagedIds | None:
         dedup = self._store._dedup
@@ -231,30 +235,23 @@ class Transaction:
             return hashed[[rows[rid] for rid in ids]]
         return self._store._dedup.positions(ids)
 
-    def _stage_timers(self, batch: Batch) -> int:
-        if not self._timers:
-            return 0
-        idents = list(self._timers)
-        index_keys = [_keys.timer_index_key(*ident) for ident in idents]
-        delta = 0
-        old_times = self._store._engine.multi_get(Column.TIMERS, index_keys)
-        for ident, index_key, old in zip(idents, index_keys, old_times, strict=True):
-            new = self._timers[ident]
-            if new is not None and old is not None and _keys.decode_time(old) == new.time_ms:
+    def _stage_timers(self, batch: Batch) -> None:
+        committed = self._store.get_timer
+        for ident, new in self._timers.items():
+            old = committed(*ident)
+            if new is not None and old == new.time_ms:
                 continue  # set again to the time it already has
+            domain, key, tag = ident
             if old is not None:
-                domain, key, tag = ident
-                previous = Timer(domain=domain, key=key, tag=tag, time_ms=_keys.decode_time(old))
+                previous = Timer(domain=domain, key=key, tag=tag, time_ms=old)
                 batch.delete(Column.TIMERS, _keys.timer_order_key(previous))
-                delta -= 1
+            index_key = _keys.timer_index_key(domain, key, tag)
             if new is None:
                 if old is not None:
                     batch.delete(Column.TIMERS, index_key)
             else:
                 batch.put(Column.TIMERS, _keys.timer_order_key(new), b"")
                 batch.put(Column.TIMERS, index_key, _keys.encode_time(new.time_ms))
-                delta += 1
-        return delta
 
     def _stage_outbox(self, batch: Batch) -> None:
         # No existence reads here: the caller (the node's processor) tracks its

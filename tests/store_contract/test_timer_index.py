@@ -1,0 +1,93 @@
+"""The in-memory timer index answers as a scan of the TIMERS column would.
+
+Random timer sets, moves and deletes over many commits (keys of different
+lengths, so the column's order is length first; many moves, so stale heap
+entries pile up and get compacted), checked after every commit and after a
+reopen against the oracle: the column's time-ordered entries read back
+from the engine.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from statestore import StateStore, TimeDomain, Timer, _keys, _timer_index
+from statestore._engine import Column
+from tests.store_contract.conftest import StoreFactory
+
+KEYS = [b"", b"a", b"b", b"ab", b"ba", b"zzz", b"\x00", b"\xff\xfe"]
+TAGS = ["on", "gc", "early", "\u00e9"]
+
+
+def scanned(store: StateStore, domain: TimeDomain, up_to_ms: int | None) -> list[Timer]:
+    """Due timers as the column orders them (the oracle)."""
+    start, end = _keys.timer_order_range(domain, up_to_ms)
+    return [
+        _keys.decode_timer_order_key(raw)
+        for raw, _ in store._engine.scan(Column.TIMERS, start, end)
+    ]
+
+
+def check(store: StateStore, rng: random.Random) -> None:
+    total = 0
+    for domain in TimeDomain:
+        every = scanned(store, domain, None)
+        total += len(every)
+        assert store.due_timers(domain, None) == every
+        assert store.next_timer_ms(domain) == (every[0].time_ms if every else None)
+        up_to = rng.randrange(-120, 120)
+        limit = rng.choice([None, 1, 2, 5])
+        expected = scanned(store, domain, up_to)
+        assert store.due_timers(domain, up_to, limit) == expected[:limit]
+        for timer in every:
+            assert store.get_timer(domain, timer.key, timer.tag) == timer.time_ms
+    assert store.pending_timers == total
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_index_equals_the_column(
+    factory: StoreFactory, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_timer_index, "_COMPACT_SLACK", 8)  # compact often
+    rng = random.Random(seed)
+    store = factory.open()
+    for step in range(300):
+        txn = store.begin()
+        for _ in range(rng.randrange(1, 12)):
+            domain = rng.choice(list(TimeDomain))
+            key, tag = rng.choice(KEYS), rng.choice(TAGS)
+            if rng.random() < 0.7:
+                time_ms = rng.randrange(-100, 100)
+                txn.set_timer(Timer(domain=domain, key=key, tag=tag, time_ms=time_ms))
+            else:
+                txn.delete_timer(domain, key, tag)
+        if rng.random() < 0.1:
+            txn.abort()
+        else:
+            txn.commit()
+        check(store, rng)
+        if step % 100 == 99:
+            store = factory.reopen()
+            check(store, rng)
+
+
+def test_firing_in_order_drains_every_timer(factory: StoreFactory) -> None:
+    """Fire-and-delete rounds (as the engine does) see each timer once, in time order."""
+    store = factory.open()
+    rng = random.Random(7)
+    txn = store.begin()
+    for i in range(500):
+        txn.set_timer(Timer(TimeDomain.EVENT_TIME, b"k%d" % (i % 37), f"t{i}", rng.randrange(1000)))
+    txn.commit()
+    fired: list[Timer] = []
+    while due := store.due_timers(TimeDomain.EVENT_TIME, None, 64):
+        txn = store.begin()
+        for timer in due:
+            txn.delete_timer(timer.domain, timer.key, timer.tag)
+        txn.commit()
+        fired.extend(due)
+    assert [t.time_ms for t in fired] == sorted(t.time_ms for t in fired)
+    assert len({(t.key, t.tag) for t in fired}) == 500
+    assert store.pending_timers == 0
