@@ -60,8 +60,6 @@ class InjectedLog:
     log_dir: Path
     acked: dict[str, int]
     """Records the injector acknowledged, per stream."""
-    acked_sealed: dict[str, int]
-    """... of which in segments that were sealed afterwards."""
 
 
 def java_major_version() -> int:
@@ -124,7 +122,6 @@ address = "127.0.0.1:{node_port}"
     log_dir = root / "log"
     rng = random.Random(11)
     acked = {"events": 0, "clicks": 0}
-    acked_sealed = dict(acked)
     next_offset = dict(acked)
     plan = (("events", EVENTS_PER_CYCLE), ("clicks", CLICKS_PER_CYCLE))
     for cycle in range(CYCLES):
@@ -151,8 +148,7 @@ address = "127.0.0.1:{node_port}"
         for stream in ("events", "clicks"):
             if stream == "clicks" or cycle < CYCLES - 1:
                 seal_active_segment(log_dir / stream, stream)
-                acked_sealed[stream] = acked[stream]
-    return InjectedLog(log_dir, acked, acked_sealed)
+    return InjectedLog(log_dir, acked)
 
 
 def spark_submit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -217,35 +213,6 @@ def check_stats(line: dict[str, str], data: dict[str, Any], expected: dict[str, 
 
 
 @pytest.mark.slow
-def test_spark_job_counts_match_the_injectors_log(
-    injected_log: InjectedLog, tmp_path: Path
-) -> None:
-    log_dir = injected_log.log_dir
-    out = tmp_path / "stats.json"
-    result = spark_submit("--log-dir", str(log_dir), "--json", str(out), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-5000:]
-    stats = {fields["stream"]: fields for fields in parse_lines(result.stdout, "STATS")}
-    assert sorted(stats) == ["clicks", "events"]
-    assert parse_lines(result.stdout, "CORRUPT") == []
-    assert "stream" in result.stdout and "segments" in result.stdout  # the table
-    report = json.loads(out.read_text())
-    assert report["spark_tasks"] == len(report["segments"]) == (CYCLES - 1) + CYCLES
-    for stream in ("events", "clicks"):
-        infos, records = log_view(log_dir / stream, stream)
-        sealed = [info for info in infos if info.sealed]
-        assert len(sealed) == (CYCLES - 1 if stream == "events" else CYCLES)
-        expected = expected_stats(stream, sealed, records)
-        # The injector's own count: what it acknowledged into the now-sealed segments.
-        assert expected["records"] == injected_log.acked_sealed[stream]
-        check_stats(stats[stream], report["streams"][stream], expected)
-        per_segment = [s for s in report["segments"] if s["stream"] == stream]
-        assert [
-            (s["path"], s["records"], s["min_event_ms"], s["max_event_ms"]) for s in per_segment
-        ] == [(i.path, i.records, i.min_event_ms, i.max_event_ms) for i in sealed]
-        assert all(s["sealed"] and s["corrupt"] is None for s in per_segment)
-
-
-@pytest.mark.slow
 def test_spark_job_reports_corruption_and_reads_active_segments(
     injected_log: InjectedLog, tmp_path: Path
 ) -> None:
@@ -267,6 +234,7 @@ def test_spark_job_reports_corruption_and_reads_active_segments(
         "--include-active", "--json", str(out), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-5000:]
+    assert "stream" in result.stdout and "segments" in result.stdout  # the table
     assert parse_lines(result.stdout, "CORRUPT") == [
         {"stream": "events", "segment": victim.name, "position": str(corrupt.position),
          "reason": corrupt.reason},
