@@ -25,7 +25,12 @@
    ``lag = now - published watermark - out_of_orderness_ms``; the figure is the
    median over the run after ``--warmup-seconds``.
 
-    python bench/injector_bench.py [--seconds-per-batch S] [--watermark-seconds S]
+Beside the ingest figures, the same-run reference: the windows bench's plain-Python
+floor over the first 300,000 events of the standard workload (how fast this machine
+runs Python right now).
+
+    python bench/injector_bench.py [--seconds-per-batch S] [--batches 1,100,1000]
+                                   [--watermark-seconds S]
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from bench._injector_cluster import (  # noqa: E402
 )
 from bench._measure import percentile, process_cpu_s  # noqa: E402
 from bench._watermark_lag import print_watermark, watermark_bench  # noqa: E402
+from bench.windows_bench import plain_python_floor, workload  # noqa: E402
 from deployment._runtime_tuning import tune_threads  # noqa: E402
 from millrace.wire.v1 import (  # noqa: E402
     ingest_pb2,
@@ -65,6 +71,7 @@ from millrace.wire.v1 import (  # noqa: E402
 from tests.support import InjectorProcess, NodeProcess, free_port  # noqa: E402
 
 BATCHES = (1, 100, 1000)
+FLOOR_EVENTS = 300_000
 WARMUP_RECORDS = 60_000  # > the forwarder's sender max_pending (50,000)
 
 INGEST_TOPOLOGY = """
@@ -171,12 +178,14 @@ def ingest_run(
 
 
 def ingest_bench(
-    work: Path, clients: int, seconds: float, with_node: bool
+    work: Path, clients: int, seconds: float, with_node: bool, batches: tuple[int, ...]
 ) -> tuple[list[IngestResult], dict[str, int]]:
     """Each batch size against a fresh injector (and node); returns results and log sizes."""
     results: list[IngestResult] = []
     info = {"log_bytes": 0, "forwarded_to_sink": 0}
-    for batch in BATCHES:
+    data = workload(FLOOR_EVENTS)
+    info["python_floor"] = round(FLOOR_EVENTS / plain_python_floor(data))
+    for batch in batches:
         phase = work / f"batch-{batch}"
         phase.mkdir()
         port = free_port()
@@ -229,6 +238,7 @@ def print_ingest(
     )
     print(f"ingest: real injector process, fsync on, {args.clients} client threads, {forwarding}")
     print(f"  machine: {os.cpu_count()} cpus; {args.seconds_per_batch:g} s per batch size")
+    print(f"  same-run reference: plain-Python floor {info['python_floor']:,} events/s")
     print(
         f"  {'batch':>6} {'records/s':>12} {'requests/s':>11} {'ack p50 ms':>11} "
         f"{'ack p99 ms':>11} {'injector cpu':>13} {'node cpu':>9} {'client cpu':>11}"
@@ -244,7 +254,10 @@ def print_ingest(
         f"records forwarded to the sink: {info['forwarded_to_sink']:,}"
     )
     for r in results:
-        print(f"RESULT bench=ingest batch={r.batch} records_per_s={r.records_per_s:.1f}")
+        print(
+            f"RESULT bench=ingest batch={r.batch} records_per_s={r.records_per_s:.1f} "
+            f"python_floor_events_per_s={info['python_floor']}"
+        )
 
 
 def main() -> int:
@@ -254,6 +267,12 @@ def main() -> int:
     parser.add_argument("--watermark-seconds", type=float, default=20.0)
     parser.add_argument("--warmup-seconds", type=float, default=5.0)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--batches",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=BATCHES,
+        help="records per request, comma-separated (default: 1,100,1000)",
+    )
     parser.add_argument("--out-of-orderness-ms", type=int, default=OUT_OF_ORDERNESS_MS)
     parser.add_argument("--rate", type=float, default=3_000.0, help="watermark run, records/s")
     parser.add_argument(
@@ -267,7 +286,11 @@ def main() -> int:
         if not args.skip_ingest:
             (work / "ingest").mkdir()
             results, info = ingest_bench(
-                work / "ingest", args.clients, args.seconds_per_batch, args.ingest_node
+                work / "ingest",
+                args.clients,
+                args.seconds_per_batch,
+                args.ingest_node,
+                args.batches,
             )
             print_ingest(results, info, args)
         if not args.skip_watermark:

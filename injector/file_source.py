@@ -2,10 +2,12 @@
 
 Files (``*.jsonl``) are read in name order, complete lines only. A line is
 ``{"key": ..., "value": ..., "ts": <event time ms>}``: ``key`` becomes UTF-8
-bytes (non-strings: their JSON text); ``value`` too. Each batch of lines is
-appended with its read position (file, byte offset, line number) in the same
-log COMMIT as its records, so after a crash the injector resumes exactly
-after the last committed line: no line is lost or ingested twice. Malformed
+bytes (non-strings: their JSON text); ``value`` too (:mod:`injector.json_lines`).
+Each batch of lines is appended with its read position (file, byte offset, line
+number) in the same log COMMIT as its records, so after a crash the injector
+resumes exactly after the last committed line: no line is lost or ingested
+twice. The next batch is parsed while the previous one is being written and
+fsynced; it is submitted only once that one is committed. Malformed
 lines are counted and written to ``rejects.jsonl`` (file, line number,
 reason); the position still moves past them. A batch's rejects are written
 (and fsynced) before its commit, so none is lost; a crash in between re-reads
@@ -18,12 +20,15 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
+from itertools import chain, islice, repeat
 from pathlib import Path
 
 from deployment import AppendOnlyFile, write_json_durably
-from engine import event_time_problem
-from injector.group_commit import GroupCommitter
+from injector.group_commit import Acked, GroupCommitter
+from injector.json_lines import LineRecord, parse_record
 from injector.log import AppendRequest, LogError
 
 log = logging.getLogger(__name__)
@@ -44,43 +49,6 @@ class Position:
     def decode(cls, raw: bytes) -> Position:
         body = json.loads(raw)
         return cls(file=body["file"], offset=int(body["offset"]), line=int(body["line"]))
-
-
-MAX_LINE_RECORD_BYTES = 4 << 20
-"""Key plus value of one line's record (what the Ingest service accepts too)."""
-
-
-def parse_line(text: str) -> tuple[bytes, bytes, int]:
-    """A JSON line as ``(key, value, ts)``; ValueError says what is wrong."""
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from exc
-    if not isinstance(body, dict):
-        raise ValueError(f"expected a JSON object, got {type(body).__name__}")
-    missing = [field for field in ("key", "value", "ts") if field not in body]
-    if missing:
-        raise ValueError(f"missing field(s): {', '.join(missing)}")
-    ts = body["ts"]
-    if not isinstance(ts, int) or isinstance(ts, bool):
-        raise ValueError(f"'ts' must be integer milliseconds, got {ts!r}")
-    problem = event_time_problem(ts)
-    if problem is not None:
-        raise ValueError(f"'ts': {problem}")
-    key, value = _as_bytes(body["key"]), _as_bytes(body["value"])
-    if len(key) + len(value) > MAX_LINE_RECORD_BYTES:
-        raise ValueError(
-            f"key + value are {len(key) + len(value)} bytes; the limit is {MAX_LINE_RECORD_BYTES}"
-        )
-    return key, value, ts
-
-
-def _as_bytes(value: object) -> bytes:
-    if isinstance(value, str):
-        return value.encode()
-    if type(value) is int:  # what json.dumps writes for an int, without its encoder
-        return str(value).encode()
-    return json.dumps(value).encode()
 
 
 class FileSource:
@@ -212,38 +180,83 @@ class FileSource:
             if start != self.position:
                 self.position = start
             return False
-        records: list[tuple[bytes, bytes, int]] = []
+        records: list[LineRecord] = []
         rejects: list[dict[str, object]] = []
-        offset, line = start.offset, start.line
-        cursor = 0
-        while cursor < end:
-            newline = data.index(b"\n", cursor)
-            raw = data[cursor:newline]
-            cursor = newline + 1
-            if raw.strip():
-                try:
-                    records.append(parse_line(raw.decode()))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    rejects.append({"file": path.name, "line": line, "reason": str(exc)})
-            line += 1
-            if len(records) + len(rejects) >= self._batch_lines or cursor >= end:
-                self._commit(records, rejects, Position(path.name, offset + cursor, line))
+        lines = chain.from_iterable(map(bytes.split, _windows(data, end), repeat(b"\n")))
+        line, consumed = start.line, 0
+        in_flight: _InFlight | None = None
+        while group := list(islice(lines, self._batch_lines - len(records) - len(rejects))):
+            consumed += sum(map(len, group)) + len(group)
+            try:
+                parsed = list(map(parse_record, group))
+            except ValueError:  # a malformed line: look at each one
+                parsed = _parse_each(group, path.name, line, rejects)
+            records += filter(None, parsed)  # None: a blank line
+            line += len(group)
+            if len(records) + len(rejects) >= self._batch_lines or consumed >= end:
+                if in_flight is not None:
+                    self._finish(in_flight)
+                position = Position(path.name, start.offset + consumed, line)
+                in_flight = self._start(records, rejects, position)
                 records, rejects = [], []
+        if in_flight is not None:
+            self._finish(in_flight)
         return True
 
-    def _commit(
-        self,
-        records: list[tuple[bytes, bytes, int]],
-        rejects: list[dict[str, object]],
-        position: Position,
-    ) -> None:
+    def _start(
+        self, records: list[LineRecord], rejects: list[dict[str, object]], position: Position
+    ) -> _InFlight:
+        """Write the batch's new rejects durably, then submit its records and position."""
         new = [r for r in rejects if (r["file"], r["line"]) not in self._written_rejects]
         if new:
             self._rejects.append("".join(json.dumps(reject) + "\n" for reject in new).encode())
             self._written_rejects.update((str(r["file"]), int(str(r["line"]))) for r in new)
             self.lines_rejected += len(new)
         request = AppendRequest(records=records, source=position.encode())
-        self._committer.submit(request).result()
-        self.lines_ingested += len(records)
-        self.position = position
-        self._written_rejects.difference_update((r["file"], r["line"]) for r in rejects)
+        return _InFlight(self._committer.submit(request), len(records), rejects, position)
+
+    def _finish(self, batch: _InFlight) -> None:
+        """Wait for the batch's commit; the position moves past it."""
+        batch.acked.result()
+        self.lines_ingested += batch.records
+        self.position = batch.position
+        self._written_rejects.difference_update((r["file"], r["line"]) for r in batch.rejects)
+
+
+WINDOW_BYTES = 1 << 20
+"""Lines are split from the file's data this much at a time."""
+
+
+def _windows(data: bytes, end: int) -> Iterator[bytes]:
+    """``data[:end]`` (complete lines) in pieces of whole lines, each about
+    :data:`WINDOW_BYTES`, without their last newline."""
+    cursor = 0
+    while cursor < end:
+        cut = data.rfind(b"\n", cursor, cursor + WINDOW_BYTES)
+        if cut < 0:  # a line longer than the window
+            cut = data.index(b"\n", cursor + WINDOW_BYTES)
+        yield data[cursor:cut]
+        cursor = cut + 1
+
+
+def _parse_each(
+    lines: list[bytes], file: str, first_line: int, rejects: list[dict[str, object]]
+) -> list[LineRecord | None]:
+    """Parse line by line; a malformed line goes to ``rejects`` (with its number and why)."""
+    parsed: list[LineRecord | None] = []
+    for number, raw in enumerate(lines, start=first_line):
+        try:
+            parsed.append(parse_record(raw))
+        except ValueError as exc:  # UnicodeDecodeError included
+            rejects.append({"file": file, "line": number, "reason": str(exc)})
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    """A batch submitted to the committer, not yet known to be committed."""
+
+    acked: Future[Acked]
+    records: int
+    rejects: list[dict[str, object]]
+    position: Position

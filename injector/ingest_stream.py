@@ -68,12 +68,14 @@ class IngestStream:
         late = 0
         with self._lock:
             for result, request in zip(results, requests, strict=True):
-                if not request.records:
+                if not result.count:
                     continue
-                times = [ts for _, _, ts in request.records]
-                late += sum(1 for ts in times if self.watermark.is_late(ts))
-                newest = max(times) if newest is None else max(newest, *times)
-                end, oldest = result.first_offset + result.count, min(times)
+                oldest = result.min_event_ms
+                if self.watermark.is_late(oldest):  # else none is: no look at each record
+                    late += sum(1 for _, _, ts in request.records if self.watermark.is_late(ts))
+                if newest is None or result.max_event_ms > newest:
+                    newest = result.max_event_ms
+                end = result.first_offset + result.count
                 while self._unforwarded and self._unforwarded[-1][1] >= oldest:
                     self._unforwarded.pop()  # never the minimum again while this one waits
                 self._unforwarded.append((end, oldest))

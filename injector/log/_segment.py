@@ -305,8 +305,9 @@ class PendingChunk:
             or self.now_ms - self.first_append_ms >= config.segment_ms
         )
 
-    def add(self, request: AppendRequest, first_offset: int) -> None:
-        """Encode ``request``'s records and its COMMIT entry (offsets from ``first_offset``)."""
+    def add(self, request: AppendRequest, first_offset: int) -> tuple[int, int]:
+        """Encode ``request``'s records and its COMMIT entry (offsets from ``first_offset``);
+        the request's oldest and newest event times (0, 0 without records)."""
         records = request.records
         self.position, self.next_index, low, high = encode_request(
             self.parts,
@@ -333,3 +334,4 @@ class PendingChunk:
         self.end_offset = first_offset + count
         if self.first_append_ms is None:
             self.first_append_ms = self.now_ms
+        return low, high

@@ -204,12 +204,12 @@ class StreamLog:
                 chunk = PendingChunk.starting(offset, config.index_every, now_ms)
                 chunks.append(chunk)
             try:
-                chunk.add(request, offset)
+                low, high = chunk.add(request, offset)
             except struct.error as exc:
                 raise ValueError(f"append request {number} is malformed: {exc}") from exc
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"append request {number} is malformed: {exc}") from exc
-            results.append(AppendResult(offset, chunk.end_offset - offset))
+            results.append(AppendResult(offset, chunk.end_offset - offset, low, high))
             offset = chunk.end_offset
         return chunks, results
 

@@ -75,10 +75,16 @@ class AppendRequest:
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    """Where one request's records landed: offsets ``first_offset .. first_offset + count - 1``."""
+    """Where one request's records landed: offsets ``first_offset .. first_offset + count - 1``.
+
+    ``min_event_ms`` and ``max_event_ms`` are the oldest and newest event times among
+    them (0 when ``count`` is 0), found while encoding them.
+    """
 
     first_offset: int
     count: int
+    min_event_ms: int = 0
+    max_event_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,11 @@
 
 ``millrace inject --config d.toml --stream events events.jsonl`` reads
 lines ``{"key": ..., "value": ..., "ts": <event time ms>}`` (the file
-source's rules, :func:`injector.file_source.parse_line`), and sends them
-in batches through :class:`~injector.client.IngestClient`, which retries
-each batch with the same idempotency key until the injector acknowledges
-it (after the fsync).
+source's rules, :mod:`injector.json_lines`), and sends them in batches
+through :class:`~injector.client.IngestClient`, which retries each batch
+with the same idempotency key until the injector acknowledges it (after the
+fsync). Batches go in input order: the next one is sent once the previous
+one is acknowledged, and is parsed meanwhile.
 
 Idempotency keys are derived from the input alone:
 ``<source name>:<sha256 of the batch's records>:<first line number>``, the
@@ -26,21 +27,17 @@ held only malformed lines, 2 for usage errors or an unreachable injector,
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import struct
 import sys
 import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, TextIO
 
 import grpc
 
+from deployment import tune_threads
 from deployment.security import Security
-from injector.client import IngestClient
-from injector.file_source import parse_line
-from injector.ingest_service import MAX_RECORD_BYTES
+from injector.client import IngestClient, PendingIngest
 from millrace.commands._grpc_errors import (
     EXIT_INTERRUPTED,
     CommandError,
@@ -54,13 +51,11 @@ from millrace.commands._grpc_errors import (
     run_command,
     security_of,
 )
+from millrace.commands._inject_batches import Batch, Malformed, read_batches
 from millrace.commands._inject_progress import CountedLines, Progress, input_size
 from millrace.commands._options import add_config_argument
-from millrace.wire.v1 import ingest_pb2
 
 DEFAULT_BATCH = 1000
-MAX_BATCH_BYTES = 16 << 20
-"""A batch also ends at this many key + value bytes (the injector accepts 64 MiB messages)."""
 SHOWN_MALFORMED = 20
 """The summary lists this many malformed lines; the count covers all of them."""
 INGEST_SERVICE = "millrace.wire.v1.Ingest"
@@ -68,7 +63,8 @@ INGEST_SERVICE = "millrace.wire.v1.Ingest"
 EXIT_OK = 0
 EXIT_ONLY_MALFORMED = 1
 
-Record = tuple[bytes, bytes, int]
+# The batching lives in _inject_batches; its public names are this command's too.
+__all__ = ["Batch", "Malformed", "read_batches", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -119,69 +115,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stop retrying one batch after this long (default: 60)",
     )
     parser.set_defaults(handler=run)
-
-
-@dataclass(frozen=True, slots=True)
-class Malformed:
-    """A skipped input line and why."""
-
-    line: int
-    reason: str
-
-
-@dataclass(slots=True)
-class Batch:
-    """Consecutive records of the input, sent as one request."""
-
-    first_line: int
-    records: list[Record] = field(default_factory=list)
-    size_bytes: int = 0
-
-    def idempotency_key(self, source_name: str) -> str:
-        """``<source>:<sha256 of the records>:<first line>``: the same for the same input."""
-        digest = hashlib.sha256()
-        for key, value, ts in self.records:
-            digest.update(struct.pack(">QQq", len(key), len(value), ts))
-            digest.update(key)
-            digest.update(value)
-        return f"{source_name}:{digest.hexdigest()}:{self.first_line}"
-
-
-def read_batches(
-    lines: Iterable[bytes], batch_records: int, malformed: list[Malformed]
-) -> Iterator[Batch]:
-    """Parse numbered lines into batches; malformed ones are appended to ``malformed``.
-
-    Boundaries depend only on the input and ``batch_records``: at most
-    ``batch_records`` records and about :data:`MAX_BATCH_BYTES` per batch.
-    Blank lines are skipped silently, as the file source does.
-    """
-    batch: Batch | None = None
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            key, value, ts = parse_line(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            malformed.append(Malformed(number, f"not UTF-8: {exc.reason} at byte {exc.start}"))
-            continue
-        except ValueError as exc:
-            malformed.append(Malformed(number, str(exc)))
-            continue
-        size = len(key) + len(value)
-        if size > MAX_RECORD_BYTES:
-            reason = f"record is {size} bytes; the injector takes at most {MAX_RECORD_BYTES}"
-            malformed.append(Malformed(number, reason))
-            continue
-        if batch is None:
-            batch = Batch(first_line=number)
-        batch.records.append((key, value, ts))
-        batch.size_bytes += size
-        if len(batch.records) >= batch_records or batch.size_bytes >= MAX_BATCH_BYTES:
-            yield batch
-            batch = None
-    if batch is not None:
-        yield batch
 
 
 @dataclass(slots=True)
@@ -280,15 +213,22 @@ def _send_all(
     err: TextIO,
 ) -> Totals | None:
     """Send every batch; print the summary; the totals, or None if interrupted."""
+    # The sending thread needs the GIL briefly to start each request while this one
+    # parses the next batch: it must not wait CPython's default 5 ms switch interval.
+    tune_threads()
     totals = Totals()
     progress = Progress(err, input_size(handle))
     lines = CountedLines(handle)
     client = IngestClient(service.address, security=security, timeout_s=args.timeout)
+    in_flight: tuple[Batch, PendingIngest] | None = None
     try:
         for batch in read_batches(lines, args.batch, totals.malformed):
-            response = _send(client, service, args, batch, source_name)
-            totals.add(len(response.record_ids), response.replayed)
-            progress.update(totals, lines.bytes_read)
+            if in_flight is not None:
+                _acknowledged(in_flight, service, args, totals)
+                progress.update(totals, lines.bytes_read)
+            in_flight = (batch, _send(client, args, batch, source_name))
+        if in_flight is not None:
+            _acknowledged(in_flight, service, args, totals)
     except KeyboardInterrupt:
         progress.clear()
         _summary(out, label, args.stream, service, totals, interrupted=True)
@@ -305,26 +245,41 @@ def _send_all(
 
 
 def _send(
-    client: IngestClient,
+    client: IngestClient, args: argparse.Namespace, batch: Batch, source_name: str
+) -> PendingIngest:
+    """Send a batch (failures come from :func:`_acknowledged`)."""
+    return client.start_ingest(
+        args.stream,
+        batch.records,
+        idempotency_key=batch.idempotency_key(source_name),
+        give_up_after_s=args.give_up_after,
+    )
+
+
+def _acknowledged(
+    in_flight: tuple[Batch, PendingIngest],
     service: Service,
     args: argparse.Namespace,
-    batch: Batch,
-    source_name: str,
-) -> ingest_pb2.IngestResponse:
+    totals: Totals,
+) -> None:
+    """Wait for a sent batch's acknowledgement and count it."""
+    batch, pending = in_flight
     try:
-        return client.ingest(
-            args.stream,
-            batch.records,
-            idempotency_key=batch.idempotency_key(source_name),
-            give_up_after_s=args.give_up_after,
-        )
+        response = pending.result()
     except grpc.RpcError as error:
-        message = explain(error, service, "Ingest.Ingest", args.timeout)
-        raise CommandError(
-            f"{message}\n  the batch starting at line {batch.first_line} was not acknowledged; "
-            f"re-run the same command to resume: batches already ingested are replayed, "
-            f"not duplicated"
-        ) from None
+        raise _not_acknowledged(error, service, args, batch) from None
+    totals.add(len(response.record_ids), response.replayed)
+
+
+def _not_acknowledged(
+    error: grpc.RpcError, service: Service, args: argparse.Namespace, batch: Batch
+) -> CommandError:
+    message = explain(error, service, "Ingest.Ingest", args.timeout)
+    return CommandError(
+        f"{message}\n  the batch starting at line {batch.first_line} was not acknowledged; "
+        f"re-run the same command to resume: batches already ingested are replayed, "
+        f"not duplicated"
+    )
 
 
 def _summary(
