@@ -13,9 +13,11 @@ Append-only segment files of checksummed entries; each client request's
 records are followed by one COMMIT entry written by the same write and
 fsync, so recovery keeps or drops a request whole. Sealed segments carry a
 sidecar index. :func:`scan_segment` reads one segment file on its own (one
-Spark task per sealed segment). The byte layout is in ``docs/log-format.md``.
+Spark task per sealed segment); :func:`scan_segment_columns` reads the same
+in bulk, as numpy columns. The byte layout is in ``docs/log-format.md``.
 """
 
+from injector.log._columns import RecordColumns, scan_segment_columns
 from injector.log._format import offset_of, record_id, stream_tag
 from injector.log._scan import scan_segment
 from injector.log._stream_log import StreamLog, wall_clock_ms
@@ -53,12 +55,14 @@ __all__ = [
     "LogTailLostError",
     "LogWriteError",
     "OffsetDeletedError",
+    "RecordColumns",
     "RecoveryReport",
     "SegmentInfo",
     "StreamLog",
     "offset_of",
     "record_id",
     "scan_segment",
+    "scan_segment_columns",
     "stream_tag",
     "wall_clock_ms",
 ]
