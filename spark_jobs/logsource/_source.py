@@ -5,7 +5,8 @@ made; on the driver, per query, ``reader()``, ``pushFilters()`` (filter
 pushdown must be enabled: ``spark.sql.python.filterPushdown.enabled``,
 which :func:`spark_jobs.register` sets) and ``partitions()``; then, on the
 executors, ``read()`` once per partition, with the reader as it was after
-``pushFilters``.
+``pushFilters``. ``spark.readStream`` gets ``streamReader()`` instead
+(:mod:`spark_jobs.logsource._stream`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from spark_jobs.logsource._plan import SegmentPartition, check_location, plan_se
 from spark_jobs.logsource._pushdown import Pushdown, push_filters
 from spark_jobs.logsource._read import read_partition
 from spark_jobs.logsource._schema import COLUMNS, SCHEMA
+from spark_jobs.logsource._stream import MillraceStreamReader, StreamOptions
 
 _BOOLEANS = {"true": True, "false": False}
 _CORRUPT_MODES = ("report", "fail")
@@ -86,10 +88,28 @@ class MillraceLogSource(DataSource):
 
     def reader(self, schema: Any) -> LogReader:
         """A reader of the log; ``ValueError`` if ``schema`` is not :data:`SCHEMA`."""
-        given = [(field.name, field.dataType.simpleString()) for field in schema.fields]
-        if given != list(COLUMNS):
-            raise ValueError(f"the millrace data source has the schema {SCHEMA!r}, not {given}")
+        _check_schema(schema)
         return LogReader(ReadOptions.parse(self.options))
+
+    def streamReader(self, schema: Any) -> MillraceStreamReader:  # noqa: N802 (Spark's name)
+        """A stream reader following the log (``spark.readStream``): see :mod:`._stream`.
+
+        ``ValueError`` if ``schema`` is not :data:`SCHEMA` or an option is bad.
+        """
+        _check_schema(schema)
+        options = ReadOptions.parse(self.options)
+        return MillraceStreamReader(
+            options.location,
+            options.streams,
+            fail_on_corrupt=options.fail_on_corrupt,
+            starting=StreamOptions.parse(self.options).starting,
+        )
+
+
+def _check_schema(schema: Any) -> None:
+    given = [(field.name, field.dataType.simpleString()) for field in schema.fields]
+    if given != list(COLUMNS):
+        raise ValueError(f"the millrace data source has the schema {SCHEMA!r}, not {given}")
 
 
 class LogReader(DataSourceReader):
