@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -221,6 +223,40 @@ def plain_python_floor(data: Events) -> float:
     return time.process_time() - started
 
 
+def rocksdb_floor(lines: list[bytes], work: Path) -> float:
+    """Wall seconds of issue 19's floor: plain Python that parses the same JSON lines,
+    keeps the same windows in a dict and writes each window changed by 1,000 events to
+    RocksDB in one WriteBatch, synced (what any exactly-once Python engine must do)."""
+    from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+    path = work / f"floor-{time.monotonic_ns()}"
+    db = Rdict(str(path), Options())
+    synced = WriteOptions()
+    synced.sync = True
+    started = time.perf_counter()
+    windows: dict[tuple[str, int], list[int]] = {}
+    for at in range(0, len(lines), 1_000):
+        changed = {}
+        for line in lines[at : at + 1_000]:
+            event = json.loads(line)
+            ts = event["ts"]
+            window = (event["key"], ts - ts % MINUTE_MS)
+            acc = windows.get(window)
+            if acc is None:
+                acc = windows[window] = [0, 0]
+            acc[0] += 1
+            acc[1] += event["value"]
+            changed[window] = acc
+        batch = WriteBatch()
+        for (key, window_start), acc in changed.items():
+            batch.put(f"{key}/{window_start}".encode(), json.dumps(acc).encode())
+        db.write(batch, synced)
+    seconds = time.perf_counter() - started
+    db.close()
+    Rdict.destroy(str(path))
+    return seconds
+
+
 # -- 2. end to end ----------------------------------------------------------------------
 
 
@@ -250,10 +286,40 @@ def _on_time_panes(path: Path) -> dict[tuple[str, int, int], list[int]]:
     return panes
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            found += [int(child), *_descendants(int(child))]
+    return found
+
+
+def _role(pid: int) -> str:
+    """``injector``, ``node`` or ``sink`` from a millrace process's command line."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    for role in (b"injector", b"node", b"sink"):
+        if role in argv:
+            return role.decode()
+    return "other"
+
+
 def end_to_end_run(
-    events_file: Path, window: str, vectorized: bool, expected: dict[Any, list[int]], work: Path
+    events_file: Path,
+    window: str,
+    vectorized: bool,
+    expected: dict[Any, list[int]],
+    work: Path,
+    *,
+    cpu: dict[str, float],
 ) -> float:
-    """Wall seconds from the first injected line until the sink holds every window."""
+    """Wall seconds from the first injected line until the sink holds every window;
+    adds each process's CPU seconds (start-up included) to ``cpu`` by role."""
     run = work / f"e2e-{time.monotonic_ns()}"
     run.mkdir()
     (run / "topology.toml").write_text(topology(window, vectorized))
@@ -269,7 +335,10 @@ def end_to_end_run(
         processes.append(start(up, "millrace up: running", "up", log=run / "up.log", cwd=run))
         started = time.monotonic()
         inject = ("inject", "--config", str(deployment), "--stream", "events", str(events_file))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(millrace(*inject), check=True, capture_output=True, cwd=run)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu["inject"] += after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
         deadline = time.monotonic() + 900
         panes: dict[Any, list[int]] = {}
         while time.monotonic() < deadline:
@@ -281,6 +350,10 @@ def end_to_end_run(
                 break
             time.sleep(0.5)
         seconds = time.monotonic() - started
+        for pid in [processes[0].pid, *_descendants(processes[1].pid)]:
+            role = _role(pid)
+            if role != "other":
+                cpu[role] += _cpu_seconds(pid)
         if panes != expected:
             wrong = sum(1 for k, v in expected.items() if panes.get(k) != v)
             raise SystemExit(f"FAILED: {wrong} of {len(expected)} windows wrong or missing ({run})")
@@ -326,38 +399,54 @@ def aggregation_stage(data: Events, runs: int, work: Path) -> list[str]:
     return results
 
 
-def end_to_end_stage(data: Events, runs: int, work: Path) -> list[str]:
+def end_to_end_stage(data: Events, runs: int, work: Path, *, all_cases: bool = True) -> list[str]:
     """Stage 2: print its table; return its RESULT lines."""
     events = len(data[0])
     events_file = work / "events.jsonl"
     write_events(data, events_file)
+    lines = events_file.read_bytes().splitlines()[:events]
     cases = [
         ("tumbling 1 min", f"tumbling:{MINUTE_MS}", True),
         ("tumbling 1 min", f"tumbling:{MINUTE_MS}", False),
         ("sessions 5 min gap", f"session:{GAP_MS}", False),
-    ]
+    ][: 3 if all_cases else 1]
     wall: dict[tuple[str, bool], list[float]] = defaultdict(list)
-    floors = []
+    cpu: dict[tuple[str, bool], list[dict[str, float]]] = defaultdict(list)
+    floors, rocks_floors = [], []
     expected = {spec: exact_windows(data, spec) for _, spec, _ in cases}
     for _ in range(runs):
         floors.append(plain_python_floor(data))
+        rocks_floors.append(rocksdb_floor(lines, work))
         for _label, spec, vectorized in cases:
+            used: dict[str, float] = defaultdict(float)
             wall[(spec, vectorized)].append(
-                end_to_end_run(events_file, spec, vectorized, expected[spec], work)
+                end_to_end_run(events_file, spec, vectorized, expected[spec], work, cpu=used)
             )
+            cpu[(spec, vectorized)].append(used)
     floor = events / statistics.median(floors)
-    print(f"end to end ({events:,} events, wall clock, plain-Python floor {floor:,.0f}/s)")
-    print(f"  {'windows':<20} {'path':<11} {'events/s':>10} {'windows checked':>16}")
+    rocks = events / statistics.median(rocks_floors)
+    print(f"end to end ({events:,} events, wall clock; floors: plain Python {floor:,.0f}/s, "
+          f"plain Python + RocksDB batches of 1,000 synced {rocks:,.0f}/s)")  # fmt: skip
+    roles = ("inject", "injector", "node", "sink")
+    print(f"  {'windows':<20} {'path':<11} {'events/s':>10} {'x floor':>8} "
+          + " ".join(f"{r + ' us':>11}" for r in roles) + f" {'windows':>9}")  # fmt: skip
     results = []
     for label, spec, vectorized in cases:
         eps = events / statistics.median(wall[(spec, vectorized)])
+        us = {r: statistics.median(u[r] for u in cpu[(spec, vectorized)]) / events * 1e6
+              for r in roles}  # fmt: skip
         path = "vectorized" if vectorized else "per-record"
-        print(f"  {label:<20} {path:<11} {eps:>10,.0f} {len(expected[spec]):>16,}")
+        print(f"  {label:<20} {path:<11} {eps:>10,.0f} {eps / rocks:>8.2f} "
+              + " ".join(f"{us[r]:>11.1f}" for r in roles)
+              + f" {len(expected[spec]):>9,}")  # fmt: skip
         results.append(
             f"RESULT bench=windows stage=end_to_end window={spec.split(':')[0]} "
             f"path={path.replace('-', '_')} events_per_s={eps:.0f} "
-            f"windows={len(expected[spec])} python_floor_events_per_cpu_s={floor:.0f} "
-            f"runs={runs}"
+            f"vs_rocksdb_floor={eps / rocks:.2f} "
+            + " ".join(f"cpu_us_{r}={us[r]:.1f}" for r in roles)
+            + f" cpu_us_services={us['injector'] + us['node'] + us['sink']:.1f}"
+            f" windows={len(expected[spec])} rocksdb_floor_events_per_s={rocks:.0f}"
+            f" python_floor_events_per_cpu_s={floor:.0f} runs={runs}"
         )
     return results
 
@@ -368,15 +457,21 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--proc-events", type=int, default=300_000)
     parser.add_argument("--no-e2e", action="store_true", help="only the aggregation alone")
+    parser.add_argument("--no-aggregation", action="store_true", help="only end to end")
+    parser.add_argument(
+        "--vectorized-only", action="store_true", help="end to end: the vectorized tumbling case"
+    )
     args = parser.parse_args()
     data = workload(args.events)
     work = Path(tempfile.mkdtemp(prefix="millrace-windows-bench-"))
     print(f"{KEYS:,} Zipf({ZIPF}) keys; medians of {args.runs} runs")
     try:
         first = tuple(column[: args.proc_events] for column in data)
-        results = aggregation_stage(first, args.runs, work)  # type: ignore[arg-type]
+        results = []
+        if not args.no_aggregation:
+            results += aggregation_stage(first, args.runs, work)  # type: ignore[arg-type]
         if not args.no_e2e:
-            results += end_to_end_stage(data, args.runs, work)
+            results += end_to_end_stage(data, args.runs, work, all_cases=not args.vectorized_only)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for line in results:
