@@ -42,21 +42,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.injector_bench import INGEST_TOPOLOGY as TOPOLOGY  # noqa: E402
 from bench.windows_bench import Events, plain_python_floor, workload, write_events  # noqa: E402
 from millrace.local_cluster import millrace  # noqa: E402
 from tests.support import InjectorProcess, free_port  # noqa: E402
 
 POLL_S = 0.05
-TOPOLOGY = """
-[streams.events]
-[streams.ok]
-
-[computations.first]
-handler = "tests.workloads:Poison"
-intervals = 1
-inputs = { events = "key" }
-outputs = ["ok"]
-"""
 _INGESTED = re.compile(rb'^millrace_ingested_records_total\{stream="events"\} (\S+)$', re.M)
 
 

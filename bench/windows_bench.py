@@ -181,7 +181,6 @@ PROCESSOR_RUNS = {
 
 def processor_run(data: Events, topology: str, batch: int, work: Path) -> float:
     """CPU seconds of ``process_records`` over the whole workload, fsynced commits."""
-    keys, times, values = data
     path = work / f"proc-{time.monotonic_ns()}"
     path.mkdir()
     (path / "t.toml").write_text(topology)
@@ -189,13 +188,7 @@ def processor_run(data: Events, topology: str, batch: int, work: Path) -> float:
     processor = IntervalProcessor(
         topology=Topology.load(path / "t.toml"), computation="agg", interval=0, store=store, epoch=1
     )
-    records = [
-        record_pb2.Record(
-            record_id=i.to_bytes(8, "big"), key=k.encode(), value=str(v).encode(),
-            event_time_ms=t, stream="events",
-        )
-        for i, (k, t, v) in enumerate(zip(keys, times.tolist(), values.tolist(), strict=True))
-    ]  # fmt: skip
+    records = delivered(data)
     try:
         started = time.process_time()
         for at in range(0, len(records), batch):
@@ -204,6 +197,18 @@ def processor_run(data: Events, topology: str, batch: int, work: Path) -> float:
     finally:
         store.close()
         shutil.rmtree(path, ignore_errors=True)
+
+
+def delivered(data: Events) -> list[record_pb2.Record]:
+    """The workload's events as a node receives them (ids in arrival order)."""
+    keys, times, values = data
+    return [
+        record_pb2.Record(
+            record_id=i.to_bytes(8, "big"), key=k.encode(), value=str(v).encode(),
+            event_time_ms=t, stream="events",
+        )
+        for i, (k, t, v) in enumerate(zip(keys, times.tolist(), values.tolist(), strict=True))
+    ]  # fmt: skip
 
 
 def plain_python_floor(data: Events) -> float:
@@ -316,10 +321,10 @@ def end_to_end_run(
     expected: dict[Any, list[int]],
     work: Path,
     *,
-    cpu: dict[str, float],
+    cpu: dict[str, float] | None = None,
 ) -> float:
     """Wall seconds from the first injected line until the sink holds every window;
-    adds each process's CPU seconds (start-up included) to ``cpu`` by role."""
+    adds each process's CPU seconds (start-up included) to ``cpu``, if given, by role."""
     run = work / f"e2e-{time.monotonic_ns()}"
     run.mkdir()
     (run / "topology.toml").write_text(topology(window, vectorized))
@@ -338,7 +343,7 @@ def end_to_end_run(
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(millrace(*inject), check=True, capture_output=True, cwd=run)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu["inject"] += after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        used = {"inject": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
         deadline = time.monotonic() + 900
         panes: dict[Any, list[int]] = {}
         while time.monotonic() < deadline:
@@ -353,7 +358,10 @@ def end_to_end_run(
         for pid in [processes[0].pid, *_descendants(processes[1].pid)]:
             role = _role(pid)
             if role != "other":
-                cpu[role] += _cpu_seconds(pid)
+                used[role] = used.get(role, 0.0) + _cpu_seconds(pid)
+        if cpu is not None:
+            for role, seconds in used.items():
+                cpu[role] += seconds
         if panes != expected:
             wrong = sum(1 for k, v in expected.items() if panes.get(k) != v)
             raise SystemExit(f"FAILED: {wrong} of {len(expected)} windows wrong or missing ({run})")

@@ -41,9 +41,8 @@ from engine import (
     Route,
     routes_of,
     source_name,
-    split_outbox_key,
 )
-from injector.log import LogRecord, LogTailLostError, StreamLog, offset_of
+from injector.log import LogRecord, LogTailLostError, StreamLog
 from millrace.wire.v1 import record_pb2
 
 log = logging.getLogger(__name__)
@@ -110,6 +109,12 @@ class Forwarder:
             for route in routes_of(topology, self.stream)
             if not route.consumer.startswith(SINK_PREFIX)
         }
+        self._by_prefix = {
+            prefix: consumer
+            for consumer in self._consumers.values()
+            for prefix in consumer.route.key_prefixes
+        }
+        """Outbox-key prefix (consumer, interval) -> the consumer: how acks find theirs."""
         self._sender = sender
         self._state_path = state_path
         self._read_batch = read_batch
@@ -249,6 +254,7 @@ class Forwarder:
             self._settle_locked()
 
     def _forward(self, records: list[LogRecord]) -> None:
+        stream = self.stream
         messages = [
             record_pb2.Record(
                 record_id=record.record_id,
@@ -256,33 +262,48 @@ class Forwarder:
                 value=record.value,
                 event_time_ms=record.event_time_ms,
                 producer=INJECTOR,
-                stream=self.stream,
+                stream=stream,
             )
             for record in records
         ]
-        by_destination: dict[tuple[str, int], list[tuple[int, Production]]] = {}
+        first = records[0].offset  # records hold consecutive offsets
+        frames: list[Frame] = []
         with self._lock:
             for consumer in self._consumers.values():
-                tracked: list[tuple[bytes, int]] = []
-                for record, message in zip(records, messages, strict=True):
-                    if record.offset < consumer.floor:
-                        continue  # acknowledged before a restart: its node has it
-                    interval = consumer.route.interval_for(record.key, record.value)
-                    production = Production.to(consumer.name, interval, message)
-                    consumer.unacked[record.offset] = None
-                    tracked.append((production.outbox_key, record.event_time_ms))
-                    destination = by_destination.setdefault((consumer.name, interval), [])
-                    destination.append((record.offset, production))
-                consumer.in_flight.add_group(tracked)
-        for (name, interval), numbered in by_destination.items():
-            # Offsets are the positions receivers forget record ids by.
-            frame = Frame(
-                name,
-                interval,
-                [production for _, production in numbered],
-                positions=(numbered[0][0], numbered[-1][0]),
-            )
-            self._sender(name, interval).submit_frames(self._origin, [frame])
+                # Offsets below its floor were acknowledged before a restart: its node has them.
+                start = max(0, consumer.floor - first)
+                if start >= len(records):
+                    continue
+                route, name = consumer.route, consumer.name
+                destinations: dict[int, Sequence[int]]
+                if route.intervals == 1:
+                    destinations = {0: range(start, len(records))}
+                else:
+                    slots_of: dict[int, list[int]] = {}
+                    for i in range(start, len(records)):
+                        record = records[i]
+                        interval = route.interval_for(record.key, record.value)
+                        slots_of.setdefault(interval, []).append(i)
+                    destinations = dict(slots_of)
+                consumer.unacked.update(dict.fromkeys(range(first + start, first + len(records))))
+                for interval, slots in destinations.items():
+                    prefix = route.key_prefixes[interval]
+                    productions = [
+                        Production(name, interval, messages[i], prefix + messages[i].record_id)
+                        for i in slots
+                    ]
+                    consumer.in_flight.add_group(
+                        zip(
+                            [p.outbox_key for p in productions],
+                            [records[i].event_time_ms for i in slots],
+                            strict=True,
+                        )
+                    )
+                    # Offsets are the positions receivers forget record ids by.
+                    positions = (first + slots[0], first + slots[-1])
+                    frames.append(Frame(name, interval, productions, positions=positions))
+        for frame in frames:
+            self._sender(frame.consumer, frame.interval).submit_frames(self._origin, [frame])
 
     def _settle_locked(self) -> None:
         """Under the lock: recompute every consumer's acknowledged offset and the minimum."""
@@ -299,14 +320,15 @@ class Forwarder:
 
         The consumer is the one the outbox key names; a repeated ack changes nothing.
         """
+        by_prefix = self._by_prefix
         with self._lock:
             for key in outbox_keys:
-                name, _interval, record_id = split_outbox_key(key)
-                consumer = self._consumers.get(name)
+                # consumer | 0x00 | interval u32 | record id (stream tag, offset u64)
+                consumer = by_prefix.get(key[:-16])
                 if consumer is None:
                     continue
                 consumer.in_flight.remove(key)
-                consumer.unacked.pop(offset_of(record_id), None)
+                consumer.unacked.pop(int.from_bytes(key[-8:], "big"), None)
             self._settle_locked()
 
     def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:
