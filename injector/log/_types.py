@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MINUTE_MS = 60_000
 
@@ -40,13 +41,13 @@ class LogConfig:
             raise ValueError(f"index_every must be in [1, 2**32), got {self.index_every}")
 
 
-@dataclass(frozen=True, slots=True)
-class LogRecord:
+class LogRecord(NamedTuple):
     """One durable record of a stream.
 
     ``record_id`` is :func:`injector.log.record_id` of the stream and offset:
     unique per record, stable across reads, replays and backfills.
     ``ingest_time_ms`` is when the log appended it (the clock of the writer).
+    A named tuple: reads make one per record, at a fifth of a frozen dataclass's cost.
     """
 
     offset: int
