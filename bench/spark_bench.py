@@ -170,6 +170,8 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-online", action="store_true", help="skip the online nodes' run")
+    parser.add_argument("--no-reader", action="store_true", help="only the backfill")
+    parser.add_argument("--no-backfill", action="store_true", help="only the reader")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
@@ -179,8 +181,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="millrace-spark-bench-"))
     print(f"medians of {args.runs} runs; local[2] on this machine")
     try:
-        results = reader_stage(spark, args.records, args.runs, work)
-        results += backfill_stage(spark, args.events, args.runs, not args.no_online, work)
+        results = [] if args.no_reader else reader_stage(spark, args.records, args.runs, work)
+        if not args.no_backfill:
+            results += backfill_stage(spark, args.events, args.runs, not args.no_online, work)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
