@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_quiescent
+from tests.support import (
+    CollectingSink,
+    InjectorProcess,
+    NodeProcess,
+    chaos_kills,
+    free_port,
+    wait_quiescent,
+)
 from tests.workloads import expected_totals, totals_from_outputs
 
 pytestmark = pytest.mark.slow
@@ -28,7 +35,7 @@ WINDOW_MS = 2_000
 FILES = 8
 LINES_PER_FILE = 5_000
 BOUND_MS = 500
-MIN_KILLS = 10
+MIN_KILLS = chaos_kills(10)
 
 
 def write_files(directory: Path, rng: random.Random) -> list[tuple[bytes, int]]:

@@ -25,6 +25,7 @@ from tests.support import (
     CollectingSink,
     NodeProcess,
     SourceDriver,
+    chaos_kills,
     chaos_rng,
     free_port,
     jittered_records,
@@ -41,7 +42,7 @@ WINDOW_MS = 10_000
 STEP_MS = 1  # event time advances 1 ms per record: 200 s of event time, 20 windows
 BOUND_MS = 2_000  # out-of-orderness of the generated timestamps
 DUPLICATE_RATE = 0.02
-MIN_KILLS = 20
+MIN_KILLS = chaos_kills(20)
 
 
 def topology_files(tmp_path: Path, sink: str, authority: str, ports: dict[str, int]) -> Path:

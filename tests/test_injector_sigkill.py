@@ -17,14 +17,14 @@ import pytest
 
 from injector.client import IngestClient
 from injector.log import StreamLog, offset_of
-from tests.support import InjectorProcess, chaos_rng, free_port
+from tests.support import InjectorProcess, chaos_kills, chaos_rng, free_port
 
 pytestmark = pytest.mark.slow
 
 CLIENTS = 4
 REQUESTS_PER_CLIENT = 60
 RECORDS_PER_REQUEST = 50
-MIN_KILLS = 20
+MIN_KILLS = chaos_kills(20)
 
 
 def write_deployment(tmp_path: Path, port: int) -> Path:

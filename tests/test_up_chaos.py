@@ -33,11 +33,11 @@ from examples.clickstream.generate import (
     write_jsonl,
 )
 from millrace.local_cluster import millrace, start, stop
-from tests.support import ROOT, chaos_rng
+from tests.support import ROOT, chaos_kills, chaos_rng
 
 pytestmark = pytest.mark.slow
 
-KILLS = 10
+KILLS = chaos_kills(10)
 SERVICES = ("injector", "page-counts-0", "page-counts-1", "user-pages")
 
 

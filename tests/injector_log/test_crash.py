@@ -37,11 +37,12 @@ from injector.log import Commit, CorruptEntry, LogRecord, StreamLog, scan_segmen
 from tests.injector_log.crash_appender import BIG_EVERY
 from tests.injector_log.crash_appender import CONFIG as APPENDER_CONFIG
 from tests.injector_log.workload import STREAM, matches, record_count, tag_of, triples
+from tests.support import chaos_kills
 
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-KILLS = 25
+KILLS = chaos_kills(25)
 KILL_DELAY_S = (0.005, 0.250)
 """A kill lands this long after the appender's first ack (log-uniform)."""
 STARTUP_TIMEOUT_S = 30.0

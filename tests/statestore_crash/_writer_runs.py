@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import IO
 
 from statestore import StoreConfig
+from tests.support import chaos_kills
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 WRITER = Path(__file__).resolve().with_name("crash_writer.py")
 
-KILLS = 40
+KILLS = chaos_kills(40)
 """Kills of the main test; :data:`MIN_KILLS` is the least that proves anything."""
-MIN_KILLS = 30
+MIN_KILLS = chaos_kills(30)
 MIN_TRANSACTIONS = 100
 """A store with fewer committed transactions at the end proves too little."""
 KILL_DELAY_S = (0.020, 0.300)

@@ -35,6 +35,14 @@ from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def chaos_kills(full: int) -> int:
+    """How many kills a chaos test makes: ``full`` times ``MILLRACE_CHAOS_SCALE`` (default
+    1, and 0.5 under CI, which sets ``CI``: a bounded run that keeps the suite near its
+    time budget), at least 5. A hunt for failures sets it higher."""
+    default = "0.5" if os.environ.get("CI") else "1"
+    return max(5, round(full * float(os.environ.get("MILLRACE_CHAOS_SCALE", default))))
+
+
 def chaos_rng(default_seed: int) -> random.Random:
     """The random source of a chaos test: ``MILLRACE_CHAOS_SEED`` if set (to hunt for
     failures with other kill schedules), else the test's own fixed seed."""

@@ -28,11 +28,18 @@ from pathlib import Path
 import pytest
 
 from injector.client import IngestClient
-from tests.support import CollectingSink, InjectorProcess, NodeProcess, chaos_rng, free_port
+from tests.support import (
+    CollectingSink,
+    InjectorProcess,
+    NodeProcess,
+    chaos_kills,
+    chaos_rng,
+    free_port,
+)
 
 pytestmark = pytest.mark.slow
 
-KILLS = int(os.environ.get("MILLRACE_WATERMARK_KILLS", "12"))
+KILLS = int(os.environ.get("MILLRACE_WATERMARK_KILLS", chaos_kills(12)))
 """Injector kills per run (CI's bounded default; the issue's hunt used 40)."""
 BATCH = 100
 
