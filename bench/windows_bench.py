@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import statistics
@@ -48,6 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import descendants, millrace_role, process_cpu_s  # noqa: E402
 from computations import BatchContext, Computation, Context, Record, Topology  # noqa: E402
 from engine import IntervalProcessor  # noqa: E402
 from millrace.local_cluster import millrace, start, stop  # noqa: E402
@@ -291,29 +291,6 @@ def _on_time_panes(path: Path) -> dict[tuple[str, int, int], list[int]]:
     return panes
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a live process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _descendants(pid: int) -> list[int]:
-    found = []
-    for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in children.read_text().split():
-            found += [int(child), *_descendants(int(child))]
-    return found
-
-
-def _role(pid: int) -> str:
-    """``injector``, ``node`` or ``sink`` from a millrace process's command line."""
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    for role in (b"injector", b"node", b"sink"):
-        if role in argv:
-            return role.decode()
-    return "other"
-
-
 def end_to_end_run(
     events_file: Path,
     window: str,
@@ -355,10 +332,10 @@ def end_to_end_run(
                 break
             time.sleep(0.5)
         seconds = time.monotonic() - started
-        for pid in [processes[0].pid, *_descendants(processes[1].pid)]:
-            role = _role(pid)
+        for pid in [processes[0].pid, *descendants(processes[1].pid)]:
+            role = millrace_role(pid)
             if role != "other":
-                used[role] = used.get(role, 0.0) + _cpu_seconds(pid)
+                used[role] = used.get(role, 0.0) + process_cpu_s(pid)
         if cpu is not None:
             for role, seconds in used.items():
                 cpu[role] += seconds

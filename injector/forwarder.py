@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -275,16 +275,7 @@ class Forwarder:
                 if start >= len(records):
                     continue
                 route, name = consumer.route, consumer.name
-                destinations: dict[int, Sequence[int]]
-                if route.intervals == 1:
-                    destinations = {0: range(start, len(records))}
-                else:
-                    slots_of: dict[int, list[int]] = {}
-                    for i in range(start, len(records)):
-                        record = records[i]
-                        interval = route.interval_for(record.key, record.value)
-                        slots_of.setdefault(interval, []).append(i)
-                    destinations = dict(slots_of)
+                destinations = _slots_by_interval(route, records, start)
                 consumer.unacked.update(dict.fromkeys(range(first + start, first + len(records))))
                 for interval, slots in destinations.items():
                     prefix = route.key_prefixes[interval]
@@ -339,3 +330,16 @@ class Forwarder:
                 return self._consumers[consumer].in_flight.oldest()
             times = [c.in_flight.oldest() for c in self._consumers.values()]
             return min((t for t in times if t is not None), default=None)
+
+
+def _slots_by_interval(
+    route: Route, records: list[LogRecord], start: int
+) -> Mapping[int, Sequence[int]]:
+    """The indices of ``records[start:]`` each of ``route``'s intervals takes, in order."""
+    if route.intervals == 1:
+        return {0: range(start, len(records))}
+    slots: dict[int, list[int]] = {}
+    for i in range(start, len(records)):
+        record = records[i]
+        slots.setdefault(route.interval_for(record.key, record.value), []).append(i)
+    return slots

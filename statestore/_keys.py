@@ -57,6 +57,14 @@ def timer_index_key(domain: TimeDomain, key: bytes, tag: str) -> bytes:
     return TIMER_INDEX + _timer_identity(domain, key, tag)
 
 
+def decode_timer_index_key(raw: bytes) -> tuple[TimeDomain, bytes, str]:
+    """Inverse of :func:`timer_index_key`: ``(domain, key, tag)``."""
+    at = len(TIMER_INDEX)
+    key_len: int = _U32.unpack_from(raw, at + 1)[0]
+    key_end = at + 5 + key_len
+    return TimeDomain(raw[at]), raw[at + 5 : key_end], raw[key_end:].decode()
+
+
 def timer_order_key(timer: Timer) -> bytes:
     """Time-ordered entry: ``domain, time, key, tag``; "all timers <= T" is a range."""
     identity = _timer_identity(timer.domain, timer.key, timer.tag)

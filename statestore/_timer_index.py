@@ -19,7 +19,6 @@ outnumber the live ones).
 from __future__ import annotations
 
 import heapq
-import struct
 from collections.abc import Mapping
 
 from statestore import _keys
@@ -29,7 +28,6 @@ from statestore.types import TimeDomain, Timer
 TimerId = tuple[TimeDomain, bytes, str]
 _Entry = tuple[int, int, bytes, str]
 """A heap entry: time, key length, key, tag."""
-_U32 = struct.Struct(">I")
 _COMPACT_SLACK = 1024
 """Stale heap entries tolerated beyond the live count before a rebuild."""
 
@@ -46,13 +44,8 @@ class TimerIndex:
         """Read every timer from the engine's index entries."""
         index = cls()
         start, end = _keys.TIMER_INDEX, _keys.prefix_end(_keys.TIMER_INDEX)
-        prefix = len(_keys.TIMER_INDEX)
         for raw, value in engine.scan(Column.TIMERS, start, end):
-            domain = TimeDomain(raw[prefix])
-            key_len = _U32.unpack_from(raw, prefix + 1)[0]
-            key = raw[prefix + 5 : prefix + 5 + key_len]
-            tag = raw[prefix + 5 + key_len :].decode()
-            index._times[(domain, key, tag)] = _keys.decode_time(value)
+            index._times[_keys.decode_timer_index_key(raw)] = _keys.decode_time(value)
         index._rebuild()
         return index
 
