@@ -35,17 +35,9 @@ PRODUCTIONS = (
     "event_time_ms long, producer string, stream string"
 )
 PRODUCTIONS_ARROW = pa.schema(
-    [
-        ("consumer", pa.string()),
-        ("interval", pa.int32()),
-        ("record_id", pa.binary()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("event_time_ms", pa.int64()),
-        ("producer", pa.string()),
-        ("stream", pa.string()),
-    ]
+    [("consumer", pa.string()), ("interval", pa.int32()), *PARQUET_SCHEMA]
 )
+"""A production: where it goes, then the delivered record's fields (the sink's columns)."""
 SINK_COLUMNS = PARQUET_SCHEMA.names
 """The columns of a sink stream's output: the Parquet sink's."""
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters", "duplicates")
