@@ -37,9 +37,16 @@ from spark_jobs.batch._pipeline import (
     SINK_COLUMNS,
     BackfillOptions,
     BackfillSummary,
+    interval_ordered,
     run_backfill,
 )
-from spark_jobs.batch._stages import route_log_rows, sink_stream, stage_order, with_intervals
+from spark_jobs.batch._stages import (
+    PRODUCTIONS_ARROW,
+    SourceRouter,
+    sink_stream,
+    stage_order,
+    with_intervals,
+)
 
 __all__ = [
     "BootstrapError",
@@ -57,6 +64,7 @@ __all__ = [
     "publish",
     "END_OF_TIME",
     "PRODUCTIONS",
+    "PRODUCTIONS_ARROW",
     "SINK_COLUMNS",
     "BackfillError",
     "BackfillOptions",
@@ -64,9 +72,10 @@ __all__ = [
     "InputRow",
     "IntervalStats",
     "OutputRow",
-    "route_log_rows",
+    "interval_ordered",
     "run_backfill",
     "run_interval",
+    "SourceRouter",
     "sink_stream",
     "stage_order",
     "with_intervals",

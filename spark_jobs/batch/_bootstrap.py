@@ -26,8 +26,8 @@ import pyarrow as pa
 from computations import MIN_EVENT_TIME_MS, Topology
 from injector.forwarder import set_acknowledged
 from spark_jobs.batch._interval_run import InputRow, IntervalStats, run_interval
-from spark_jobs.batch._pipeline import PRODUCTIONS, _batched, _rows_of, by_interval
-from spark_jobs.batch._stages import route_log_rows
+from spark_jobs.batch._pipeline import PRODUCTIONS, _rows_of, by_interval, interval_ordered
+from spark_jobs.batch._stages import SourceRouter
 
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters")
 
@@ -110,12 +110,11 @@ def run_bootstrap(spark: Any, options: BootstrapOptions) -> BootstrapSummary:
     intervals = topology.computations[name].intervals
     summary.intervals = intervals
     spark.conf.set("spark.sql.shuffle.partitions", str(intervals))
+    router = SourceRouter(topology)
     routed = records.mapInArrow(
-        lambda batches: _batched(route_log_rows(topology, _rows_of(batches))), PRODUCTIONS
+        lambda batches: (out for batch in batches for out in router.route(batch)), PRODUCTIONS
     ).where(fn.col("consumer") == name)
-    ordered = routed.repartition(intervals, "interval").sortWithinPartitions(
-        "interval", "event_time_ms", "record_id"
-    )
+    ordered = interval_ordered(routed, intervals)
     counters = {stat: spark.sparkContext.accumulator(0) for stat in _STATS}
     task = _StoreTask(topology, name, options, summary.watermark_ms, counters)
     ordered.mapInArrow(task, PRODUCTIONS).count()

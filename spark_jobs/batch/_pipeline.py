@@ -1,9 +1,10 @@
 """The backfill as Spark stages: the log, routed; one stage per computation; the sinks.
 
 1. The log (``spark.read.format("millrace")``, event-time range pushed down)
-   becomes productions, routed as the injector's forwarder routes them.
+   becomes productions, routed as the injector's forwarder routes them, an
+   Arrow batch at a time; its corrupt entries are reported in the same pass.
 2. Per computation, in dependency order: the productions addressed to it,
-   partitioned by key interval (a shuffle) and sorted by ``(event_time_ms,
+   range-partitioned by key interval (a shuffle) and sorted by ``(event_time_ms,
    record_id)`` within each interval, run through :func:`run_interval` (one
    ``IntervalDriver`` per interval, a perfect watermark); its productions are
    written beside the others (``<out>/_stages/<computation>``) for the stages
@@ -22,25 +23,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from computations import Topology
 from engine import SINK_PREFIX
 from millrace.wire.v1 import record_pb2
 from sinks import PARQUET_SCHEMA, sink_line
 from spark_jobs.batch._interval_run import InputRow, IntervalStats, OutputRow, run_interval
-from spark_jobs.batch._stages import route_log_rows, stage_order, with_intervals
+from spark_jobs.batch._stages import (
+    PRODUCTIONS_ARROW,
+    SourceRouter,
+    stage_order,
+    with_intervals,
+)
 
 PRODUCTIONS = (
     "consumer string, interval int, record_id binary, key binary, value binary, "
     "event_time_ms long, producer string, stream string"
 )
-PRODUCTIONS_ARROW = pa.schema(
-    [("consumer", pa.string()), ("interval", pa.int32()), *PARQUET_SCHEMA]
-)
-"""A production: where it goes, then the delivered record's fields (the sink's columns)."""
 SINK_COLUMNS = PARQUET_SCHEMA.names
 """The columns of a sink stream's output: the Parquet sink's."""
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters", "duplicates")
+_LOG_COLUMNS = (
+    "record_id", "key", "value", "event_time_ms", "stream", "segment", "corrupt_position",
+    "corrupt_reason",
+)  # fmt: skip
+_CORRUPT = "corrupt:"
+"""The consumer of the source stage's rows that report a corrupt log entry (key: the
+segment, value: the reason, event time: the position), beside the productions."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,33 +122,24 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     if options.to_ms is not None:
         in_range = in_range & (col("event_time_ms") < options.to_ms)
     log = log.where(col("corrupt_reason").isNotNull() | in_range)
-    log = log.cache()
-    summary.corrupt = [
-        row.asDict()
-        for row in log.where(col("corrupt_reason").isNotNull())
-        .select("stream", "segment", "corrupt_position", "corrupt_reason")
-        .collect()
-    ]
-    records = log.where(col("corrupt_reason").isNull()).select(
-        "record_id", "key", "value", "event_time_ms", "stream"
-    )
-    summary.records_read = records.count()
     stages_dir = f"{options.out.rstrip('/')}/_stages"
-    routed = records.mapInArrow(
-        lambda batches: _batched(route_log_rows(topology, _rows_of(batches))), PRODUCTIONS
-    )
+    read = spark.sparkContext.accumulator(0)
+    routed = log.select(*_LOG_COLUMNS).mapInArrow(_SourceTask(topology, read), PRODUCTIONS)
     written = [_write(routed, f"{stages_dir}/source")]
+    summary.records_read = read.value
+    summary.corrupt = [
+        {"stream": row.stream, "segment": row.key.decode(),
+         "corrupt_position": row.event_time_ms, "corrupt_reason": row.value.decode()}
+        for row in _read(spark, written).where(col("consumer") == _CORRUPT).collect()
+    ]  # fmt: skip
     for computation in stage_order(topology):
         counters = {name: spark.sparkContext.accumulator(0) for name in _STATS}
         inputs = _read(spark, written).where(col("consumer") == computation)
-        ordered = inputs.repartition(parallelism, "interval").sortWithinPartitions(
-            "interval", "event_time_ms", "record_id"
-        )
+        ordered = interval_ordered(inputs, parallelism)
         task = _StageTask(topology, computation, options.batch_size, counters)
         produced = ordered.mapInArrow(task, PRODUCTIONS)
         written.append(_write(produced, f"{stages_dir}/{computation}"))
         summary.stages[computation] = {name: counter.value for name, counter in counters.items()}
-    log.unpersist()
     every = _read(spark, written)
     for stream in topology.sinks():
         output = (
@@ -155,6 +156,35 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
         output.unpersist()
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def interval_ordered(productions: Any, partitions: int) -> Any:
+    """``productions`` in ``partitions`` Spark partitions, interval ``i`` whole in
+    partition ``i % partitions``, each interval's records in ``(event_time_ms,
+    record_id)`` order.
+
+    Spark's partitioners cannot be told "this row goes to partition p": hashing a
+    few small interval numbers often puts two in one task and leaves a core idle,
+    and range partitioning's sampled bounds do the same when one interval outweighs
+    the others. So each interval gets a stand-in key whose hash Spark itself maps to
+    the wanted partition (``hash`` is the Murmur3 that hash partitioning uses)."""
+    from pyspark.sql import functions as fn
+
+    spark = productions.sparkSession
+    wanted = fn.pmod(fn.hash(fn.col("id")), fn.lit(partitions))
+    found = spark.range(0, 64 * partitions + 1024).select("id", wanted.alias("part")).collect()
+    stand_in: dict[int, int] = {}
+    for row in found:
+        stand_in.setdefault(row.part, row.id)
+    if len(stand_in) < partitions:  # cannot happen for a uniform hash; keep it correct anyway
+        return productions.repartition(partitions, "interval").sortWithinPartitions(
+            "interval", "event_time_ms", "record_id"
+        )
+    keys = fn.array(*(fn.lit(stand_in[p]).cast("long") for p in range(partitions)))
+    part = fn.element_at(keys, fn.pmod(fn.col("interval"), fn.lit(partitions)) + 1)
+    return productions.repartition(partitions, part).sortWithinPartitions(
+        "interval", "event_time_ms", "record_id"
+    )
 
 
 def _write(frame: Any, path: str) -> str:
@@ -216,6 +246,41 @@ def by_interval(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[Inp
     if pending:
         assert current is not None
         yield current, pending
+
+
+class _SourceTask:
+    """What one Spark task of the source stage runs: its log rows as productions, and
+    its corrupt entries' reports as :data:`_CORRUPT` rows."""
+
+    def __init__(self, topology: Topology, read: Any) -> None:
+        self._router = SourceRouter(topology)
+        self._read = read
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            sound = pc.is_null(batch.column("corrupt_reason"))
+            records = batch.filter(sound)
+            self._read.add(records.num_rows)
+            yield from self._router.route(records)
+            if records.num_rows < batch.num_rows:
+                yield _corrupt_rows(batch.filter(pc.invert(sound)))
+
+
+def _corrupt_rows(corrupt: pa.RecordBatch) -> pa.RecordBatch:
+    size = corrupt.num_rows
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.repeat(pa.scalar(_CORRUPT, pa.string()), size),
+            pa.repeat(pa.scalar(0, pa.int32()), size),
+            pa.nulls(size, pa.binary()),
+            corrupt.column("segment").cast(pa.binary()),
+            corrupt.column("corrupt_reason").cast(pa.binary()),
+            corrupt.column("corrupt_position").cast(pa.int64()),
+            pa.nulls(size, pa.string()),
+            corrupt.column("stream"),
+        ],
+        schema=PRODUCTIONS_ARROW,
+    )
 
 
 class _StageTask:

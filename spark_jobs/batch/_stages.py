@@ -4,7 +4,7 @@ each log record goes first.
 A topology is a DAG of computations; a backfill runs one stage per computation
 in dependency order. A stage's input is every production addressed to it: the
 log records of its source streams (routed as the injector's forwarder routes
-them) and the productions of the stages before it.
+them, :class:`SourceRouter`) and the productions of the stages before it.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from computations import Topology
-from engine import SINK_PREFIX, routes_of
-from spark_jobs.batch._interval_run import OutputRow
+from engine import SINK_PREFIX, Route, routes_of
+from sinks import PARQUET_SCHEMA
 
 INJECTOR = "injector"
 """The producer name the injector's forwarder gives source records."""
@@ -52,20 +55,61 @@ def stage_order(topology: Topology) -> list[str]:
     return done
 
 
-def route_log_rows(
-    topology: Topology, rows: Iterable[tuple[bytes, bytes, bytes, int, str]]
-) -> Iterator[OutputRow]:
-    """Each log record ``(record_id, key, value, event_time_ms, stream)`` of a source
-    stream as the productions the forwarder makes of it: one per consuming
-    computation (at the interval its key falls in), or its sink."""
-    routes = {stream: routes_of(topology, stream) for stream in topology.sources()}
-    for record_id, key, value, event_time_ms, stream in rows:
-        # As engine.source_productions routes a record, without building one.
-        for route in routes.get(stream, ()):  # not a source of this topology: no routes
-            yield OutputRow(
-                route.consumer, route.interval_for(key, value), record_id, key, value,
-                event_time_ms, INJECTOR, stream,
-            )  # fmt: skip
+PRODUCTIONS_ARROW = pa.schema(
+    [("consumer", pa.string()), ("interval", pa.int32()), *PARQUET_SCHEMA]
+)
+"""A production: where it goes, then the delivered record's fields (the sink's columns)."""
+
+
+class SourceRouter:
+    """Log records of source streams as the productions the injector's forwarder makes
+    of them (``engine.source_productions``): one per consuming computation, at the
+    interval its key falls in, or one to the stream's sink. An Arrow batch at a time:
+    the record columns pass through as they are; only the interval is computed per
+    record."""
+
+    def __init__(self, topology: Topology) -> None:
+        self._routes = {stream: routes_of(topology, stream) for stream in topology.sources()}
+
+    def route(self, records: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """The productions of ``records`` (columns ``record_id, key, value,
+        event_time_ms, stream``) as batches of :data:`PRODUCTIONS_ARROW`."""
+        streams = records.column("stream")
+        names = pc.unique(streams).to_pylist()
+        for stream in names:
+            routes = self._routes.get(stream, ())  # not a source of this topology: no routes
+            if not routes:
+                continue
+            part = records if len(names) == 1 else records.filter(pc.equal(streams, stream))
+            yield from self._productions(routes, part)
+
+    def _productions(
+        self, routes: Iterable[Route], part: pa.RecordBatch
+    ) -> Iterator[pa.RecordBatch]:
+        size = part.num_rows
+        keys: list[bytes] | None = None
+        values: list[bytes] | None = None
+        for route in routes:
+            if route.intervals == 1:
+                intervals = pa.repeat(pa.scalar(0, pa.int32()), size)
+            else:
+                if keys is None or values is None:
+                    keys = part.column("key").to_pylist()
+                    values = part.column("value").to_pylist()
+                intervals = pa.array(map(route.interval_for, keys, values), pa.int32(), size=size)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.repeat(pa.scalar(route.consumer, pa.string()), size),
+                    intervals,
+                    part.column("record_id"),
+                    part.column("key"),
+                    part.column("value"),
+                    part.column("event_time_ms").cast(pa.int64()),
+                    pa.repeat(pa.scalar(INJECTOR, pa.string()), size),
+                    part.column("stream"),
+                ],
+                schema=PRODUCTIONS_ARROW,
+            )
 
 
 def sink_stream(consumer: str) -> str | None:

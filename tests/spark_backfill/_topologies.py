@@ -8,10 +8,19 @@ import tomllib
 from collections import defaultdict
 from pathlib import Path
 
+import pyarrow as pa
+
 from computations import Record, Topology
 from computations.testing import TestHarness
 from injector.log import AppendRequest, LogConfig, StreamLog
-from spark_jobs.batch import InputRow, IntervalStats, route_log_rows, run_interval, stage_order
+from spark_jobs.batch import (
+    InputRow,
+    IntervalStats,
+    OutputRow,
+    SourceRouter,
+    run_interval,
+    stage_order,
+)
 
 T0 = 1_700_000_000_000
 
@@ -139,6 +148,24 @@ def harness_outputs(topology: Topology, records: list[tuple[bytes, bytes, bytes,
     return {s: {r.record_id: r for r in harness.outputs(s)} for s in topology.sinks()}
 
 
+LOG_ROW = pa.schema([("record_id", pa.binary()), ("key", pa.binary()), ("value", pa.binary()),
+                     ("event_time_ms", pa.int64()), ("stream", pa.string())])  # fmt: skip
+
+
+def routed(
+    topology: Topology, records: list[tuple[bytes, bytes, bytes, int, str]], *, batch: int = 97
+) -> list[OutputRow]:
+    """The backfill's source stage (:class:`SourceRouter`) over ``records``, as rows."""
+    router = SourceRouter(topology)
+    rows: list[OutputRow] = []
+    for at in range(0, len(records), batch):
+        columns = list(zip(*records[at : at + batch], strict=True))
+        arrays = [pa.array(c, f.type) for c, f in zip(columns, LOG_ROW, strict=True)]
+        for out in router.route(pa.RecordBatch.from_arrays(arrays, schema=LOG_ROW)):
+            rows.extend(OutputRow(*row) for row in zip(*out.to_pydict().values(), strict=True))
+    return rows
+
+
 def local_backfill(
     topology: Topology,
     records: list[tuple[bytes, bytes, bytes, int, str]],
@@ -146,7 +173,7 @@ def local_backfill(
     batch_size: int = 100,
 ) -> dict[str, dict[bytes, tuple[bytes, bytes, int]]]:
     """The backfill's stages without Spark: route, then each computation's intervals."""
-    produced = list(route_log_rows(topology, records))
+    produced = routed(topology, records)
     for computation in stage_order(topology):
         by_interval: dict[int, list[InputRow]] = defaultdict(list)
         for row in produced:

@@ -1,0 +1,72 @@
+"""``run_backfill`` in a local[2] Spark session (slow): a corrupt log entry is reported,
+not skipped, and the rest is backfilled; every key interval runs whole in the task
+the pipeline places it in, so no core sits idle while another runs two intervals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import spark_jobs
+from spark_jobs.batch import BackfillOptions, interval_ordered, run_backfill, with_intervals
+from tests.spark_backfill._topologies import local_backfill, two_stages, write_log
+from tests.spark_logsource._logs import flip_byte_mid_file, segments
+from tests.spark_logsource._session import shared_spark
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    return shared_spark()
+
+
+def test_a_corrupt_entry_is_reported_and_the_rest_backfilled(spark: Any, tmp_path: Path) -> None:
+    log_dir = tmp_path / "log"
+    write_log(log_dir, 2000, segment_bytes=8_000)
+    sealed = [s for s in segments(log_dir, "events") if s.sealed]
+    victim = Path(sealed[len(sealed) // 2].path)
+    corrupt = flip_byte_mid_file(victim)
+    rows = spark_jobs.read_log(spark, str(log_dir)).where("corrupt_reason IS NULL").collect()
+    good = [(r.record_id, r.key, r.value, r.event_time_ms, r.stream) for r in rows]
+    assert 0 < len(good) < 2000
+
+    topology = with_intervals(two_stages(), 3)
+    out = tmp_path / "out"
+    summary = run_backfill(spark, BackfillOptions(topology=topology, log=str(log_dir),
+                                                  out=str(out), partitions=2))  # fmt: skip
+    assert summary.corrupt == [{"stream": "events", "segment": victim.name,
+                                "corrupt_position": corrupt.position,
+                                "corrupt_reason": corrupt.reason}]  # fmt: skip
+    assert summary.records_read == len(good)
+    good.sort(key=lambda r: r[3])
+    expected = local_backfill(topology, good)["totals"]
+    table = pq.read_table(out / "totals").to_pylist()
+    assert {r["record_id"]: (r["key"], r["value"], r["event_time_ms"]) for r in table} == expected
+    assert summary.outputs == {"totals": len(expected)}
+
+
+@pytest.mark.parametrize(("partitions", "intervals"), [(2, 2), (3, 7), (4, 4)])
+def test_interval_i_runs_whole_in_partition_i_mod_n(
+    spark: Any, partitions: int, intervals: int
+) -> None:
+    from pyspark.sql import functions as fn
+
+    frame = spark.range(0, 3000).select(
+        (fn.col("id") % intervals).cast("int").alias("interval"),
+        (fn.lit(10_000) - fn.col("id")).alias("event_time_ms"),
+        fn.col("id").cast("string").cast("binary").alias("record_id"),
+    )
+    placed = interval_ordered(frame, partitions).select(
+        "interval", "event_time_ms", fn.spark_partition_id().alias("partition")
+    )
+    rows = placed.collect()
+    assert {(r.interval, r.partition) for r in rows} == {
+        (i, i % partitions) for i in range(intervals)
+    }
+    for interval in range(intervals):
+        times = [r.event_time_ms for r in rows if r.interval == interval]
+        assert times == sorted(times)
