@@ -280,10 +280,16 @@ def run_spark(
     *,
     streams: Sequence[str] | None,
     include_active: bool,
+    spark: Any = None,
 ) -> tuple[list[SegmentStats], int]:
-    """:func:`scan_with_spark` in a Spark session of its own (none started without segments)."""
+    """:func:`scan_with_spark` in ``spark``, or in a Spark session of its own, stopped at
+    the end (none started without segments)."""
     if not segments:
         return [], 0  # nothing to read: no need to start Spark
+    if spark is not None:
+        return scan_with_spark(
+            spark, location, segments, streams=streams, include_active=include_active
+        )
     from pyspark.sql import SparkSession
 
     # Local executors run the driver's interpreter (which has millrace installed).
@@ -325,8 +331,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the job; the exit status."""
+def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
+    """Run the job; the exit status. ``spark``: a session to run in (default: one of
+    its own, as under ``spark-submit``)."""
     args = parse_args(argv)
     location: str = args.log_dir
     try:
@@ -337,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not streams:
         print(f"log_stats: no streams in {location!r}", file=sys.stderr)
     partials, spark_tasks = run_spark(
-        location, segments, streams=args.stream, include_active=args.include_active
+        location, segments, streams=args.stream, include_active=args.include_active, spark=spark
     )
     report = build_report(location, args.include_active, streams, partials, spark_tasks)
     print(format_table(report))

@@ -1,4 +1,5 @@
-"""``spark_jobs/log_stats.py`` under the real ``spark-submit --master local[2]`` (slow).
+"""``spark_jobs/log_stats.py`` over a log a real injector wrote (slow): in the Spark
+session the tests share, and under the real ``spark-submit --master local[2]``.
 
 A real injector process writes the log; the job's numbers must equal the log's own:
 the injector's acknowledgements and ``StreamLog.segments()``/``read()``."""
@@ -26,12 +27,14 @@ from injector.log import (
     StreamLog,
     scan_segment,
 )
+from spark_jobs import log_stats
 from tests.spark_log_stats._logs import (
     T0,
     expected_stats,
     flip_byte_mid_file,
     log_view,
 )
+from tests.spark_logsource._session import shared_spark
 from tests.support import ROOT, InjectorProcess, free_port
 
 # ---------------------------------------------------------------------------
@@ -213,9 +216,11 @@ def check_stats(line: dict[str, str], data: dict[str, Any], expected: dict[str, 
 
 
 @pytest.mark.slow
-def test_spark_job_reports_corruption_and_reads_active_segments(
-    injected_log: InjectedLog, tmp_path: Path
+def test_the_job_reports_corruption_and_reads_active_segments(
+    injected_log: InjectedLog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The job's ``main`` in the session the Spark tests share (``spark-submit`` of the
+    same job: ``tests/spark_logsource/test_spark_submit.py``, and the exit below)."""
     log_dir = tmp_path / "log"
     shutil.copytree(injected_log.log_dir, log_dir)
     infos, records = log_view(log_dir / "events", "events")
@@ -229,17 +234,19 @@ def test_spark_job_reports_corruption_and_reads_active_segments(
     assert survivors < infos[1].records
 
     out = tmp_path / "stats.json"
-    result = spark_submit(
-        "--log-dir", str(log_dir), "--stream", "events", "--stream", "clicks",
-        "--include-active", "--json", str(out), cwd=tmp_path,
+    status = log_stats.main(
+        ["--log-dir", str(log_dir), "--stream", "events", "--stream", "clicks",
+         "--include-active", "--json", str(out)],
+        spark=shared_spark(),
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-5000:]
-    assert "stream" in result.stdout and "segments" in result.stdout  # the table
-    assert parse_lines(result.stdout, "CORRUPT") == [
+    assert status == 0
+    stdout = capsys.readouterr().out
+    assert "stream" in stdout and "segments" in stdout  # the table
+    assert parse_lines(stdout, "CORRUPT") == [
         {"stream": "events", "segment": victim.name, "position": str(corrupt.position),
          "reason": corrupt.reason},
     ]  # fmt: skip
-    stats = {fields["stream"]: fields for fields in parse_lines(result.stdout, "STATS")}
+    stats = {fields["stream"]: fields for fields in parse_lines(stdout, "STATS")}
     report = json.loads(out.read_text())
     assert report["spark_tasks"] == len(report["segments"]) == 2 * CYCLES + 1
 

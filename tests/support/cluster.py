@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def chaos_kills(full: int) -> int:
     """How many kills a chaos test makes: ``full`` times ``MILLRACE_CHAOS_SCALE`` (default
-    1, and 0.5 under CI, which sets ``CI``: a bounded run that keeps the suite near its
+    1, and 0.4 under CI, which sets ``CI``: a bounded run that keeps the suite within its
     time budget), at least 5. A hunt for failures sets it higher."""
-    default = "0.5" if os.environ.get("CI") else "1"
+    default = "0.4" if os.environ.get("CI") else "1"
     return max(5, round(full * float(os.environ.get("MILLRACE_CHAOS_SCALE", default))))
 
 
