@@ -43,6 +43,7 @@ from spark_jobs.batch._pipeline import (
 from spark_jobs.batch._stages import (
     PRODUCTIONS_ARROW,
     SourceRouter,
+    balance_intervals,
     sink_stream,
     stage_order,
     with_intervals,
@@ -76,6 +77,7 @@ __all__ = [
     "run_backfill",
     "run_interval",
     "SourceRouter",
+    "balance_intervals",
     "sink_stream",
     "stage_order",
     "with_intervals",

@@ -33,6 +33,7 @@ from spark_jobs.batch._interval_run import InputRow, IntervalStats, OutputRow, r
 from spark_jobs.batch._stages import (
     PRODUCTIONS_ARROW,
     SourceRouter,
+    balance_intervals,
     stage_order,
     with_intervals,
 )
@@ -43,6 +44,10 @@ PRODUCTIONS = (
 )
 SINK_COLUMNS = PARQUET_SCHEMA.names
 """The columns of a sink stream's output: the Parquet sink's."""
+INTERVALS_PER_PARTITION = 4
+"""A backfill's default key intervals per Spark partition: with several, the
+partitions can be balanced when some keys hold many records (1,000,000 events
+with Zipf keys on 2 partitions: 8 intervals ran ~8% faster than 2)."""
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters", "duplicates")
 _LOG_COLUMNS = (
     "record_id", "key", "value", "event_time_ms", "stream", "segment", "corrupt_position",
@@ -69,8 +74,9 @@ class BackfillOptions:
     partitions: int | None = None
     """Spark partitions per stage (None: the session's default parallelism)."""
     intervals: int | None = None
-    """Key intervals per computation (None: as many as partitions, so every core has
-    intervals to run; outputs and their ids do not depend on it)."""
+    """Key intervals per computation (None: :data:`INTERVALS_PER_PARTITION` per
+    partition, so every core has intervals to run and skewed keys can be balanced;
+    outputs and their ids do not depend on it)."""
     jsonl: bool = False
     include_active: bool = False
     """Also read each stream's active segment (a local log directory only): a snapshot,
@@ -109,7 +115,8 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     parallelism = options.partitions or spark.sparkContext.defaultParallelism
     # Spark's default of 200 shuffle partitions costs a Python task each on small data.
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    topology = with_intervals(options.topology, options.intervals or parallelism)
+    intervals = options.intervals or INTERVALS_PER_PARTITION * parallelism
+    topology = with_intervals(options.topology, intervals)
     summary = BackfillSummary()
     sources = list(topology.sources())
     log = spark_jobs.read_log(
@@ -159,29 +166,33 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
 
 
 def interval_ordered(productions: Any, partitions: int) -> Any:
-    """``productions`` in ``partitions`` Spark partitions, interval ``i`` whole in
-    partition ``i % partitions``, each interval's records in ``(event_time_ms,
+    """``productions`` in ``partitions`` Spark partitions, each key interval whole in
+    one of them, the intervals spread so that partitions hold about as many records
+    (:func:`balance_intervals`), each interval's records in ``(event_time_ms,
     record_id)`` order.
 
     Spark's partitioners cannot be told "this row goes to partition p": hashing a
     few small interval numbers often puts two in one task and leaves a core idle,
     and range partitioning's sampled bounds do the same when one interval outweighs
     the others. So each interval gets a stand-in key whose hash Spark itself maps to
-    the wanted partition (``hash`` is the Murmur3 that hash partitioning uses)."""
+    the partition chosen for it (``hash`` is the Murmur3 that hash partitioning
+    uses). Counting the records per interval first costs one small job."""
     from pyspark.sql import functions as fn
 
     spark = productions.sparkSession
+    sizes = {row[0]: row[1] for row in productions.groupBy("interval").count().collect()}
+    chosen = balance_intervals(sizes, partitions)
     wanted = fn.pmod(fn.hash(fn.col("id")), fn.lit(partitions))
     found = spark.range(0, 64 * partitions + 1024).select("id", wanted.alias("part")).collect()
     stand_in: dict[int, int] = {}
     for row in found:
         stand_in.setdefault(row.part, row.id)
-    if len(stand_in) < partitions:  # cannot happen for a uniform hash; keep it correct anyway
+    if not chosen or len(stand_in) < partitions:  # nothing to run, or a hash that skips
         return productions.repartition(partitions, "interval").sortWithinPartitions(
             "interval", "event_time_ms", "record_id"
         )
-    keys = fn.array(*(fn.lit(stand_in[p]).cast("long") for p in range(partitions)))
-    part = fn.element_at(keys, fn.pmod(fn.col("interval"), fn.lit(partitions)) + 1)
+    pairs = [fn.lit(value) for i, p in sorted(chosen.items()) for value in (i, stand_in[p])]
+    part = fn.element_at(fn.create_map(*pairs), fn.col("interval")).cast("long")
     return productions.repartition(partitions, part).sortWithinPartitions(
         "interval", "event_time_ms", "record_id"
     )

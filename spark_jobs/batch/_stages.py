@@ -10,7 +10,8 @@ them, :class:`SourceRouter`) and the productions of the stages before it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,6 +54,23 @@ def stage_order(topology: Topology) -> list[str]:
     for name in sorted(topology.computations):
         visit(name)
     return done
+
+
+def balance_intervals(sizes: Mapping[int, int], partitions: int) -> dict[int, int]:
+    """A partition for each interval of ``sizes`` (interval -> records), the largest
+    interval first to the partition holding the fewest records so far (ties: the
+    lower interval, the lower partition). One interval is never split: its records
+    go through one ``IntervalDriver`` in order."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be positive, got {partitions}")
+    loads = [(0, p) for p in range(partitions)]
+    heapq.heapify(loads)
+    chosen: dict[int, int] = {}
+    for interval, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0])):
+        load, partition = heapq.heappop(loads)
+        chosen[interval] = partition
+        heapq.heappush(loads, (load + size, partition))
+    return chosen
 
 
 PRODUCTIONS_ARROW = pa.schema(

@@ -1,6 +1,7 @@
 """``run_backfill`` in a local[2] Spark session (slow): a corrupt log entry is reported,
 not skipped, and the rest is backfilled; every key interval runs whole in the task
-the pipeline places it in, so no core sits idle while another runs two intervals."""
+the pipeline places it in, partitions balanced by their records, so no core sits idle
+while another runs two intervals."""
 
 from __future__ import annotations
 
@@ -49,24 +50,34 @@ def test_a_corrupt_entry_is_reported_and_the_rest_backfilled(spark: Any, tmp_pat
     assert summary.outputs == {"totals": len(expected)}
 
 
-@pytest.mark.parametrize(("partitions", "intervals"), [(2, 2), (3, 7), (4, 4)])
-def test_interval_i_runs_whole_in_partition_i_mod_n(
-    spark: Any, partitions: int, intervals: int
+@pytest.mark.parametrize(
+    ("partitions", "sizes", "loads"),
+    [
+        (2, [700, 300], [700, 300]),
+        (2, [50, 30, 20, 10, 10], [60, 60]),
+        (3, [5, 5, 5, 5, 5, 5, 5], [15, 10, 10]),
+        (4, [9, 1], [9, 1, 0, 0]),
+    ],
+)
+def test_each_interval_runs_whole_in_one_balanced_partition(
+    spark: Any, partitions: int, sizes: list[int], loads: list[int]
 ) -> None:
     from pyspark.sql import functions as fn
 
-    frame = spark.range(0, 3000).select(
-        (fn.col("id") % intervals).cast("int").alias("interval"),
-        (fn.lit(10_000) - fn.col("id")).alias("event_time_ms"),
-        fn.col("id").cast("string").cast("binary").alias("record_id"),
+    rows = [(i, t) for i, size in enumerate(sizes) for t in range(size)]
+    frame = spark.createDataFrame(rows, "interval int, event_time_ms long").select(
+        "interval",
+        (fn.lit(10_000) - fn.col("event_time_ms")).alias("event_time_ms"),
+        fn.col("event_time_ms").cast("string").cast("binary").alias("record_id"),
     )
     placed = interval_ordered(frame, partitions).select(
         "interval", "event_time_ms", fn.spark_partition_id().alias("partition")
     )
-    rows = placed.collect()
-    assert {(r.interval, r.partition) for r in rows} == {
-        (i, i % partitions) for i in range(intervals)
-    }
-    for interval in range(intervals):
-        times = [r.event_time_ms for r in rows if r.interval == interval]
+    got = placed.collect()
+    where = {(r.interval, r.partition) for r in got}
+    assert len(where) == len(sizes), "an interval is split over partitions"
+    per_partition = [sum(1 for r in got if r.partition == p) for p in range(partitions)]
+    assert sorted(per_partition, reverse=True) == sorted(loads, reverse=True)
+    for interval in range(len(sizes)):
+        times = [r.event_time_ms for r in got if r.interval == interval]
         assert times == sorted(times)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.batch import with_intervals
+from spark_jobs.batch import balance_intervals, with_intervals
 from tests.spark_backfill._topologies import (
     harness_outputs,
     join_and_sessions,
@@ -60,3 +60,14 @@ def test_a_join_and_merging_sessions_equal_the_online_run(tmp_path: Path) -> Non
     for intervals, batch_size in ((None, 50), (4, 1000)):
         topology = with_intervals(join_and_sessions(), intervals)
         assert local_backfill(topology, records, batch_size=batch_size) == online
+
+
+def test_intervals_are_balanced_largest_first_never_split() -> None:
+    assert balance_intervals({0: 50, 1: 30, 2: 20, 3: 10, 4: 10}, 2) == {
+        0: 0, 1: 1, 2: 1, 3: 0, 4: 1,
+    }  # fmt: skip
+    assert balance_intervals({3: 7}, 4) == {3: 0}
+    assert balance_intervals({}, 2) == {}
+    chosen = balance_intervals({i: (i * 37) % 11 + 1 for i in range(40)}, 3)
+    loads = [sum((i * 37) % 11 + 1 for i, p in chosen.items() if p == q) for q in range(3)]
+    assert sorted(chosen) == list(range(40)) and max(loads) - min(loads) <= 11
