@@ -13,11 +13,10 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from computations import Computation, Record
+from computations import Computation
 from engine._keying import Admitted
 from engine._outcome import BatchOutcome
 from engine._scope import RecordScope
-from engine._tuples import new_tuple
 
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -38,12 +37,7 @@ def offer_batch(
     offered = [item for item in admitted if item[2] not in held] if held else admitted
     if not offered:
         return admitted
-    user_records = [
-        new_tuple(
-            Record, (record.stream, key, record.value, record.event_time_ms, rid, record.producer)
-        )
-        for record, rid, key in offered
-    ]
+    user_records = [item[3] for item in offered]
     try:
         left = user.process_batch(batch, user_records)
         if len(left) == len(offered):

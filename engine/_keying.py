@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, KeyExtractor, interval_of
+from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, KeyExtractor, Record, interval_of
 from engine._outcome import BatchOutcome
+from engine._tuples import new_tuple
 from engine._watermarks import event_time_problem
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import Transaction
@@ -21,8 +22,9 @@ MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
 WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 
-Admitted = list[tuple[record_pb2.Record, bytes, bytes]]
-"""New records of a batch with their ids and keys, in arrival order."""
+Admitted = list[tuple[record_pb2.Record, bytes, bytes, Record]]
+"""New records of a batch with their ids, keys and the :class:`computations.Record`
+user code gets, in arrival order."""
 
 DeadLetter = Callable[[Transaction, record_pb2.Record, str, int, BatchOutcome], None]
 """``(txn, record, error, attempts, outcome)``: keep a record that can never succeed."""
@@ -55,6 +57,8 @@ class RecordKeying:
         in_batch: set[bytes] = set()
         admitted: Admitted = []
         repeats: list[bytes] = []
+        extractors = self._extract
+        intervals, interval = self._intervals, self._interval
         # Per-record work is kept inline: at tens of thousands of records per
         # second, each avoided call and temporary object shows in throughput.
         for record, rid, duplicate in zip(records, rids, seen, strict=True):
@@ -64,11 +68,25 @@ class RecordKeying:
             if rid in in_batch:
                 repeats.append(rid)
                 continue
-            key = self._key_of(txn, record, outcome)
-            if key is None:
-                continue
+            stream, timestamp = record.stream, record.event_time_ms
+            extract = extractors.get(stream)
+            key = None
+            if rid and extract is not None and MIN_EVENT_TIME_MS <= timestamp <= MAX_EVENT_TIME_MS:
+                value = record.value
+                try:
+                    key = extract(record.key, value)
+                except Exception:
+                    key = None
+                if key is not None and intervals > 1 and interval_of(key, intervals) != interval:
+                    key = None
+            if key is None:  # something is wrong with it: find what, and say so
+                key = self._key_of(txn, record, outcome)
+                if key is None:
+                    continue
+                value = record.value
             in_batch.add(rid)
-            admitted.append((record, rid, key))
+            user = new_tuple(Record, (stream, key, value, timestamp, rid, record.producer))
+            admitted.append((record, rid, key, user))
         return admitted, repeats
 
     def _key_of(

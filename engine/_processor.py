@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from computations import (
     Computation,
     FiredTimer,
-    Record,
     Topology,
 )
 from engine._batch_scope import BatchScope, offer_batch
@@ -39,7 +38,6 @@ from engine._production_ids import Production, next_timer_cause, record_id_prefi
 from engine._routing import ProductionRouter
 from engine._scope import RecordScope
 from engine._sender_epochs import SenderEpochs
-from engine._tuples import new_tuple
 from millrace.wire.v1 import admin_pb2, record_pb2
 from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
 from statestore.types import TimeDomain, Timer
@@ -144,19 +142,13 @@ class IntervalProcessor:
             admitted = offer_batch(self._user, batch, admitted, failures.held, outcome)
         scope = self._scope(txn, b"", 0, now)
         process = self._user.process_record
-        for record, rid, key in admitted:
+        for record, rid, key, user_record in admitted:
             if failures.held and failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
-            timestamp = record.event_time_ms
-            scope.reset(key, timestamp)
+            scope.reset(key, user_record.event_time_ms)
             try:
-                process(
-                    scope,
-                    new_tuple(
-                        Record, (record.stream, key, record.value, timestamp, rid, record.producer)
-                    ),
-                )
+                process(scope, user_record)
             except Exception as exc:
                 self._failed(txn, record, key, exc, outcome)
                 continue
