@@ -4,8 +4,9 @@
    becomes productions, routed as the injector's forwarder routes them, an
    Arrow batch at a time; its corrupt entries are reported in the same pass.
 2. Per computation, in dependency order: the productions addressed to it,
-   range-partitioned by key interval (a shuffle) and sorted by ``(event_time_ms,
-   record_id)`` within each interval, run through :func:`run_interval` (one
+   shuffled so that each key interval is whole in one partition, the intervals
+   balanced over the partitions (:func:`interval_ordered`), and sorted by
+   ``(event_time_ms, record_id)`` within each interval, run through :func:`run_interval` (one
    ``IntervalDriver`` per interval, a perfect watermark); its productions are
    written beside the others (``<out>/_stages/<computation>``) for the stages
    after it.
