@@ -12,7 +12,6 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from tests.spark_log_stats._logs import (
     flip_byte_mid_file,
     log_view,
 )
-from tests.spark_logsource._session import shared_spark
+from tests.spark_logsource._session import SPARK_SUBMIT, shared_spark, spark_env
 from tests.support import ROOT, InjectorProcess, free_port
 
 # ---------------------------------------------------------------------------
@@ -55,7 +54,6 @@ EVENTS_PER_CYCLE = (12, 100)  # requests, records per request
 CLICKS_PER_CYCLE = (6, 40)
 
 JOB = ROOT / "spark_jobs" / "log_stats.py"
-SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 
 @dataclass
@@ -159,14 +157,6 @@ def spark_submit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     major = java_major_version()
     assert major >= 17, f"Spark 4 needs Java 17+, found Java {major}"
     assert SPARK_SUBMIT.exists(), f"{SPARK_SUBMIT} missing: is pyspark installed in the venv?"
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,  # driver and executors: this venv's Python
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",  # CI hostnames may not resolve
-    }
-    for variable in ("SPARK_HOME", "PYSPARK_DRIVER_PYTHON_OPTS", "PYTHONPATH", "SPARK_CONF_DIR"):
-        env.pop(variable, None)  # the venv's pyspark, and nothing from the repo on the path
     command = [
         str(SPARK_SUBMIT), "--master", "local[2]", "--driver-memory", "512m",
         "--conf", "spark.ui.enabled=false",
@@ -175,7 +165,7 @@ def spark_submit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         str(JOB), *args,
     ]  # fmt: skip
     result = subprocess.run(
-        command, capture_output=True, text=True, check=False, env=env, cwd=cwd, timeout=300
+        command, capture_output=True, text=True, check=False, env=spark_env(), cwd=cwd, timeout=300
     )
     (cwd / "spark-submit.stderr").write_text(result.stderr)
     return result

@@ -1,24 +1,23 @@
-"""``log_stats.py`` under the real ``spark-submit --master local[2]``, reading a log archive
-through its ``file://`` URI with the ``millrace`` data source (slow)."""
+"""``log_stats.py`` reading a log archive through its ``file://`` URI with the ``millrace``
+data source (slow): the job's ``main`` in the Spark session the tests share. Its runs
+under the real ``spark-submit``: ``tests/spark_log_stats/test_spark_submit.py`` (the
+exit status) and, for ``spark-submit`` reading an archive URI, the backfill's
+``tests/spark_backfill/test_backfill_submit.py``."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from spark_jobs import log_stats
 from tests.spark_logsource._logs import archive, flip_byte_mid_file, segments, write_logs
-from tests.spark_logsource._session import SPARK_SUBMIT, require_java, spark_env
-from tests.support import ROOT
-
-JOB = ROOT / "spark_jobs" / "log_stats.py"
+from tests.spark_logsource._session import shared_spark
 
 
 @pytest.mark.slow
-def test_log_stats_reads_an_archive_uri(tmp_path: Path) -> None:
-    require_java()
+def test_log_stats_reads_an_archive_uri(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log_dir = tmp_path / "log"
     write_logs(log_dir)
     uri = archive(log_dir, tmp_path / "archive")
@@ -29,21 +28,11 @@ def test_log_stats_reads_an_archive_uri(tmp_path: Path) -> None:
     corrupt = flip_byte_mid_file(victim)
 
     out = tmp_path / "stats.json"
-    command = [
-        str(SPARK_SUBMIT), "--master", "local[2]", "--driver-memory", "512m",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", f"spark.local.dir={tmp_path}",
-        str(JOB), "--log-dir", uri, "--json", str(out),
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, capture_output=True, text=True, check=False, env=spark_env(), cwd=tmp_path,
-        timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-5000:]
+    assert log_stats.main(["--log-dir", uri, "--json", str(out)], spark=shared_spark()) == 0
     assert (
         f"CORRUPT stream=views segment={victim.name} position={corrupt.position} "
         f"reason={corrupt.reason}"
-    ) in result.stdout.splitlines()
+    ) in capsys.readouterr().out.splitlines()
 
     report = json.loads(out.read_text())
     assert report["log_dir"] == uri
