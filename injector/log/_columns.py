@@ -13,7 +13,6 @@ reported exactly as ``scan_segment`` reports it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from injector.log._bulk_decode import Decoded, decode_requests
+from injector.log._fileio import sized_source
 from injector.log._format import (
     HEADER_SIZE,
     RECORD_HEAD_SIZE,
@@ -72,13 +72,8 @@ def scan_segment_columns(
     ``read_bytes`` read. Record ids are not included: they are the stream's
     :func:`~injector.log.stream_tag` and the big-endian offset.
     """
-    if isinstance(source, str | os.PathLike):
-        with open(source, "rb") as f:
-            yield from _scan(f, os.fstat(f.fileno()).st_size, read_bytes)
-        return
-    size = source.seek(0, os.SEEK_END)
-    source.seek(0)
-    yield from _scan(source, size, read_bytes)
+    with sized_source(source) as (f, size):
+        yield from _scan(f, size, read_bytes)
 
 
 def _scan(f: BinaryIO, size: int, read_bytes: int) -> Iterator[RecordColumns | CorruptEntry]:

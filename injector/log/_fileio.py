@@ -1,9 +1,12 @@
-"""Small POSIX file helpers shared by the segment and index writers."""
+"""Small file helpers shared by the segment and index writers and the scanners."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -21,3 +24,16 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def sized_source(source: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[BinaryIO, int]]:
+    """A segment to scan and its size: a path, opened and closed afterwards, or a binary
+    file object that can ``seek``, rewound to its start and left open."""
+    if isinstance(source, str | os.PathLike):
+        with open(source, "rb") as f:
+            yield f, os.fstat(f.fileno()).st_size
+        return
+    size = source.seek(0, os.SEEK_END)
+    source.seek(0)
+    yield source, size

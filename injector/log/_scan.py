@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from injector.log._fileio import sized_source
 from injector.log._format import (
     HEADER_SIZE,
     RECORD_HEAD_SIZE,
@@ -34,13 +34,8 @@ def scan_segment(source: str | Path | BinaryIO, stream: str) -> Iterator[LogReco
     Meant for sealed segments: on the active segment of a running writer, an
     append in flight looks like a torn tail.
     """
-    if isinstance(source, str | os.PathLike):
-        with open(source, "rb") as f:
-            yield from _scan(f, os.fstat(f.fileno()).st_size, stream)
-        return
-    size = source.seek(0, os.SEEK_END)
-    source.seek(0)
-    yield from _scan(source, size, stream)
+    with sized_source(source) as (f, size):
+        yield from _scan(f, size, stream)
 
 
 def _scan(f: BinaryIO, size: int, stream: str) -> Iterator[LogRecord | CorruptEntry]:
