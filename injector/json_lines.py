@@ -63,7 +63,7 @@ def _as_bytes(value: object) -> bytes:
     if isinstance(value, str):
         return value.encode()
     if type(value) is int:  # what json.dumps writes for an int, without its encoder
-        return str(value).encode()
+        return b"%d" % value
     return _dumps(value).encode()
 
 
@@ -75,22 +75,7 @@ def parse_record(raw: bytes) -> LineRecord | None:
         body = _decode(raw)
         ts = body["ts"]
         if type(ts) is int and MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
-            key = body["key"]
-            kind = type(key)
-            if kind is str:
-                key = key.encode()
-            elif kind is int:
-                key = b"%d" % key
-            else:
-                key = _dumps(key).encode()
-            value = body["value"]
-            kind = type(value)
-            if kind is str:
-                value = value.encode()
-            elif kind is int:
-                value = b"%d" % value
-            else:
-                value = _dumps(value).encode()
+            key, value = _as_bytes(body["key"]), _as_bytes(body["value"])
             if len(key) + len(value) <= MAX_LINE_RECORD_BYTES:
                 return key, value, ts
     except Exception:  # whatever the fast path refuses, the reference parser words
