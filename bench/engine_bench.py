@@ -33,7 +33,7 @@ LAG_MS = 5_000
 
 def run_once(events: int, work: Path) -> tuple[float, float, int]:
     """CPU seconds spent on records and on timers, and the timers fired."""
-    from bench.windows_bench import MINUTE_MS, delivered, topology, workload
+    from bench.standard_workload import MINUTE_MS, delivered, topology, workload
     from computations import Topology
     from engine import IntervalProcessor
     from statestore import StateStore, StoreConfig
@@ -75,7 +75,7 @@ def run_once(events: int, work: Path) -> tuple[float, float, int]:
 
 def python_floor(events: int) -> float:
     """CPU seconds of the plain-Python floor over the same events."""
-    from bench.windows_bench import plain_python_floor, workload
+    from bench.standard_workload import plain_python_floor, workload
 
     return plain_python_floor(workload(events))
 

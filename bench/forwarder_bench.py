@@ -51,7 +51,7 @@ class AckingSubmitter:
 
 def run_once(records: int, work: Path) -> float:
     """CPU seconds to forward ``records`` records and take their acks."""
-    from bench.windows_bench import workload
+    from bench.standard_workload import workload
     from computations import Topology
     from injector.forwarder import Forwarder
     from injector.log import AppendRequest, StreamLog
@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose code runs")
     args = parser.parse_args()
     sys.path.insert(0, str(args.root.resolve()))
-    from bench.windows_bench import plain_python_floor, workload
+    from bench.standard_workload import plain_python_floor, workload
 
     work = Path(tempfile.mkdtemp(prefix="millrace-forwarder-bench-"))
     seconds, floors = [], []

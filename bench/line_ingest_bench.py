@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.injector_bench import INGEST_TOPOLOGY as TOPOLOGY  # noqa: E402
-from bench.windows_bench import Events, plain_python_floor, workload, write_events  # noqa: E402
+from bench.standard_workload import Events, plain_python_floor, workload, write_events  # noqa: E402
 from millrace.local_cluster import millrace  # noqa: E402
 from tests.support import InjectorProcess, free_port  # noqa: E402
 

@@ -33,14 +33,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.windows_bench import (  # noqa: E402
+from bench.standard_workload import (  # noqa: E402
     MINUTE_MS,
-    end_to_end_run,
     exact_windows,
     topology,
     workload,
     write_events,
 )
+from bench.windows_bench import end_to_end_run  # noqa: E402
 from computations import Topology  # noqa: E402
 from injector.log import AppendRequest, LogConfig, StreamLog  # noqa: E402
 

@@ -42,47 +42,33 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._measure import descendants, millrace_role, process_cpu_s  # noqa: E402
+from bench.standard_workload import (  # noqa: E402
+    GAP_MS,
+    KEYS,
+    MINUTE_MS,
+    TOPOLOGY,
+    ZIPF,
+    Events,
+    delivered,
+    exact_windows,
+    plain_python_floor,
+    rocksdb_floor,
+    topology,
+    workload,
+    write_events,
+)
 from computations import BatchContext, Computation, Context, Record, Topology  # noqa: E402
 from engine import IntervalProcessor  # noqa: E402
 from millrace.local_cluster import millrace, start, stop  # noqa: E402
-from millrace.wire.v1 import record_pb2  # noqa: E402
 from statestore import StateStore, StoreConfig  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
-KEYS = 10_000
-ZIPF = 1.1
-JITTER_MS = 5_000
-MINUTE_MS = 60_000
-GAP_MS = 5 * MINUTE_MS
-BASE_MS = 1_700_000_000_000
 BATCHES = (1_000, 4_000)
 """Records per commit: a delivered batch, and a node's group commit under load."""
-
-TOPOLOGY = """
-[streams.events]
-[streams.panes]
-
-[computations.agg]
-handler = "{handler}"
-inputs = {{ events = "key" }}
-outputs = ["panes"]
-{params}
-"""
-
-
-def topology(window: str, vectorized: bool) -> str:
-    """The benchmark's topology: count + sum of ``window`` windows."""
-    params = (
-        f'params = {{ window = "{window}", aggregate = "count+sum", output = "panes", '
-        f"vectorized = {str(vectorized).lower()} }}"
-    )
-    return TOPOLOGY.format(handler="dataflow:WindowedAggregation", params=params)
 
 
 DEPLOYMENT = """
@@ -104,49 +90,6 @@ path = "out/panes.jsonl"
 """
 
 PATHS = ("vectorized", "per-record")
-
-Events = tuple[list[str], np.ndarray, np.ndarray]
-"""Keys, event times and values, in arrival order."""
-
-
-def workload(events: int, seed: int = 11) -> Events:
-    """The standard workload (deterministic for a seed)."""
-    rng = np.random.default_rng(seed)
-    ids = np.empty(0, dtype=np.int64)
-    while len(ids) < events:  # Zipf(1.1) truncated to KEYS keys
-        draw = rng.zipf(ZIPF, events)
-        ids = np.concatenate([ids, draw[draw <= KEYS]])
-    ids = ids[:events]
-    times = BASE_MS + np.arange(events, dtype=np.int64) - rng.integers(0, JITTER_MS, events)
-    values = rng.integers(1, 101, events)
-    return [f"u{i}" for i in ids.tolist()], times, values
-
-
-def exact_windows(data: Events, window: str) -> dict[tuple[str, int, int], list[int]]:
-    """``(key, start, end) -> [count, sum]`` for tumbling minutes or 5-minute sessions."""
-    keys, times, values = data
-    result: dict[tuple[str, int, int], list[int]] = {}
-    if window.startswith("tumbling"):
-        for key, t, v in zip(
-            keys, (times - times % MINUTE_MS).tolist(), values.tolist(), strict=True
-        ):
-            acc = result.setdefault((key, t, t + MINUTE_MS), [0, 0])
-            acc[0] += 1
-            acc[1] += v
-        return result
-    per_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for key, t, v in zip(keys, times.tolist(), values.tolist(), strict=True):
-        per_key[key].append((t, v))
-    for key, items in per_key.items():
-        items.sort()
-        start, last, count, total = items[0][0], items[0][0], 0, 0
-        for t, v in items:
-            if t >= last + GAP_MS:
-                result[(key, start, last + GAP_MS)] = [count, total]
-                start, count, total = t, 0, 0
-            last, count, total = t, count + 1, total + v
-        result[(key, start, last + GAP_MS)] = [count, total]
-    return result
 
 
 # -- 1. the aggregation alone ---------------------------------------------------------
@@ -199,81 +142,7 @@ def processor_run(data: Events, topology: str, batch: int, work: Path) -> float:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def delivered(data: Events) -> list[record_pb2.Record]:
-    """The workload's events as a node receives them (ids in arrival order)."""
-    keys, times, values = data
-    return [
-        record_pb2.Record(
-            record_id=i.to_bytes(8, "big"), key=k.encode(), value=str(v).encode(),
-            event_time_ms=t, stream="events",
-        )
-        for i, (k, t, v) in enumerate(zip(keys, times.tolist(), values.tolist(), strict=True))
-    ]  # fmt: skip
-
-
-def plain_python_floor(data: Events) -> float:
-    """CPU seconds of a dict of [count, sum] per (key, minute) over the same events,
-    reading each value from its text as the node does (the floor of any Python engine)."""
-    keys, times, values = data
-    texts = [str(v).encode() for v in values.tolist()]
-    started = time.process_time()
-    windows: dict[tuple[str, int], list[int]] = {}
-    for key, t, text in zip(keys, times.tolist(), texts, strict=True):
-        value = json.loads(text)
-        acc = windows.get((key, t - t % MINUTE_MS))
-        if acc is None:
-            acc = windows[(key, t - t % MINUTE_MS)] = [0, 0]
-        acc[0] += 1
-        acc[1] += value
-    return time.process_time() - started
-
-
-def rocksdb_floor(lines: list[bytes], work: Path) -> float:
-    """Wall seconds of issue 19's floor: plain Python that parses the same JSON lines,
-    keeps the same windows in a dict and writes each window changed by 1,000 events to
-    RocksDB in one WriteBatch, synced (what any exactly-once Python engine must do)."""
-    from rocksdict import Options, Rdict, WriteBatch, WriteOptions
-
-    path = work / f"floor-{time.monotonic_ns()}"
-    db = Rdict(str(path), Options())
-    synced = WriteOptions()
-    synced.sync = True
-    started = time.perf_counter()
-    windows: dict[tuple[str, int], list[int]] = {}
-    for at in range(0, len(lines), 1_000):
-        changed = {}
-        for line in lines[at : at + 1_000]:
-            event = json.loads(line)
-            ts = event["ts"]
-            window = (event["key"], ts - ts % MINUTE_MS)
-            acc = windows.get(window)
-            if acc is None:
-                acc = windows[window] = [0, 0]
-            acc[0] += 1
-            acc[1] += event["value"]
-            changed[window] = acc
-        batch = WriteBatch()
-        for (key, window_start), acc in changed.items():
-            batch.put(f"{key}/{window_start}".encode(), json.dumps(acc).encode())
-        db.write(batch, synced)
-    seconds = time.perf_counter() - started
-    db.close()
-    Rdict.destroy(str(path))
-    return seconds
-
-
 # -- 2. end to end ----------------------------------------------------------------------
-
-
-def write_events(data: Events, path: Path) -> int:
-    """The JSON-lines input plus an end marker past the last window; its event time."""
-    keys, times, values = data
-    end_ts = int(times.max()) + 3 * GAP_MS
-    with path.open("w") as out:
-        for key, t, v in zip(keys, times.tolist(), values.tolist(), strict=True):
-            out.write(f'{{"key":"{key}","value":{v},"ts":{t}}}\n')
-        out.write(f'{{"key":"end-marker","value":0,"ts":{end_ts}}}\n')
-    return end_ts
 
 
 def _on_time_panes(path: Path) -> dict[tuple[str, int, int], list[int]]:
@@ -356,8 +225,8 @@ def aggregation_stage(data: Events, runs: int, work: Path) -> list[str]:
     for _ in range(runs):  # interleaved: the machine's drift hits all alike
         floors.append(plain_python_floor(data))
         for batch in BATCHES:
-            for name, topology in PROCESSOR_RUNS.items():
-                cpu[(name, batch)].append(processor_run(data, topology, batch, work))
+            for name, text in PROCESSOR_RUNS.items():
+                cpu[(name, batch)].append(processor_run(data, text, batch, work))
     floor = count / statistics.median(floors)
     print(f"aggregation alone ({count:,} events, CPU, plain-Python floor {floor:,.0f}/s)")
     print(f"  {'batch':>6} {'path':<11} {'events/s':>10} {'us/event':>9} {'engine':>7} {'own':>6}")
