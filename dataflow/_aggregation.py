@@ -37,13 +37,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from computations import (
-    JSON,
     MAX_EVENT_TIME_MS,
     BatchContext,
     Computation,
     Context,
     FiredTimer,
     Record,
+    Serde,
     TimeDomain,
 )
 from dataflow._builtins import parse_aggregate
@@ -52,6 +52,7 @@ from dataflow._merging import add_live, drop_live, merge_into
 from dataflow._outputs import send_late
 from dataflow._panes import Pane, Timing
 from dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
+from dataflow._state_serde import window_state_serde
 from dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
 from dataflow._vectorized import fold_batch
 from dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_window
@@ -113,6 +114,11 @@ class WindowedAggregation(Computation):
                 f"{type(self.aggregate).__name__} cannot retract: it cannot consume panes"
             )
 
+    @property
+    def state_serde(self) -> Serde[Any]:
+        """How window states are encoded (msgspec for the built-in combiners)."""
+        return window_state_serde(self.aggregate.plain_accumulator)
+
     # -- records ------------------------------------------------------------------
 
     def process_record(self, ctx: Context, record: Record) -> None:
@@ -157,14 +163,14 @@ class WindowedAggregation(Computation):
         retract: bool = False,
     ) -> None:
         tag = "w:" + window.tag()
-        state = ctx.get_state(tag, JSON)
+        state = ctx.get_state(tag, self.state_serde)
         if state is None:
             state = self._open(ctx, window, self.aggregate.create(), watermark)
         fold = self.aggregate.retract if retract else self.aggregate.add
         state["acc"] = fold(state["acc"], value)
         state["since"] += 1
         self._fire_on_record(ctx, window, state)
-        ctx.put_state(tag, state, JSON)
+        ctx.put_state(tag, state, self.state_serde)
 
     def _fire_on_record(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
         """An early pane (before the on-time one) or a late pane (after it) when its
@@ -235,14 +241,14 @@ class WindowedAggregation(Computation):
             return
         window = Window.from_tag(window_tag)
         tag = "w:" + window_tag
-        state = ctx.get_state(tag, JSON)
+        state = ctx.get_state(tag, self.state_serde)
         if state is None:
             return
         if kind in ("early", "late"):
             state.pop(kind + "_at", None)
             if state["fired"] == (kind == "late") and state["since"]:
                 self._emit(ctx, window, state, Timing(kind))
-            ctx.put_state(tag, state, JSON)
+            ctx.put_state(tag, state, self.state_serde)
         elif kind == "on":
             self._emit(ctx, window, state, Timing.ON_TIME)
             state["fired"] = True
@@ -251,7 +257,7 @@ class WindowedAggregation(Computation):
             if not self.allowed_lateness_ms:
                 self._forget(ctx, window)  # nothing can join it any more
                 return
-            ctx.put_state(tag, state, JSON)
+            ctx.put_state(tag, state, self.state_serde)
         elif kind == "gc":
             if not state["fired"]:
                 # Expiry at the window's last instant too (clamped at the end of event

@@ -19,6 +19,11 @@ class Combiner(ABC):
     """False when the combiner ignores the records' values (``Count``)."""
     numeric = True
     """True when values must be finite numbers; False: any JSON string or number."""
+    plain_accumulator = False
+    """True when every accumulator is made of dicts with str keys, lists, str, int,
+    float, bool and None only (the built-in combiners): window state is then
+    encoded by msgspec, which would turn anything else (bytes, sets, tuples,
+    dataclasses) into JSON silently instead of refusing it."""
 
     @abstractmethod
     def create(self) -> Any:
@@ -47,6 +52,7 @@ class Combiner(ABC):
 class Count(Combiner):
     """How many records."""
 
+    plain_accumulator = True
     needs_value = False
     retractable = True
 
@@ -66,6 +72,7 @@ class Count(Combiner):
 class Sum(Combiner):
     """The sum of the values."""
 
+    plain_accumulator = True
     retractable = True
 
     def create(self) -> float:
@@ -84,6 +91,8 @@ class Sum(Combiner):
 class Min(Combiner):
     """The smallest value (None for an empty window)."""
 
+    plain_accumulator = True
+
     def create(self) -> float | None:
         return None
 
@@ -97,6 +106,8 @@ class Min(Combiner):
 class Max(Combiner):
     """The largest value (None for an empty window)."""
 
+    plain_accumulator = True
+
     def create(self) -> float | None:
         return None
 
@@ -109,6 +120,8 @@ class Max(Combiner):
 
 class Mean(Combiner):
     """The mean of the values (None for an empty window); accumulates ``[sum, count]``."""
+
+    plain_accumulator = True
 
     def create(self) -> list[float]:
         return [0, 0]
@@ -142,6 +155,7 @@ class Combined(Combiner):
         self.needs_value = any(c.needs_value for c in combiners)
         self.numeric = all(c.numeric for c in combiners)
         self.retractable = all(c.retractable for c in combiners)
+        self.plain_accumulator = all(c.plain_accumulator for c in combiners)
 
     def create(self) -> list[Any]:
         return [c.create() for c in self.parts.values()]

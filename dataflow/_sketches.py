@@ -37,6 +37,7 @@ class Distinct(Combiner):
     use ``ApproxDistinct`` where there are many)."""
 
     numeric = False
+    plain_accumulator = True
 
     def create(self) -> list[str]:
         return []
@@ -60,6 +61,7 @@ class ApproxDistinct(Combiner):
     buckets; the relative error is about 1.04 / sqrt(2**lg_k), 1.6% at 12)."""
 
     numeric = False
+    plain_accumulator = True
 
     def __init__(self, lg_k: int = 12) -> None:
         self.lg_k = lg_k
@@ -87,6 +89,8 @@ class ApproxQuantiles(Combiner):
     """KLL estimates of the values' quantiles: the result maps each of ``quantiles``
     (as text) to its value, None for an empty window. ``k`` trades size for accuracy
     (200: about 1.3% rank error)."""
+
+    plain_accumulator = True
 
     def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.99), k: int = 200) -> None:
         self.quantiles = tuple(quantiles)
@@ -118,6 +122,7 @@ class TopK(Combiner):
     values)."""
 
     numeric = False
+    plain_accumulator = True
 
     def __init__(self, k: int = 10, lg_max_map: int = 8) -> None:
         self.k = k

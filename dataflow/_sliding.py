@@ -48,25 +48,25 @@ def add_sliding(
     (nothing changed)."""
     assigner = agg.window
     assert isinstance(assigner, Sliding)
-    span, combiner = assigner.span_ms, agg.aggregate
+    span, combiner, serde = assigner.span_ms, agg.aggregate, agg.state_serde
     own = assigner.window_at(time_ms)
     if watermark is not None and watermark > agg._expiry(own):
         return False
     times: list[int] = ctx.get_state(SLIDES, JSON) or []
     at = bisect_left(times, time_ms)
     new = at == len(times) or times[at] != time_ms
-    bucket = (None if new else ctx.get_state(f"b:{time_ms}", JSON)) or _empty(agg)
+    bucket = (None if new else ctx.get_state(f"b:{time_ms}", serde)) or _empty(agg)
     fold = combiner.retract if retract else combiner.add
     bucket["acc"], bucket["n"] = fold(bucket["acc"], value), bucket["n"] + 1
-    ctx.put_state(f"b:{time_ms}", bucket, JSON)
+    ctx.put_state(f"b:{time_ms}", bucket, serde)
     if new:
         accumulator, count = combiner.create(), 0
         for earlier in times[bisect_left(times, time_ms - span + 1) : at]:
-            held = ctx.get_state(f"b:{earlier}", JSON) or _empty(agg)
+            held = ctx.get_state(f"b:{earlier}", serde) or _empty(agg)
             accumulator, count = combiner.merge(accumulator, held["acc"]), count + held["n"]
         state = agg._open(ctx, own, accumulator, watermark)
         state["since"] = count
-        ctx.put_state("w:" + own.tag(), state, JSON)
+        ctx.put_state("w:" + own.tag(), state, serde)
         times.insert(at, time_ms)
         ctx.put_state(SLIDES, times, JSON)
         expiry = time_ms + span - 1 + agg.allowed_lateness_ms

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from computations import (
-    JSON,
     MAX_EVENT_TIME_MS,
     MIN_EVENT_TIME_MS,
     BatchContext,
@@ -76,6 +75,7 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     early = firing(agg.trigger.early)
     due_at, interval_ms = early.count, early.interval_ms
     combiner, size, fold = agg.aggregate, groups.size, folds.folder(agg.aggregate)
+    serde = agg.state_serde
     left_keys: set[bytes] = set()
     for g, (key, start) in enumerate(zip(groups.keys, groups.starts, strict=True)):
         if key in left_keys:
@@ -86,7 +86,7 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
             continue
         ctx = batch.for_key(key)
         tag = f"w:{start}/{end}"
-        state = ctx.get_state(tag, JSON)
+        state = ctx.get_state(tag, serde)
         if state is None:
             if due_at is not None and counts[g] >= due_at:
                 left_keys.add(key)  # an early pane is due
@@ -100,7 +100,7 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
         if interval_ms is not None and not state.get("early_at"):
             state["early_at"] = ctx.processing_time_ms + interval_ms
             ctx.set_timer("early:" + tag[2:], state["early_at"], TimeDomain.PROCESSING_TIME)
-        ctx.put_state(tag, state, JSON)
+        ctx.put_state(tag, state, serde)
     return [r for r in records if r.key in left_keys] if left_keys else ()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from computations import Context, Record
+from computations import Context, Record, Serde
 from dataflow._combiners import Combiner
 from dataflow._triggers import AfterWatermark
 from dataflow._windows import Window, WindowAssigner
@@ -24,6 +24,11 @@ class WindowOps(Protocol):
     trigger: AfterWatermark
     input_panes: bool
     allowed_lateness_ms: int
+
+    @property
+    def state_serde(self) -> Serde[Any]:
+        """How its window states are encoded."""
+        ...
 
     def _open(
         self, ctx: Context, window: Window, accumulator: Any, watermark: int | None

@@ -1,0 +1,87 @@
+"""Window state of built-in combiners is encoded by msgspec (``dataflow/_state_serde.py``):
+every plain value reads back as what ``JSON`` would have read back, whichever of the
+two wrote it, and a combiner that does not promise plain accumulators keeps ``JSON``."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import given, settings
+
+from computations import JSON
+from dataflow import Combiner, Count, Sum, WindowedAggregation
+from dataflow._combiners import Combined
+from dataflow._state_serde import PLAIN_STATE
+
+plain_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.text(alphabet=st.characters(categories=["Cs", "Lu", "Cc"])),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Equal in type and value, counting NaN equal to NaN."""
+    if isinstance(left, float) and isinstance(right, float) and math.isnan(left):
+        return math.isnan(right)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(_same, left, right))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    return type(left) is type(right) and left == right
+
+
+@settings(max_examples=400)
+@given(value=plain_values)
+def test_plain_state_reads_back_as_json_state_does(value: Any) -> None:
+    reference = json.loads(json.dumps(value))
+    assert _same(PLAIN_STATE.loads(PLAIN_STATE.dumps(value)), reference)
+    assert _same(PLAIN_STATE.loads(JSON.dumps(value)), reference)  # state written before
+    assert _same(JSON.loads(PLAIN_STATE.dumps(value)), reference)  # read by the previous code
+
+
+def test_nan_and_infinities_are_written_as_json_writes_them() -> None:
+    state = {"acc": [float("nan"), float("inf"), -float("inf")], "since": 3}
+    assert PLAIN_STATE.dumps(state) == JSON.dumps(state)
+
+
+def test_what_json_refuses_is_refused_unless_msgspec_encodes_it() -> None:
+    """Not plain: only for combiners that promise plain accumulators."""
+    assert PLAIN_STATE.dumps({"acc": "\ud800"}) == JSON.dumps({"acc": "\ud800"})
+    for value in ({1: 2}, {"a": object()}):
+        try:
+            JSON.dumps(value)
+        except TypeError:
+            continue
+        assert PLAIN_STATE.dumps(value) == JSON.dumps(value)
+
+
+class _UserCombiner(Combiner):
+    def create(self) -> Any:
+        return 0
+
+    def add(self, accumulator: Any, value: float) -> Any:
+        return accumulator + value
+
+    def merge(self, left: Any, right: Any) -> Any:
+        return left + right
+
+
+def test_built_in_combiners_use_msgspec_and_user_combiners_json() -> None:
+    built_in = WindowedAggregation()
+    built_in.aggregate = Combined({"count": Count(), "sum": Sum()})
+    assert built_in.state_serde is PLAIN_STATE
+    user = WindowedAggregation()
+    user.aggregate = _UserCombiner()
+    assert user.state_serde is JSON
+    mixed = WindowedAggregation()
+    mixed.aggregate = Combined({"count": Count(), "mine": _UserCombiner()})
+    assert mixed.state_serde is JSON
