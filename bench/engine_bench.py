@@ -7,7 +7,7 @@ input watermark to the newest event time minus 5 s, fire the due timers
 1-minute tumbling count + sum per key, vectorized. CPU seconds of this process,
 split into the records' share and the timers' share, beside a plain-Python
 floor measured in the same run (a dict of [count, sum] per key and minute,
-values read from their text).
+values read from their text). The garbage collector is set as a node sets it.
 
     python bench/engine_bench.py [--events N] [--runs R] [--root CHECKOUT]
 
@@ -35,6 +35,7 @@ def run_once(events: int, work: Path) -> tuple[float, float, int]:
     """CPU seconds spent on records and on timers, and the timers fired."""
     from bench.standard_workload import MINUTE_MS, delivered, topology, workload
     from computations import Topology
+    from deployment._runtime_tuning import settle_garbage_collector
     from engine import IntervalProcessor
     from statestore import StateStore, StoreConfig
 
@@ -49,6 +50,7 @@ def run_once(events: int, work: Path) -> tuple[float, float, int]:
     )
     records = delivered(data)
     stamps = times.tolist()
+    settle_garbage_collector()  # as a node does once started
     on_records = on_timers = 0.0
     fired = newest = 0
     try:

@@ -43,7 +43,10 @@ from engine import (
     source_name,
 )
 from injector.log import LogRecord, LogTailLostError, StreamLog
-from millrace.wire.v1 import record_pb2
+from millrace.wire.v1 import delivery_pb2
+
+new_tuple = tuple.__new__
+"""``new_tuple(Production, fields)``: built in C, once per record and consumer."""
 
 log = logging.getLogger(__name__)
 
@@ -255,19 +258,8 @@ class Forwarder:
 
     def _forward(self, records: list[LogRecord]) -> None:
         stream = self.stream
-        messages = [
-            record_pb2.Record(
-                record_id=record.record_id,
-                key=record.key,
-                value=record.value,
-                event_time_ms=record.event_time_ms,
-                producer=INJECTOR,
-                stream=stream,
-            )
-            for record in records
-        ]
         first = records[0].offset  # records hold consecutive offsets
-        frames: list[Frame] = []
+        frames: list[tuple[Frame, delivery_pb2.DeliveryBatch]] = []
         with self._lock:
             for consumer in self._consumers.values():
                 # Offsets below its floor were acknowledged before a restart: its node has them.
@@ -279,10 +271,25 @@ class Forwarder:
                 consumer.unacked.update(dict.fromkeys(range(first + start, first + len(records))))
                 for interval, slots in destinations.items():
                     prefix = route.key_prefixes[interval]
-                    productions = [
-                        Production(name, interval, messages[i], prefix + messages[i].record_id)
-                        for i in slots
-                    ]
+                    # Each record is made in place in its frame's batch: copying records
+                    # into a batch to encode it costs more than making them there.
+                    batch = delivery_pb2.DeliveryBatch()
+                    batch.target.computation = name
+                    batch.target.index = interval
+                    add = batch.records.add
+                    productions = []
+                    for i in slots:
+                        record = records[i]
+                        message = add(
+                            record_id=record.record_id,
+                            key=record.key,
+                            value=record.value,
+                            event_time_ms=record.event_time_ms,
+                            producer=INJECTOR,
+                            stream=stream,
+                        )
+                        fields = (name, interval, message, prefix + record.record_id)
+                        productions.append(new_tuple(Production, fields))
                     consumer.in_flight.add_group(
                         zip(
                             [p.outbox_key for p in productions],
@@ -292,8 +299,9 @@ class Forwarder:
                     )
                     # Offsets are the positions receivers forget record ids by.
                     positions = (first + slots[0], first + slots[-1])
-                    frames.append(Frame(name, interval, productions, positions=positions))
-        for frame in frames:
+                    frames.append((Frame(name, interval, productions, positions=positions), batch))
+        for frame, batch in frames:
+            frame.payload = batch.SerializeToString()  # encode_frame's bytes, built in place
             self._sender(frame.consumer, frame.interval).submit_frames(self._origin, [frame])
 
     def _settle_locked(self) -> None:

@@ -35,6 +35,9 @@ from injector.log.errors import LogCorruptedError
 
 READ_CHUNK_BYTES = 256 << 10
 _first = itemgetter(0)
+new_tuple = tuple.__new__
+"""``new_tuple(LogRecord, fields)``: a named tuple built in C (its own ``__new__`` is
+Python, ~0.3 us, made once per record read)."""
 
 
 class Segment:
@@ -216,16 +219,15 @@ class Segment:
                     if offset >= stop_offset:
                         break
                     key_end = RECORD_HEAD_SIZE + key_len
-                    out.append(
-                        LogRecord(
-                            offset,
-                            prefix + pack_offset(offset),
-                            body[RECORD_HEAD_SIZE:key_end],
-                            body[key_end:],
-                            event_ms,
-                            ingest_ms,
-                        )
+                    fields = (
+                        offset,
+                        prefix + pack_offset(offset),
+                        body[RECORD_HEAD_SIZE:key_end],
+                        body[key_end:],
+                        event_ms,
+                        ingest_ms,
                     )
+                    out.append(new_tuple(LogRecord, fields))
                     if len(out) >= max_records:
                         break
         except EntryError as error:

@@ -16,7 +16,7 @@ import pytest
 
 from computations import Topology
 from delivery._sender import Origin
-from engine._frames import Frame
+from engine._frames import Frame, encode_frame
 from injector.forwarder import Forwarder
 from injector.log import AppendRequest, LogConfig, StreamLog
 from tests.support import wait_until
@@ -48,6 +48,8 @@ class FakeNodes:
         return self
 
     def submit_frames(self, origin: Origin, frames: Sequence[Frame]) -> None:
+        for frame in frames:  # built in place: the bytes encode_frame makes of its records
+            assert frame.payload == encode_frame(frame.consumer, frame.interval, frame.productions)
         productions = [p for frame in frames for p in frame.productions]
         if self.failures:
             self.failures -= 1
