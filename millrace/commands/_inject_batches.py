@@ -7,7 +7,7 @@ import hashlib
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from operator import itemgetter
 
 from injector.ingest_service import MAX_RECORD_BYTES
@@ -43,8 +43,12 @@ class Batch:
         The digest covers each record's ``>QQq`` (key length, value length, event time),
         key and value, in order.
         """
-        lengths = _LENGTHS.pack
-        data = b"".join([lengths(len(k), len(v), ts) + k + v for k, v, ts in self.records])
+        if not self.records:
+            return f"{source_name}:{hashlib.sha256().hexdigest()}:{self.first_line}"
+        # Column by column through C-level maps: no Python step per record.
+        keys, values, times = zip(*self.records, strict=True)
+        heads = map(_LENGTHS.pack, map(len, keys), map(len, values), times)
+        data = b"".join(chain.from_iterable(zip(heads, keys, values, strict=True)))
         return f"{source_name}:{hashlib.sha256(data).hexdigest()}:{self.first_line}"
 
 
