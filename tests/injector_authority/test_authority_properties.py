@@ -9,9 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from computations import MAX_TIME, MIN_TIME
-from injector.watermark_authority import (
-    IntervalReport,
-    WatermarkAuthority,
+from injector.watermark_authority import IntervalReport, WatermarkAuthority
+from injector.watermark_invariants import (
     downstream_never_ahead,
     never_ahead_of_work,
     watermark_is_monotonic,
