@@ -9,11 +9,11 @@ from typing import BinaryIO
 from injector.log._fileio import sized_source
 from injector.log._format import (
     HEADER_SIZE,
-    RECORD_HEAD_SIZE,
     U64,
     EntryError,
     decode_header,
     iter_requests,
+    log_record,
     stream_tag,
 )
 from injector.log._types import CorruptEntry, LogRecord
@@ -49,14 +49,7 @@ def _scan(f: BinaryIO, size: int, stream: str) -> Iterator[LogRecord | CorruptEn
     try:
         for records, _commit, _end in iter_requests(f, base, HEADER_SIZE, size):
             for _position, body, offset, event_ms, ingest_ms, key_len in records:
-                key_end = RECORD_HEAD_SIZE + key_len
-                yield LogRecord(
-                    offset,
-                    prefix + pack_offset(offset),
-                    body[RECORD_HEAD_SIZE:key_end],
-                    body[key_end:],
-                    event_ms,
-                    ingest_ms,
-                )
+                record_id = prefix + pack_offset(offset)
+                yield log_record(body, offset, record_id, event_ms, ingest_ms, key_len)
     except EntryError as error:
         yield CorruptEntry(position=error.position, reason=error.reason)

@@ -27,6 +27,7 @@ from injector.log._format import (
     encode_request,
     index_name,
     iter_entries,
+    log_record,
     segment_name,
 )
 from injector.log._index import SegmentSummary, write_index
@@ -35,9 +36,6 @@ from injector.log.errors import LogCorruptedError
 
 READ_CHUNK_BYTES = 256 << 10
 _first = itemgetter(0)
-new_tuple = tuple.__new__
-"""``new_tuple(LogRecord, fields)``: a named tuple built in C (its own ``__new__`` is
-Python, ~0.3 us, made once per record read)."""
 
 
 class Segment:
@@ -218,16 +216,8 @@ class Segment:
                         continue
                     if offset >= stop_offset:
                         break
-                    key_end = RECORD_HEAD_SIZE + key_len
-                    fields = (
-                        offset,
-                        prefix + pack_offset(offset),
-                        body[RECORD_HEAD_SIZE:key_end],
-                        body[key_end:],
-                        event_ms,
-                        ingest_ms,
-                    )
-                    out.append(new_tuple(LogRecord, fields))
+                    record_id = prefix + pack_offset(offset)
+                    out.append(log_record(body, offset, record_id, event_ms, ingest_ms, key_len))
                     if len(out) >= max_records:
                         break
         except EntryError as error:
