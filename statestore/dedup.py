@@ -8,8 +8,8 @@ pybloom-live filter in memory holds exactly the ids stored under its
 
 - a "maybe" from filter ``(s, c)`` is confirmed by one RocksDB get of
   ``s | c | id`` (all maybes of a batch in one multi-get);
-- rebuilding on open replays each prefix into its own filter, so the rebuilt
-  filters are bit-for-bit the ones that were lost;
+- rebuilding on open replays each prefix into its own filter with the store's
+  hash seed, so the rebuilt filters are bit-for-bit the ones that were lost;
 - forgetting a segment is dropping its filters and one range delete.
 
 A segment expires when its whole span is older than ``dedup_retention_ms``
@@ -51,10 +51,12 @@ class StagedIds:
 class DedupIndex:
     """The Bloom filters of one store plus the counters operators watch."""
 
-    def __init__(self, engine: Engine, config: StoreConfig) -> None:
+    def __init__(self, engine: Engine, config: StoreConfig, *, seed: int | None = None) -> None:
+        """``seed``: of the ids' hash (the store keeps one; random when None)."""
         self._engine = engine
         self._config = config
-        self._hasher = BloomHasher(new_filter(config.bloom_capacity, config.bloom_error_rate))
+        template = new_filter(config.bloom_capacity, config.bloom_error_rate)
+        self._hasher = BloomHasher(template, seed)
         self._segments: dict[int, list[BloomBatch]] = {}
         self._expired_on_disk: set[int] = set()
         self.progress = ProgressBook()
@@ -216,6 +218,17 @@ class DedupIndex:
             segment = split_dedup_key(key)[0]
             counts[segment] = counts.get(segment, 0) + 1
         return counts
+
+    def in_filters(self, record_ids: Sequence[bytes]) -> list[bool]:
+        """Per id: does some filter answer "maybe seen" (no RocksDB read; for tests and
+        tools: a committed id must always be in one)."""
+        positions = self._hasher.positions(record_ids)
+        found = np.zeros(len(record_ids), dtype=np.bool_)
+        for chains in self._segments.values():
+            for bloom in chains:
+                found |= bloom.contains(positions)
+        result: list[bool] = found.tolist()
+        return result
 
     def segment_filters(self) -> dict[int, list[BloomBatch]]:
         """The live filters by segment (for inspection and tests)."""

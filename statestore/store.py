@@ -14,6 +14,7 @@ the time a node was down ages a record id.
 
 from __future__ import annotations
 
+import secrets
 import struct
 import time
 from collections import OrderedDict
@@ -45,6 +46,8 @@ format 1, from before the first release, is refused: IncompatibleStoreError)."""
 _EPOCH = _keys.reserved_meta_key("epoch")
 _FORMAT = _keys.reserved_meta_key("format")
 _DEDUP_CLOCK = _keys.reserved_meta_key("dedup-clock")
+_BLOOM_SEED = _keys.reserved_meta_key("bloom-seed")
+_U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 
 
@@ -71,7 +74,7 @@ class StateStore:
         self._check_format()
         raw_epoch = engine.get(Column.META, _EPOCH)
         self._owner_epoch: int = 0 if raw_epoch is None else _I64.unpack(raw_epoch)[0]
-        self._dedup = DedupIndex(engine, self.config)
+        self._dedup = DedupIndex(engine, self.config, seed=self._bloom_seed())
         self._opened_at = clock()
         self._dedup_base = self._load_dedup_clock(engine)
         self.recovered_ids = self._dedup.rebuild(self.dedup_now())
@@ -133,6 +136,18 @@ class StateStore:
             raise IncompatibleStoreError(
                 self.description, found.decode(errors="replace"), FORMAT_VERSION.decode()
             )
+
+    def _bloom_seed(self) -> int:
+        """The seed of this store's Bloom hash: drawn at random when the store is made, and
+        kept, so filters rebuilt on open are bit for bit the ones that were lost."""
+        found = self._engine.get(Column.META, _BLOOM_SEED)
+        if found is not None:
+            return int(_U64.unpack(found)[0])
+        seed = secrets.randbits(64)
+        batch = self._engine.new_batch()
+        batch.put(Column.META, _BLOOM_SEED, _U64.pack(seed))
+        self._engine.write(batch, sync=True)
+        return seed
 
     def _require_open(self) -> None:
         if self._closed:

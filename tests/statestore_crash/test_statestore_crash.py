@@ -193,8 +193,8 @@ def test_dedup_knowledge_survives_sigkill(tmp_path: Path) -> None:
             committed = [rid(i) for i in range(newest + 1)]
             fresh = [rid(i) for i in range(newest + 1, newest + 201)]
             assert store.recovered_ids == len(committed)
-            filters = [f.bloom for chain in store.dedup.segment_filters().values() for f in chain]
-            missing = [r.hex() for r in committed if not any(r.hex() in f for f in filters)]
+            found = store.dedup.in_filters(committed)
+            missing = [r.hex() for r, hit in zip(committed, found, strict=True) if not hit]
             assert not missing, f"{len(missing)} committed ids are in no Bloom filter"
             probe = store.begin()
             assert probe.seen(committed) == [True] * len(committed)
