@@ -21,7 +21,7 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 """
 
 from computations._computation import BatchContext, Computation, Context
-from computations._keys import KeyExtractor, interval_of, key_hash
+from computations._keys import KeyExtractor, interval_of, intervals_of, key_hash
 from computations._records import FiredTimer, Record
 from computations._serde import (
     BYTES,
@@ -61,5 +61,6 @@ __all__ = [
     "Topology",
     "TopologyError",
     "interval_of",
+    "intervals_of",
     "key_hash",
 ]

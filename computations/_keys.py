@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from operator import mul, rshift
 
 from xxhash import xxh3_64_intdigest
 
@@ -30,6 +32,12 @@ def key_hash(key: bytes) -> int:
 def interval_of(key: bytes, count: int) -> int:
     """The index of the key interval (of ``count`` equal ranges) that owns ``key``."""
     return (key_hash(key) * count) >> 64
+
+
+def intervals_of(keys: Iterable[bytes], count: int) -> list[int]:
+    """:func:`interval_of` of each key, in C-level passes (no Python step per key)."""
+    hashes = map(xxh3_64_intdigest, keys)
+    return list(map(rshift, map(mul, hashes, repeat(count)), repeat(64)))
 
 
 def import_object(path: str, *, what: str) -> object:

@@ -10,8 +10,18 @@ admitted: the new records with their ids and keys, in arrival order.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from itertools import repeat
+from operator import attrgetter
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, KeyExtractor, Record, interval_of
+from computations import (
+    MAX_EVENT_TIME_MS,
+    MIN_EVENT_TIME_MS,
+    KeyExtractor,
+    Record,
+    interval_of,
+    intervals_of,
+)
 from engine._outcome import BatchOutcome
 from engine._tuples import new_tuple
 from engine._watermarks import event_time_problem
@@ -25,6 +35,9 @@ WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 Admitted = list[tuple[record_pb2.Record, bytes, bytes, Record]]
 """New records of a batch with their ids, keys and the :class:`computations.Record`
 user code gets, in arrival order."""
+
+_RECORD_ID = attrgetter("record_id")
+_FIELDS = attrgetter("stream", "key", "value", "event_time_ms", "producer")
 
 DeadLetter = Callable[[Transaction, record_pb2.Record, str, int, BatchOutcome], None]
 """``(txn, record, error, attempts, outcome)``: keep a record that can never succeed."""
@@ -40,20 +53,28 @@ class RecordKeying:
         intervals: int,
         extractors: Mapping[str, KeyExtractor],
         dead_letter: DeadLetter,
+        *,
+        keyed_as_sent: AbstractSet[str] = frozenset(),
     ) -> None:
+        """``keyed_as_sent``: the streams whose records are keyed by their own key (the
+        ``key`` extractor)."""
         self._name = computation
         self._interval = interval
         self._intervals = intervals
         self._extract = extractors
         self._dead_letter = dead_letter
+        self._keyed_as_sent = keyed_as_sent
 
     def admit(
         self, txn: Transaction, records: Sequence[record_pb2.Record], outcome: BatchOutcome
     ) -> tuple[Admitted, list[bytes]]:
         """The new records with their keys; and the ids of repeated copies within the
         batch (duplicates if their first copy commits, else retried with it)."""
-        rids = [r.record_id for r in records]
+        rids = list(map(_RECORD_ID, records))
         seen = txn.seen(rids)
+        plain = self._admit_plain(records, rids, seen)
+        if plain is not None:
+            return plain, []
         in_batch: set[bytes] = set()
         admitted: Admitted = []
         repeats: list[bytes] = []
@@ -88,6 +109,28 @@ class RecordKeying:
             user = new_tuple(Record, (stream, key, value, timestamp, rid, record.producer))
             admitted.append((record, rid, key, user))
         return admitted, repeats
+
+    def _admit_plain(
+        self, records: Sequence[record_pb2.Record], rids: list[bytes], seen: list[bool]
+    ) -> Admitted | None:
+        """The usual batch -- new records with distinct ids, all of one stream keyed by its
+        own key, event times in range, keys of this interval -- admitted in C-level
+        passes, exactly as the loop of :meth:`admit` would; None for any other batch."""
+        count = len(records)
+        if not count or any(seen) or not all(rids) or len(set(rids)) != count:
+            return None
+        streams, keys, values, times, producers = zip(*map(_FIELDS, records), strict=True)
+        stream = streams[0]
+        if stream not in self._keyed_as_sent or streams.count(stream) != count:
+            return None
+        if min(times) < MIN_EVENT_TIME_MS or max(times) > MAX_EVENT_TIME_MS:
+            return None
+        intervals = self._intervals
+        if intervals > 1 and intervals_of(keys, intervals).count(self._interval) != count:
+            return None
+        fields = zip(streams, keys, values, times, rids, producers, strict=True)
+        users = map(new_tuple, repeat(Record, count), fields)
+        return list(zip(records, rids, keys, users, strict=True))
 
     def _key_of(
         self, txn: Transaction, record: record_pb2.Record, outcome: BatchOutcome

@@ -89,9 +89,11 @@ class IntervalProcessor:
         self._batches = self._user.handles_batches()
         self._outputs = frozenset(self.spec.outputs)
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
+        keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.key == "key")
         self._keying = RecordKeying(
-            computation, interval, self.spec.intervals, extractors, self._dead_letter
-        )
+            computation, interval, self.spec.intervals, extractors, self._dead_letter,
+            keyed_as_sent=keyed_as_sent,
+        )  # fmt: skip
         self._router = ProductionRouter(topology, computation)
         self._record_id_prefix = record_id_prefix(computation)
         self._failures = FailureBook(self.spec.max_attempts)
