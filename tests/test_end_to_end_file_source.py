@@ -27,7 +27,7 @@ from tests.support import (
     free_port,
     wait_quiescent,
 )
-from tests.workloads import expected_totals, totals_from_outputs
+from tests.workloads import expected_totals, totals_from_outputs, two_stage_topology_toml
 
 pytestmark = pytest.mark.slow
 
@@ -61,25 +61,7 @@ def test_file_source_to_sink_is_exact_under_sigkill(tmp_path: Path) -> None:
     sink = CollectingSink()
     ports = {name: free_port() for name in ("injector", "counts-0", "counts-1", "totals")}
     incoming = tmp_path / "incoming"
-    (tmp_path / "topology.toml").write_text(
-        f"""
-[streams.events]
-[streams.window_counts]
-[streams.window_totals]
-[computations.counts]
-handler = "tests.workloads:WindowCounts"
-intervals = 2
-inputs = {{ events = "key" }}
-outputs = ["window_counts"]
-params = {{ window_ms = {WINDOW_MS} }}
-[computations.totals]
-handler = "tests.workloads:WindowTotals"
-intervals = 2
-inputs = {{ window_counts = "json:window" }}
-outputs = ["window_totals"]
-params = {{ window_ms = {WINDOW_MS} }}
-"""
-    )
+    (tmp_path / "topology.toml").write_text(two_stage_topology_toml(WINDOW_MS))
     deployment = tmp_path / "deployment.toml"
     deployment.write_text(
         f"""

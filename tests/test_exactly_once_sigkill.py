@@ -32,7 +32,12 @@ from tests.support import (
     wait_quiescent,
     wait_until,
 )
-from tests.workloads import expected_totals, totals_from_outputs, two_stage_topology
+from tests.workloads import (
+    expected_totals,
+    totals_from_outputs,
+    two_stage_topology,
+    two_stage_topology_toml,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -46,27 +51,7 @@ MIN_KILLS = chaos_kills(20)
 
 
 def topology_files(tmp_path: Path, sink: str, authority: str, ports: dict[str, int]) -> Path:
-    (tmp_path / "topology.toml").write_text(
-        f"""
-[streams.events]
-[streams.window_counts]
-[streams.window_totals]
-
-[computations.counts]
-handler = "tests.workloads:WindowCounts"
-intervals = 2
-inputs = {{ events = "key" }}
-outputs = ["window_counts"]
-params = {{ window_ms = {WINDOW_MS} }}
-
-[computations.totals]
-handler = "tests.workloads:WindowTotals"
-intervals = 2
-inputs = {{ window_counts = "json:window" }}
-outputs = ["window_totals"]
-params = {{ window_ms = {WINDOW_MS} }}
-"""
-    )
+    (tmp_path / "topology.toml").write_text(two_stage_topology_toml(WINDOW_MS))
     deployment = tmp_path / "deployment.toml"
     deployment.write_text(
         f"""

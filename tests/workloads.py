@@ -111,6 +111,29 @@ def two_stage_topology(intervals: tuple[int, int] = (2, 2), window_ms: int = WIN
     )
 
 
+def two_stage_topology_toml(window_ms: int = WINDOW_MS) -> str:
+    """:func:`two_stage_topology` (two intervals a stage) as a topology file's text."""
+    return f"""
+[streams.events]
+[streams.window_counts]
+[streams.window_totals]
+
+[computations.counts]
+handler = "tests.workloads:WindowCounts"
+intervals = 2
+inputs = {{ events = "key" }}
+outputs = ["window_counts"]
+params = {{ window_ms = {window_ms} }}
+
+[computations.totals]
+handler = "tests.workloads:WindowTotals"
+intervals = 2
+inputs = {{ window_counts = "json:window" }}
+outputs = ["window_totals"]
+params = {{ window_ms = {window_ms} }}
+"""
+
+
 def expected_totals(
     events: Iterable[tuple[bytes, int]], window_ms: int = WINDOW_MS
 ) -> dict[int, dict[str, int]]:
