@@ -14,7 +14,8 @@ One input partition (one task) per segment file. Filters on ``stream``,
 index or manifest and the rows outside them. Corrupt entries come out as
 rows with ``corrupt_reason`` set. Everything a user needs is in
 ``docs/spark.md``; the pieces that do not need a running Spark
-(:func:`plan_segments`, :func:`read_partition`) can be called on their own.
+(:func:`plan_segments`, :func:`read_partition`, the stream reader's
+:func:`read_range`) can be called on their own.
 """
 
 from spark_jobs._log_reader import LogDirError
@@ -28,6 +29,12 @@ from spark_jobs.logsource._pushdown import Bounds, Pushdown, push_filters
 from spark_jobs.logsource._read import BATCH_ROWS, CorruptSegmentError, read_partition
 from spark_jobs.logsource._schema import ARROW_SCHEMA, COLUMNS, SCHEMA, VANISHED
 from spark_jobs.logsource._source import LogReader, MillraceLogSource, ReadOptions
+from spark_jobs.logsource._stream import (
+    MillraceStreamReader,
+    StreamOptions,
+    StreamPartition,
+    read_range,
+)
 from spark_jobs.logsource._summary import SegmentSummary
 
 __all__ = [
@@ -41,13 +48,17 @@ __all__ = [
     "LogDirError",
     "LogReader",
     "MillraceLogSource",
+    "MillraceStreamReader",
     "Pushdown",
     "ReadOptions",
     "SegmentPartition",
     "SegmentSummary",
+    "StreamOptions",
+    "StreamPartition",
     "check_location",
     "plan_segments",
     "push_filters",
     "read_partition",
+    "read_range",
     "segment_exists",
 ]

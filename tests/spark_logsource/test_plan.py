@@ -320,9 +320,10 @@ def test_exported_names_are_pinned() -> None:
     assert sorted(spark_jobs.__all__) == ["FILTER_PUSHDOWN", "read_log", "register"]
     assert sorted(spark_jobs.logsource.__all__) == [
         "ARROW_SCHEMA", "BATCH_ROWS", "Bounds", "COLUMNS", "CorruptSegmentError", "LogDirError",
-        "LogReader", "MillraceLogSource", "Pushdown", "ReadOptions", "SCHEMA", "SegmentPartition",
-        "SegmentSummary", "VANISHED", "check_location", "plan_segments", "push_filters",
-        "read_partition", "segment_exists",
+        "LogReader", "MillraceLogSource", "MillraceStreamReader", "Pushdown", "ReadOptions",
+        "SCHEMA", "SegmentPartition", "SegmentSummary", "StreamOptions", "StreamPartition",
+        "VANISHED", "check_location", "plan_segments", "push_filters", "read_partition",
+        "read_range", "segment_exists",
     ]  # fmt: skip
     assert spark_jobs.logsource.MillraceLogSource.name() == "millrace"
 

@@ -14,8 +14,9 @@ import pyarrow as pa
 import pytest
 
 from injector.log import AppendRequest, LogConfig, StreamLog
-from spark_jobs.logsource import ARROW_SCHEMA, CorruptSegmentError
-from spark_jobs.logsource._stream import (
+from spark_jobs.logsource import (
+    ARROW_SCHEMA,
+    CorruptSegmentError,
     MillraceStreamReader,
     StreamOptions,
     StreamPartition,
