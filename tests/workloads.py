@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -86,33 +87,9 @@ class FailsOnce(Computation):
         ctx.produce("ok", ctx.key, record.value)
 
 
-def two_stage_topology(intervals: tuple[int, int] = (2, 2), window_ms: int = WINDOW_MS) -> Topology:
-    """events -> WindowCounts -> window_counts -> WindowTotals -> window_totals."""
-    return Topology.from_dict(
-        {
-            "streams": {"events": {}, "window_counts": {}, "window_totals": {}},
-            "computations": {
-                "counts": {
-                    "handler": "tests.workloads:WindowCounts",
-                    "intervals": intervals[0],
-                    "inputs": {"events": "key"},
-                    "outputs": ["window_counts"],
-                    "params": {"window_ms": window_ms},
-                },
-                "totals": {
-                    "handler": "tests.workloads:WindowTotals",
-                    "intervals": intervals[1],
-                    "inputs": {"window_counts": "json:window"},
-                    "outputs": ["window_totals"],
-                    "params": {"window_ms": window_ms},
-                },
-            },
-        }
-    )
-
-
-def two_stage_topology_toml(window_ms: int = WINDOW_MS) -> str:
-    """:func:`two_stage_topology` (two intervals a stage) as a topology file's text."""
+def two_stage_topology_toml(window_ms: int = WINDOW_MS, intervals: tuple[int, int] = (2, 2)) -> str:
+    """events -> WindowCounts -> window_counts -> WindowTotals -> window_totals, as a
+    topology file's text."""
     return f"""
 [streams.events]
 [streams.window_counts]
@@ -120,18 +97,23 @@ def two_stage_topology_toml(window_ms: int = WINDOW_MS) -> str:
 
 [computations.counts]
 handler = "tests.workloads:WindowCounts"
-intervals = 2
+intervals = {intervals[0]}
 inputs = {{ events = "key" }}
 outputs = ["window_counts"]
 params = {{ window_ms = {window_ms} }}
 
 [computations.totals]
 handler = "tests.workloads:WindowTotals"
-intervals = 2
+intervals = {intervals[1]}
 inputs = {{ window_counts = "json:window" }}
 outputs = ["window_totals"]
 params = {{ window_ms = {window_ms} }}
 """
+
+
+def two_stage_topology(intervals: tuple[int, int] = (2, 2), window_ms: int = WINDOW_MS) -> Topology:
+    """:func:`two_stage_topology_toml`, loaded."""
+    return Topology.from_dict(tomllib.loads(two_stage_topology_toml(window_ms, intervals)))
 
 
 def expected_totals(
