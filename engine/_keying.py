@@ -78,10 +78,6 @@ class RecordKeying:
         in_batch: set[bytes] = set()
         admitted: Admitted = []
         repeats: list[bytes] = []
-        extractors = self._extract
-        intervals, interval = self._intervals, self._interval
-        # Per-record work is kept inline: at tens of thousands of records per
-        # second, each avoided call and temporary object shows in throughput.
         for record, rid, duplicate in zip(records, rids, seen, strict=True):
             if duplicate:
                 outcome.duplicates.append(rid)
@@ -89,25 +85,12 @@ class RecordKeying:
             if rid in in_batch:
                 repeats.append(rid)
                 continue
-            stream, timestamp = record.stream, record.event_time_ms
-            extract = extractors.get(stream)
-            key = None
-            if rid and extract is not None and MIN_EVENT_TIME_MS <= timestamp <= MAX_EVENT_TIME_MS:
-                value = record.value
-                try:
-                    key = extract(record.key, value)
-                except Exception:
-                    key = None
-                if key is not None and intervals > 1 and interval_of(key, intervals) != interval:
-                    key = None
-            if key is None:  # something is wrong with it: find what, and say so
-                key = self._key_of(txn, record, outcome)
-                if key is None:
-                    continue
-                value = record.value
+            key = self._key_of(txn, record, outcome)
+            if key is None:
+                continue
             in_batch.add(rid)
-            user = new_tuple(Record, (stream, key, value, timestamp, rid, record.producer))
-            admitted.append((record, rid, key, user))
+            fields = (record.stream, key, record.value, record.event_time_ms, rid, record.producer)
+            admitted.append((record, rid, key, new_tuple(Record, fields)))
         return admitted, repeats
 
     def _admit_plain(
