@@ -71,10 +71,10 @@ class StateStore:
         self.config = config or StoreConfig()
         self._clock = clock
         self._closed = False
-        self._check_format()
+        seed = self._check_format_and_seed()
         raw_epoch = engine.get(Column.META, _EPOCH)
         self._owner_epoch: int = 0 if raw_epoch is None else _I64.unpack(raw_epoch)[0]
-        self._dedup = DedupIndex(engine, self.config, seed=self._bloom_seed())
+        self._dedup = DedupIndex(engine, self.config, seed=seed)
         self._opened_at = clock()
         self._dedup_base = self._load_dedup_clock(engine)
         self.recovered_ids = self._dedup.rebuild(self.dedup_now())
@@ -126,27 +126,30 @@ class StateStore:
         """Where the store lives, for messages."""
         return self._engine.description
 
-    def _check_format(self) -> None:
-        found = self._engine.get(Column.META, _FORMAT)
+    def _check_format_and_seed(self) -> int:
+        """Refuse a store of another format; return the seed of its Bloom hash. A new
+        store gets its format and a random seed (kept, so filters rebuilt on open are bit
+        for bit the ones that were lost), a store made before seeds existed its seed: in
+        one synced write."""
+        engine = self._engine
+        batch = None
+        found = engine.get(Column.META, _FORMAT)
         if found is None:
-            batch = self._engine.new_batch()
+            batch = engine.new_batch()
             batch.put(Column.META, _FORMAT, FORMAT_VERSION)
-            self._engine.write(batch, sync=True)
         elif found != FORMAT_VERSION:
             raise IncompatibleStoreError(
                 self.description, found.decode(errors="replace"), FORMAT_VERSION.decode()
             )
-
-    def _bloom_seed(self) -> int:
-        """The seed of this store's Bloom hash: drawn at random when the store is made, and
-        kept, so filters rebuilt on open are bit for bit the ones that were lost."""
-        found = self._engine.get(Column.META, _BLOOM_SEED)
-        if found is not None:
-            return int(_U64.unpack(found)[0])
-        seed = secrets.randbits(64)
-        batch = self._engine.new_batch()
-        batch.put(Column.META, _BLOOM_SEED, _U64.pack(seed))
-        self._engine.write(batch, sync=True)
+        stored = engine.get(Column.META, _BLOOM_SEED)
+        if stored is not None:
+            seed = int(_U64.unpack(stored)[0])
+        else:
+            seed = secrets.randbits(64)
+            batch = batch or engine.new_batch()
+            batch.put(Column.META, _BLOOM_SEED, _U64.pack(seed))
+        if batch is not None:
+            engine.write(batch, sync=True)
         return seed
 
     def _require_open(self) -> None:
