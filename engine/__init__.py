@@ -27,6 +27,7 @@ from engine._processor import IntervalProcessor, IntervalStatus
 from engine._production_ids import Production, split_outbox_key
 from engine._routing import SINK_PREFIX, Route, routes_of, source_productions
 from engine._scope import state_key, state_prefix
+from engine._tuples import new_tuple
 from engine._watermarks import (
     SOURCE_PREFIX,
     ComputationWatermark,
@@ -64,6 +65,7 @@ __all__ = [
     "encode_batch",
     "frames_of",
     "input_watermark",
+    "new_tuple",
     "routes_of",
     "saturate",
     "source_name",

@@ -39,14 +39,12 @@ from engine import (
     OldestInFlight,
     Production,
     Route,
+    new_tuple,
     routes_of,
     source_name,
 )
 from injector.log import LogRecord, LogTailLostError, StreamLog
 from millrace.wire.v1 import delivery_pb2
-
-new_tuple = tuple.__new__
-"""``new_tuple(Production, fields)``: built in C, once per record and consumer."""
 
 log = logging.getLogger(__name__)
 
