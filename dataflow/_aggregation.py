@@ -162,15 +162,15 @@ class WindowedAggregation(Computation):
         *,
         retract: bool = False,
     ) -> None:
-        tag = "w:" + window.tag()
-        state = ctx.get_state(tag, self.state_serde)
+        tag, serde = "w:" + window.tag(), self.state_serde
+        state = ctx.get_state(tag, serde)
         if state is None:
             state = self._open(ctx, window, self.aggregate.create(), watermark)
         fold = self.aggregate.retract if retract else self.aggregate.add
         state["acc"] = fold(state["acc"], value)
         state["since"] += 1
         self._fire_on_record(ctx, window, state)
-        ctx.put_state(tag, state, self.state_serde)
+        ctx.put_state(tag, state, serde)
 
     def _fire_on_record(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
         """An early pane (before the on-time one) or a late pane (after it) when its
@@ -240,15 +240,15 @@ class WindowedAggregation(Computation):
             drop_bucket(ctx, int(window_tag))
             return
         window = Window.from_tag(window_tag)
-        tag = "w:" + window_tag
-        state = ctx.get_state(tag, self.state_serde)
+        tag, serde = "w:" + window_tag, self.state_serde
+        state = ctx.get_state(tag, serde)
         if state is None:
             return
         if kind in ("early", "late"):
             state.pop(kind + "_at", None)
             if state["fired"] == (kind == "late") and state["since"]:
                 self._emit(ctx, window, state, Timing(kind))
-            ctx.put_state(tag, state, self.state_serde)
+            ctx.put_state(tag, state, serde)
         elif kind == "on":
             self._emit(ctx, window, state, Timing.ON_TIME)
             state["fired"] = True
@@ -257,7 +257,7 @@ class WindowedAggregation(Computation):
             if not self.allowed_lateness_ms:
                 self._forget(ctx, window)  # nothing can join it any more
                 return
-            ctx.put_state(tag, state, self.state_serde)
+            ctx.put_state(tag, state, serde)
         elif kind == "gc":
             if not state["fired"]:
                 # Expiry at the window's last instant too (clamped at the end of event

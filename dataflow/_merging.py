@@ -68,9 +68,9 @@ def _merge_group(
     replaced = [w for w in existing if w != result]
     if not replaced:
         return  # ``result`` is the group's only live window, or a new one
-    accumulator, since = agg.aggregate.create(), 0
+    accumulator, since, serde = agg.aggregate.create(), 0, agg.state_serde
     for old in replaced:
-        state = ctx.get_state("w:" + old.tag(), agg.state_serde)
+        state = ctx.get_state("w:" + old.tag(), serde)
         if state is not None:
             accumulator = agg.aggregate.merge(accumulator, state["acc"])
             since += state["since"]
@@ -78,14 +78,14 @@ def _merge_group(
         _drop(ctx, old)
     drop_live(ctx, replaced)
     tag = "w:" + result.tag()
-    state = ctx.get_state(tag, agg.state_serde)  # a live window's (only live windows have state)
+    state = ctx.get_state(tag, serde)  # a live window's (only live windows have state)
     if state is None:
         state = agg._open(ctx, result, accumulator, watermark)
         state["since"] = since
     else:
         state["acc"] = agg.aggregate.merge(state["acc"], accumulator)
         state["since"] += since
-    ctx.put_state(tag, state, agg.state_serde)
+    ctx.put_state(tag, state, serde)
 
 
 def _drop(ctx: Context, window: Window) -> None:
