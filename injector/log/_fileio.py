@@ -1,12 +1,18 @@
-"""Small file helpers shared by the segment and index writers and the scanners."""
+"""Small file helpers shared by the segment and index writers, the scanners and the
+stream's writer lock."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from injector.log.errors import LogLockedError
+
+LOCK_FILE = "LOCK"
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -37,3 +43,15 @@ def sized_source(source: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[Bi
     size = source.seek(0, os.SEEK_END)
     source.seek(0)
     yield source, size
+
+
+def lock_directory(path: Path) -> int:
+    """Hold ``path``'s lock file (``LOCK``) exclusively: the descriptor to close to release
+    it; :class:`LogLockedError` when another handle holds it."""
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogLockedError(str(path)) from None
+    return fd

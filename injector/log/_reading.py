@@ -70,3 +70,17 @@ def iter_commits(segments: Sequence[Segment], since_ms: int | None) -> Iterator[
 
 def _base_offset(segment: Segment) -> int:
     return segment.base_offset
+
+
+def retention_prefix(segments: Sequence[Segment], offset: int, older_than_ms: int | None) -> int:
+    """How many of the oldest ``segments`` retention may delete: sealed ones wholly below
+    ``offset`` (and, with ``older_than_ms``, whose last append is older), never the last
+    (active) one, stopping at the first that must stay so that offsets stay dense."""
+    doomed = 0
+    for segment in segments[:-1]:
+        if not segment.sealed or segment.end_offset > offset:
+            break
+        if older_than_ms is not None and segment.commits and segment.max_ingest_ms >= older_than_ms:
+            break
+        doomed += 1
+    return doomed

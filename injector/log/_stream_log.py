@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import struct
 import threading
@@ -11,9 +10,9 @@ from pathlib import Path
 from time import time_ns
 from types import TracebackType
 
-from injector.log._fileio import fsync_dir
+from injector.log._fileio import fsync_dir, lock_directory
 from injector.log._format import segment_name, stream_tag
-from injector.log._reading import iter_commits, read_records
+from injector.log._reading import iter_commits, read_records, retention_prefix
 from injector.log._recovery import load_segments
 from injector.log._segment import PendingChunk, Segment
 from injector.log._types import (
@@ -27,12 +26,9 @@ from injector.log._types import (
 )
 from injector.log.errors import (
     LogClosedError,
-    LogLockedError,
     LogWriteError,
     OffsetDeletedError,
 )
-
-LOCK_FILE = "LOCK"
 
 
 def wall_clock_ms() -> int:
@@ -115,7 +111,7 @@ class StreamLog:
                 raise FileNotFoundError(f"no log directory {str(path)!r} (stream {stream!r})")
         else:
             path.mkdir(parents=True, exist_ok=True)
-            lock_fd = _lock(path)
+            lock_fd = lock_directory(path)
         try:
             segments, report = load_segments(path, config=config, clock=clock, read_only=read_only)
         except BaseException:
@@ -326,17 +322,7 @@ class StreamLog:
             if self._lock_fd is None:
                 raise LogClosedError(str(self._directory), "open read-only")
             segments = self._segments
-            doomed = 0
-            for segment in segments[:-1]:
-                if not segment.sealed or segment.end_offset > offset:
-                    break
-                if (
-                    older_than_ms is not None
-                    and segment.commits
-                    and (segment.max_ingest_ms >= older_than_ms)
-                ):
-                    break
-                doomed += 1
+            doomed = retention_prefix(segments, offset, older_than_ms)
             if not doomed:
                 return []
             self._segments = segments[doomed:]
@@ -420,13 +406,3 @@ class StreamLog:
 
     def __repr__(self) -> str:
         return f"StreamLog({str(self._directory)!r}, next_offset={self._next_offset})"
-
-
-def _lock(path: Path) -> int:
-    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise LogLockedError(str(path)) from None
-    return fd
