@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -49,15 +48,10 @@ def serve(port: int) -> None:
         while (reply := replies.get()) != _END:
             yield reply
 
+    from bench._grpc_child import serve_methods
+
     handler = grpc.stream_stream_rpc_method_handler(deliver)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    server.add_generic_rpc_handlers(
-        [grpc.method_handlers_generic_handler(SERVICE, {"Deliver": handler})]
-    )
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    print("ready", flush=True)
-    server.wait_for_termination()
+    serve_methods(port, SERVICE, {"Deliver": handler}, workers=4)
 
 
 def stream(port: int, rate: float, messages: int, size: int) -> list[float]:

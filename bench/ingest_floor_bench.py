@@ -30,8 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
-from concurrent import futures
 from operator import attrgetter
 from pathlib import Path
 
@@ -40,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
 
+from bench._grpc_child import serve_methods  # noqa: E402
 from bench.injector_bench import IngestResult, ingest_bench, ingest_run  # noqa: E402
 from injector.ingest_service import record_ids_wire  # noqa: E402
 from millrace.wire.v1 import ingest_pb2  # noqa: E402
@@ -67,22 +66,15 @@ def serve(port: int, mode: str) -> None:
         response.MergeFromString(record_ids_wire(b"bench-ta", 0, len(fields)))
         return response
 
-    handler: Callable[..., object] = transport if mode == "transport" else protobuf
-    method = grpc.unary_unary_rpc_method_handler(
-        handler,
-        request_deserializer=None if mode == "transport" else ingest_pb2.IngestRequest.FromString,
-        response_serializer=None
-        if mode == "transport"
-        else ingest_pb2.IngestResponse.SerializeToString,
-    )
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    server.add_generic_rpc_handlers(
-        [grpc.method_handlers_generic_handler(SERVICE, {"Ingest": method})]
-    )
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    print("ready", flush=True)
-    server.wait_for_termination()
+    methods = {
+        "transport": grpc.unary_unary_rpc_method_handler(transport),
+        "protobuf": grpc.unary_unary_rpc_method_handler(
+            protobuf,
+            request_deserializer=ingest_pb2.IngestRequest.FromString,
+            response_serializer=ingest_pb2.IngestResponse.SerializeToString,
+        ),
+    }
+    serve_methods(port, SERVICE, {"Ingest": methods[mode]}, workers=8)
 
 
 def floor_run(mode: str, clients: int, seconds: float) -> IngestResult:
