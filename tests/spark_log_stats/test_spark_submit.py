@@ -209,8 +209,8 @@ def check_stats(line: dict[str, str], data: dict[str, Any], expected: dict[str, 
 def test_the_job_reports_corruption_and_reads_active_segments(
     injected_log: InjectedLog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The job's ``main`` in the session the Spark tests share (``spark-submit`` of the
-    same job: ``tests/spark_logsource/test_spark_submit.py``, and the exit below)."""
+    """The job's ``main`` in the session the Spark tests share; the same job under
+    ``spark-submit``: the exit-status test below."""
     log_dir = tmp_path / "log"
     shutil.copytree(injected_log.log_dir, log_dir)
     infos, records = log_view(log_dir / "events", "events")
