@@ -153,12 +153,19 @@ def rocksdb_floor(lines: list[bytes], work: Path) -> float:
     return seconds
 
 
+def event_lines(data: Events) -> list[bytes]:
+    """The events as the JSON lines of the input (no newlines)."""
+    keys, times, values = data
+    return [
+        b'{"key":"%s","value":%d,"ts":%d}' % (key.encode(), v, t)
+        for key, t, v in zip(keys, times.tolist(), values.tolist(), strict=True)
+    ]
+
+
 def write_events(data: Events, path: Path) -> int:
     """The JSON-lines input plus an end marker past the last window; its event time."""
-    keys, times, values = data
-    end_ts = int(times.max()) + 3 * GAP_MS
-    with path.open("w") as out:
-        for key, t, v in zip(keys, times.tolist(), values.tolist(), strict=True):
-            out.write(f'{{"key":"{key}","value":{v},"ts":{t}}}\n')
-        out.write(f'{{"key":"end-marker","value":0,"ts":{end_ts}}}\n')
+    end_ts = int(data[1].max()) + 3 * GAP_MS
+    with path.open("wb") as out:
+        out.writelines(line + b"\n" for line in event_lines(data))
+        out.write(b'{"key":"end-marker","value":0,"ts":%d}\n' % end_ts)
     return end_ts
