@@ -7,7 +7,8 @@ import struct
 from statestore import StateStore
 from statestore.types import TimeDomain, Timer
 
-_U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
+"""A timer's time in its identity: signed, as event times before 1970 are valid."""
 
 
 def due_timers(
@@ -34,4 +35,4 @@ def _any_due(store: StateStore, domain: TimeDomain, up_to_ms: int) -> bool:
 def timer_ident(timer: Timer) -> bytes:
     """A timer's identity for attempts and key holds (never equal to a record id)."""
     head = b"timer/%d/%s/" % (timer.domain, timer.tag.encode())
-    return head + _U64.pack(timer.time_ms) + timer.key
+    return head + _I64.pack(timer.time_ms) + timer.key

@@ -223,6 +223,18 @@ def test_a_poison_timer_is_dead_lettered_then_its_key_goes_on() -> None:
     assert harness.state("timers", b"k", "seen", JSON) == ["t2"]
 
 
+def test_timers_before_1970_fire_and_a_poison_one_is_dead_lettered() -> None:
+    """Event times before the Unix epoch are valid, and so are timers at them."""
+    harness = TestHarness(in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3))
+    harness.feed("in", b"k", b"timers:flaky@-3000,poison@-2000,t3@-1000", -5_000)
+    harness.run()
+    harness.advance_watermark(0)
+    assert harness.state("timers", b"k", "seen", JSON) == ["flaky", "t3"]
+    (letter,) = harness.dead_letters("timers")
+    assert letter.record.event_time_ms == -7_000
+    assert letter.record.stream == "timer:poison"
+
+
 def test_a_record_held_behind_a_failure_is_retried_in_every_copy(tmp_path: Path) -> None:
     """A record delivered twice in one group commit, behind a record of its key that
     fails: both copies are retried, neither is acked as a duplicate (which would lose
