@@ -5,9 +5,10 @@ two event-time timers: ``on:START/END`` at the window's last instant (the
 on-time pane) and, with allowed lateness, ``gc:START/END`` at that instant
 plus the lateness (late records not yet in a pane are flushed, and the
 window's state and timers dropped then); processing-time triggers add
-``early:START/END`` and ``late:START/END``. A record whose windows have all
-expired goes to ``late_output`` unchanged (or, without one, is counted in the
-key's ``late_dropped`` state); it never changes a result. Merging windows
+``early:START/END`` and ``late:START/END``. A record that misses an expired
+window (all of its windows, or with hopping windows some) goes once to
+``late_output`` unchanged (or, without one, is counted in the key's
+``late_dropped`` state); it never changes an expired window's result. Merging windows
 (``_merging.py``) and sliding windows (``_sliding.py``) add their own state
 around these windows. Everything goes through the public ``Context``, so the
 same class runs on nodes, in ``TestHarness`` and in backfills.
