@@ -276,6 +276,57 @@ def test_final_results_do_not_depend_on_arrival_order_or_duplicates(
     assert {(p.key, p.window) for p in found} == set(oracle(events, window, combine))
 
 
+@pytest.mark.parametrize("mode", list(Accumulation))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=events_strategy, data=st.data())
+def test_records_past_the_lateness_miss_only_their_expired_windows(
+    mode: Accumulation, events: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    """The watermark jumps ahead at drawn moments, so some records arrive after some of
+    their windows expired: each is left out of exactly those windows (the ones the
+    watermark had passed by more than the lateness when it arrived), and goes once to
+    the late stream when it missed any."""
+    window = data.draw(st.sampled_from([Tumbling(SIZE), Hopping(SIZE, SIZE // 4)]))
+    lateness = data.draw(st.sampled_from([0, SIZE // 2]))
+    jumps = data.draw(st.lists(st.integers(0, SPAN), min_size=len(events), max_size=len(events)))
+
+    class Drawn(WindowedAggregation):
+        field = "v"
+        output = "out"
+        late_output = "late"
+        aggregate = Sum()
+        allowed_lateness_ms = lateness
+        accumulation = mode
+        trigger = AfterWatermark(early=EveryRecords(2))
+
+    Drawn.window = window
+    globals()["Drawn"] = Drawn
+    harness = TestHarness(topology(f"{__name__}:Drawn"))
+    watermark: int | None = None
+    kept: dict[tuple[bytes, Window], float] = defaultdict(float)
+    missed: list[bytes] = []
+    for (key, ts, value), jump in zip(events, jumps, strict=True):
+        body = json.dumps({"v": value}).encode()
+        harness.feed("in", key.encode(), body, ts)
+        harness.run()
+        expired = [
+            w
+            for w in window.assign(ts)
+            if watermark is not None and watermark > w.last_ms + lateness
+        ]
+        for w in window.assign(ts):
+            if w not in expired:
+                kept[(key.encode(), w)] += value
+        if expired:
+            missed.append(body)
+        if watermark is None or jump > watermark:
+            watermark = jump
+            harness.advance_watermark(watermark)
+    harness.advance_watermark(MAX_TIME)
+    assert final_results(panes(harness), mode) == dict(kept)
+    assert sorted(r.value for r in harness.outputs("late")) == sorted(missed)
+
+
 # -- sessions ---------------------------------------------------------------------------
 
 GAP = 300
