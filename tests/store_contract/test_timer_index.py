@@ -2,9 +2,11 @@
 
 Random timer sets, moves and deletes over many commits (keys of different
 lengths, so the column's order is length first; many moves, so stale heap
-entries pile up and get compacted), checked after every commit and after a
-reopen against the oracle: the column's time-ordered entries read back
-from the engine.
+entries pile up and get compacted), half of the commits also firing due
+timers as the engine does (deleting, moving or setting again what
+``due_timers`` handed out), checked after every commit and after a reopen
+against the oracle: the column's time-ordered entries read back from the
+engine.
 """
 
 from __future__ import annotations
@@ -55,6 +57,16 @@ def test_index_equals_the_column(
     store = factory.open()
     for step in range(300):
         txn = store.begin()
+        if rng.random() < 0.5:  # fire some due timers as the engine does: delete or reset
+            domain = rng.choice(list(TimeDomain))
+            for timer in store.due_timers(domain, rng.randrange(-120, 120), rng.choice([None, 3])):
+                roll = rng.random()
+                if roll < 0.6:
+                    txn.delete_timer(timer.domain, timer.key, timer.tag)
+                elif roll < 0.8:
+                    txn.set_timer(Timer(domain, timer.key, timer.tag, rng.randrange(-100, 100)))
+                elif roll < 0.9:
+                    txn.set_timer(timer)  # set again to the time it had
         for _ in range(rng.randrange(1, 12)):
             domain = rng.choice(list(TimeDomain))
             key, tag = rng.choice(KEYS), rng.choice(TAGS)
