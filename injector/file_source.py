@@ -1,6 +1,8 @@
 """``FileSource``: tail a directory of JSON-lines files into one stream, each line once.
 
-Files (``*.jsonl``) are read in name order, complete lines only. A line is
+Files (``*.jsonl``) are read in name order, complete lines only, at most
+:data:`READ_BYTES` at a time (a file of any size is tailed in bounded memory; a
+line longer than that is rejected, unread, once its end is written). A line is
 ``{"key": ..., "value": ..., "ts": <event time ms>}``: ``key`` becomes UTF-8
 bytes (non-strings: their JSON text); ``value`` too (:mod:`injector.json_lines`).
 Each batch of lines is appended with its read position (file, byte offset, line
@@ -25,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import chain, islice, repeat
 from pathlib import Path
+from typing import BinaryIO
 
 from deployment import AppendOnlyFile, write_json_durably
 from injector.group_commit import Acked, GroupCommitter
@@ -172,36 +175,72 @@ class FileSource:
 
     def _ingest_file(self, path: Path) -> bool:
         start = self.position if path.name == self.position.file else Position(path.name, 0, 1)
+        progressed = False
+        in_flight: _InFlight | None = None
         with open(path, "rb") as handle:
-            handle.seek(start.offset)
-            data = handle.read()
-        end = data.rfind(b"\n") + 1  # complete lines only
-        if end == 0:
-            if start != self.position:
-                self.position = start
-            return False
+            while not self._stopping.is_set():
+                handle.seek(start.offset)
+                data = handle.read(READ_BYTES)
+                end = data.rfind(b"\n") + 1  # complete lines only
+                before = start
+                if end:
+                    in_flight, start = self._ingest_lines(data, end, start, in_flight)
+                elif len(data) == READ_BYTES:
+                    in_flight, start = self._reject_long_line(handle, start, in_flight)
+                if start == before:
+                    break  # nothing, or an incomplete last line: wait for more
+                progressed = True
+                if len(data) < READ_BYTES:
+                    break
+        if in_flight is not None:
+            self._finish(in_flight)
+        elif not progressed and start != self.position:
+            self.position = start  # a new file with no complete line yet
+        return progressed
+
+    def _ingest_lines(
+        self, data: bytes, end: int, start: Position, in_flight: _InFlight | None
+    ) -> tuple[_InFlight | None, Position]:
+        """Submit the complete lines ``data[:end]`` read at ``start`` in batches (each one
+        after the previous one committed); the last batch in flight, and where they end."""
         records: list[LineRecord] = []
         rejects: list[dict[str, object]] = []
         lines = chain.from_iterable(map(bytes.split, _windows(data, end), repeat(b"\n")))
         line, consumed = start.line, 0
-        in_flight: _InFlight | None = None
         while group := list(islice(lines, self._batch_lines - len(records) - len(rejects))):
             consumed += sum(map(len, group)) + len(group)
             try:
                 parsed = list(map(parse_record, group))
             except ValueError:  # a malformed line: look at each one
-                parsed = _parse_each(group, path.name, line, rejects)
+                parsed = _parse_each(group, start.file, line, rejects)
             records += filter(None, parsed)  # None: a blank line
             line += len(group)
             if len(records) + len(rejects) >= self._batch_lines or consumed >= end:
                 if in_flight is not None:
                     self._finish(in_flight)
-                position = Position(path.name, start.offset + consumed, line)
+                position = Position(start.file, start.offset + consumed, line)
                 in_flight = self._start(records, rejects, position)
                 records, rejects = [], []
-        if in_flight is not None:
-            self._finish(in_flight)
-        return True
+        return in_flight, Position(start.file, start.offset + end, line)
+
+    def _reject_long_line(
+        self, handle: BinaryIO, start: Position, in_flight: _InFlight | None
+    ) -> tuple[_InFlight | None, Position]:
+        """The line at ``start`` is longer than :data:`READ_BYTES`: find its end without
+        keeping it, and submit it as a reject. ``start`` again if its end is not written."""
+        handle.seek(start.offset + READ_BYTES)
+        skipped = READ_BYTES
+        while chunk := handle.read(READ_BYTES):
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                if in_flight is not None:
+                    self._finish(in_flight)
+                reason = f"the line is longer than {READ_BYTES} bytes (not read)"
+                reject = {"file": start.file, "line": start.line, "reason": reason}
+                after = Position(start.file, start.offset + skipped + newline + 1, start.line + 1)
+                return self._start([], [reject], after), after
+            skipped += len(chunk)
+        return in_flight, start
 
     def _start(
         self, records: list[LineRecord], rejects: list[dict[str, object]], position: Position
@@ -223,6 +262,9 @@ class FileSource:
         self._written_rejects.difference_update((r["file"], r["line"]) for r in batch.rejects)
 
 
+READ_BYTES = 64 << 20
+"""Bytes of a file read at a time; more than any valid line needs (a record's key and
+value take at most 4 MiB, written as JSON text at most 6 bytes a byte)."""
 WINDOW_BYTES = 1 << 20
 """Lines are split from the file's data this much at a time."""
 
