@@ -19,6 +19,7 @@ import base64
 import json
 import logging
 import os
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 
 log = logging.getLogger(__name__)
+
+RECOVER_READ_BYTES = 8 << 20
+"""Bytes of the file read at a time when the sink starts."""
 
 
 def _text(data: bytes) -> Any:
@@ -64,36 +68,48 @@ class FileSink(IndexedSink):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_beside(self.path)
-        self._starts: list[int] = []  # file offset of the record at each position
+        self._starts = array("q")  # file offset of the record at each position
         self.malformed_lines = 0
         self.truncated_bytes = self._recover()
         self._file = AppendOnlyFile(self.path)
 
     def _recover(self) -> int:
+        """Index the file's records (read a piece at a time); cut a torn last line.
+        Returns the bytes cut."""
         if not self.path.exists():
             return 0
-        data = self.path.read_bytes()
-        complete = data.rfind(b"\n") + 1
+        complete = 0  # where the complete lines read so far end
+        torn = b""
+        with open(self.path, "rb") as handle:
+            while chunk := handle.read(RECOVER_READ_BYTES):
+                data = torn + chunk
+                end = data.rfind(b"\n") + 1
+                self._index_lines(data, end, complete)
+                complete += end
+                torn = data[end:]
+        if torn:
+            _cut_to(self.path, complete)
+        return len(torn)
+
+    def _index_lines(self, data: bytes, end: int, base: int) -> None:
+        """Index the complete lines ``data[:end]``, found at file offset ``base``."""
         start = 0
-        while start < complete:
-            end = data.index(b"\n", start)
-            body = _parse(data[start:end])
+        while start < end:
+            stop = data.index(b"\n", start)
+            body = _parse(data[start:stop])
             if body is None:
                 self.malformed_lines += 1
                 log.warning(
                     "sink file %s: skipping a malformed line at byte %d (not a record)",
-                    self.path, start,
+                    self.path, base + start,
                     extra={"event": "sink_malformed_line", "path": str(self.path),
-                           "offset": start},
+                           "offset": base + start},
                 )  # fmt: skip
             else:
                 self._seen.add(bytes.fromhex(body["record_id"]))
                 self._latest[_bytes(body["key"])] = len(self._starts)
-                self._starts.append(start)
-            start = end + 1
-        if complete < len(data):
-            _cut_to(self.path, complete)
-        return len(data) - complete
+                self._starts.append(base + start)
+            start = stop + 1
 
     def Deliver(  # noqa: N802 - the rpc's name
         self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any

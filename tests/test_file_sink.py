@@ -14,7 +14,8 @@ import pytest
 
 from computations import Topology
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks import FileSink, read_sink_file
+from sinks import FileSink, file_sink, read_sink_file
+from sinks.file_sink import sink_line
 from tests.support import (
     ROOT,
     NodeProcess,
@@ -54,6 +55,35 @@ def test_each_record_is_written_once_across_reopen_and_torn_lines(tmp_path: Path
     lines = read_sink_file(path)
     assert [line["value"] for line in lines[:4]] == ["1", "2", "3", "4"]
     assert lines[4]["key"] == {"base64": "/w=="}
+
+
+@pytest.mark.parametrize("read_bytes", [1, 7, 64, 1 << 20])
+def test_a_reopened_sink_indexes_its_file_read_in_pieces(
+    tmp_path: Path, read_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines straddling the reads at start-up: the same records, positions and latest
+    values as written; a malformed line skipped; a torn last line cut."""
+    path = tmp_path / "out.jsonl"
+    sink = FileSink(path)
+    for seq in range(1, 6):
+        sink.write(batch(seq, list(range(10 * seq, 10 * seq + 7))))
+    sink.close()
+    with open(path, "ab") as handle:
+        handle.write(b"not a record\n")
+    good = sink_line(record_pb2.Record(record_id=b"\x01" * 16, key=b"j", value=b"last"))
+    with open(path, "ab") as handle:
+        handle.write(good + b'{"record_id": "0')  # and a crash mid-line
+    monkeypatch.setattr(file_sink, "RECOVER_READ_BYTES", read_bytes)
+    sink = FileSink(path)
+    assert (sink.truncated_bytes, sink.malformed_lines, len(sink)) == (16, 1, 36)
+    assert [r.value for _, r in sink.read(0, 100)] == [
+        *(str(i).encode() for seq in range(1, 6) for i in range(10 * seq, 10 * seq + 7)),
+        b"last",
+    ]
+    assert sink.latest(b"k") == (34, sink.read(34, 1)[0][1])
+    assert sink.latest(b"j") == (35, sink.read(35, 1)[0][1])
+    assert len(sink.write(batch(9, [10, 56, 99])).duplicate_ids) == 2
+    sink.close()
 
 
 @pytest.mark.slow
