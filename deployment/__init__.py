@@ -3,12 +3,13 @@
 :class:`Deployment` reads the deployment file (where each node, the injector
 and the sinks listen; the topology it runs); :mod:`deployment.security` the
 ``[security]`` table (TLS, token); the rest are the helpers every gRPC server
-uses (health and reflection, request guard, stream limits, stop signals) and
-durable file writes.
+uses (health and reflection, request guard, stream limits, stop signals),
+durable file writes and reading files of lines a block at a time.
 """
 
 from deployment._deployment import Deployment, NodePlacement
 from deployment._durable_files import AppendOnlyFile, fsync_directory, write_json_durably
+from deployment._line_blocks import line_blocks
 from deployment._logging import configure_logging
 from deployment._request_guard import RequestGuard
 from deployment._runtime_tuning import settle_garbage_collector, tune_threads
@@ -39,6 +40,7 @@ __all__ = [
     "configure_logging",
     "enable_stack_dumps",
     "fsync_directory",
+    "line_blocks",
     "metrics_host",
     "serve_health_and_reflection",
     "settle_garbage_collector",

@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from deployment import AppendOnlyFile, abort
+from deployment import AppendOnlyFile, abort, line_blocks
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 
@@ -74,29 +74,26 @@ class FileSink(IndexedSink):
         self._file = AppendOnlyFile(self.path)
 
     def _recover(self) -> int:
-        """Index the file's records (read a piece at a time); cut a torn last line.
+        """Index the file's records (read a block at a time); cut a torn last line.
         Returns the bytes cut."""
         if not self.path.exists():
             return 0
         complete = 0  # where the complete lines read so far end
-        torn = b""
         with open(self.path, "rb") as handle:
-            while chunk := handle.read(RECOVER_READ_BYTES):
-                data = torn + chunk
-                end = data.rfind(b"\n") + 1
-                self._index_lines(data, end, complete)
-                complete += end
-                torn = data[end:]
-        if torn:
-            _cut_to(self.path, complete)
-        return len(torn)
+            for block in line_blocks(handle.read, RECOVER_READ_BYTES):
+                if not block.endswith(b"\n"):  # a crash mid-line
+                    _cut_to(self.path, complete)
+                    return len(block)
+                self._index_lines(block, complete)
+                complete += len(block)
+        return 0
 
-    def _index_lines(self, data: bytes, end: int, base: int) -> None:
-        """Index the complete lines ``data[:end]``, found at file offset ``base``."""
+    def _index_lines(self, lines: bytes, base: int) -> None:
+        """Index the complete ``lines``, found at file offset ``base``."""
         start = 0
-        while start < end:
-            stop = data.index(b"\n", start)
-            body = _parse(data[start:stop])
+        while start < len(lines):
+            stop = lines.index(b"\n", start)
+            body = _parse(lines[start:stop])
             if body is None:
                 self.malformed_lines += 1
                 log.warning(

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import BinaryIO, Protocol, TextIO
 
+from deployment import line_blocks
+
 PROGRESS_EVERY_S = 0.25
 """The line is redrawn at most this often."""
 
@@ -43,20 +45,9 @@ class CountedLines:
     def _blocks(self) -> Iterator[Iterable[bytes]]:
         # read1: what a pipe has now, without waiting for a full block.
         read = getattr(self._handle, "read1", self._handle.read)
-        carry: list[bytes] = []
-        while data := read(READ_BYTES):
-            cut = data.rfind(b"\n") + 1
-            if not cut:  # no line ends in it yet
-                carry.append(data)
-                continue
-            block = b"".join([*carry, data[:cut]])
-            carry = [data[cut:]] if cut < len(data) else []
+        for block in line_blocks(read, READ_BYTES):
             self.bytes_read += len(block)
-            yield io.BytesIO(block)
-        if carry:  # a last line without its newline
-            tail = b"".join(carry)
-            self.bytes_read += len(tail)
-            yield (tail,)
+            yield io.BytesIO(block) if block.endswith(b"\n") else (block,)
 
 
 def input_size(handle: BinaryIO) -> int | None:
