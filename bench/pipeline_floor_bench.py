@@ -107,11 +107,16 @@ def injector(requests: list[bytes], work: Path) -> list[bytes]:
     return frames
 
 
-def node_records(frames: list[bytes], work: Path) -> Windows:
-    """The windows after every frame is committed (ids and changed windows, synced)."""
-    db = Rdict(str(work / "node"), Options(raw_mode=True))
+def synced_rocksdb(path: Path) -> tuple[Rdict, WriteOptions]:
+    """A RocksDB opened as the state store opens it (raw keys), and synced writes."""
     synced = WriteOptions()
     synced.sync = True
+    return Rdict(str(path), Options(raw_mode=True)), synced
+
+
+def node_records(frames: list[bytes], work: Path) -> Windows:
+    """The windows after every frame is committed (ids and changed windows, synced)."""
+    db, synced = synced_rocksdb(work / "node")
     windows: Windows = {}
     try:
         for raw in frames:
@@ -138,9 +143,7 @@ def node_records(frames: list[bytes], work: Path) -> Windows:
 
 def node_timers(windows: Windows, work: Path) -> list[bytes]:
     """The pane frames for the sink, each window's state deleted in the same commit."""
-    db = Rdict(str(work / "timers"), Options(raw_mode=True))
-    synced = WriteOptions()
-    synced.sync = True
+    db, synced = synced_rocksdb(work / "timers")
     frames = []
     items = list(windows.items())
     encode = msgspec.json.encode
