@@ -1,6 +1,7 @@
 """``dataflow.WindowedAggregation`` in the real engine (``TestHarness``) against an
 independent computation: any arrival order and duplicates give the same final results
-within the allowed lateness, in every accumulation mode; late data and expiry."""
+within the allowed lateness, in every accumulation mode; expiry. (Late data:
+``test_late_data.py``.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from hypothesis import strategies as st
 from computations import MAX_TIME, Topology
 from computations.testing import TestHarness
 from dataflow import (
-    LATE_DROPPED,
     Accumulation,
     AfterWatermark,
     AtExpiry,
@@ -112,34 +112,6 @@ def test_on_time_panes_equal_a_batch_count_and_the_window_is_collected() -> None
     )
 
 
-def test_records_after_expiry_go_to_the_late_stream_and_change_nothing() -> None:
-    harness = TestHarness(topology(f"{__name__}:Counts"))
-    harness.feed("in", b"a", b"{}", 100)
-    harness.advance_watermark(2_000)
-    harness.feed("in", b"a", b"late", 200)
-    harness.feed("in", b"a", b"{}", 2_500)
-    harness.advance_watermark(5_000)
-    assert [(r.key, r.value, r.event_time_ms) for r in harness.outputs("late")] == [
-        (b"a", b"late", 200)
-    ]
-    got = {p.window: p.value for p in panes(harness)}
-    assert got == {Window(0, 1000): 1, Window(2000, 3000): 1}
-
-
-def test_without_a_late_stream_expired_records_are_counted_not_lost_silently() -> None:
-    class NoLateStream(WindowedAggregation):
-        window = Tumbling(SIZE)
-        output = "out"
-
-    globals()["NoLateStream"] = NoLateStream
-    harness = TestHarness(topology(f"{__name__}:NoLateStream"))
-    harness.feed("in", b"a", b"{}", 100)
-    harness.advance_watermark(2_000)
-    harness.feed("in", b"a", b"{}", 150)
-    harness.run()
-    assert harness.state("agg", b"a", LATE_DROPPED, _JSON) == 1
-
-
 def test_a_topology_configures_the_aggregation_by_params() -> None:
     params = {"window": "hopping:1000:500", "aggregate": "sum", "field": "v", "output": "out"}
     harness = TestHarness(topology("dataflow:WindowedAggregation", params))
@@ -157,7 +129,6 @@ def test_a_topology_configures_the_aggregation_by_params() -> None:
 
 # -- any order, any duplicates --------------------------------------------------------
 
-_JSON = __import__("computations").JSON
 
 events_strategy = st.lists(
     st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, SPAN - 1), st.integers(1, 9)),
@@ -274,57 +245,6 @@ def test_final_results_do_not_depend_on_arrival_order_or_duplicates(
     )
     assert all(n == 1 for n in on_time.values()), "at most one on-time pane a window"
     assert {(p.key, p.window) for p in found} == set(oracle(events, window, combine))
-
-
-@pytest.mark.parametrize("mode", list(Accumulation))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=events_strategy, data=st.data())
-def test_records_past_the_lateness_miss_only_their_expired_windows(
-    mode: Accumulation, events: list[tuple[str, int, int]], data: st.DataObject
-) -> None:
-    """The watermark jumps ahead at drawn moments, so some records arrive after some of
-    their windows expired: each is left out of exactly those windows (the ones the
-    watermark had passed by more than the lateness when it arrived), and goes once to
-    the late stream when it missed any."""
-    window = data.draw(st.sampled_from([Tumbling(SIZE), Hopping(SIZE, SIZE // 4)]))
-    lateness = data.draw(st.sampled_from([0, SIZE // 2]))
-    jumps = data.draw(st.lists(st.integers(0, SPAN), min_size=len(events), max_size=len(events)))
-
-    class Drawn(WindowedAggregation):
-        field = "v"
-        output = "out"
-        late_output = "late"
-        aggregate = Sum()
-        allowed_lateness_ms = lateness
-        accumulation = mode
-        trigger = AfterWatermark(early=EveryRecords(2))
-
-    Drawn.window = window
-    globals()["Drawn"] = Drawn
-    harness = TestHarness(topology(f"{__name__}:Drawn"))
-    watermark: int | None = None
-    kept: dict[tuple[bytes, Window], float] = defaultdict(float)
-    missed: list[bytes] = []
-    for (key, ts, value), jump in zip(events, jumps, strict=True):
-        body = json.dumps({"v": value}).encode()
-        harness.feed("in", key.encode(), body, ts)
-        harness.run()
-        expired = [
-            w
-            for w in window.assign(ts)
-            if watermark is not None and watermark > w.last_ms + lateness
-        ]
-        for w in window.assign(ts):
-            if w not in expired:
-                kept[(key.encode(), w)] += value
-        if expired:
-            missed.append(body)
-        if watermark is None or jump > watermark:
-            watermark = jump
-            harness.advance_watermark(watermark)
-    harness.advance_watermark(MAX_TIME)
-    assert final_results(panes(harness), mode) == dict(kept)
-    assert sorted(r.value for r in harness.outputs("late")) == sorted(missed)
 
 
 # -- sessions ---------------------------------------------------------------------------
