@@ -11,9 +11,10 @@ from time import time_ns
 from types import TracebackType
 
 from injector.log._fileio import fsync_dir, lock_directory
-from injector.log._format import segment_name, stream_tag
+from injector.log._format import stream_tag
 from injector.log._reading import iter_commits, read_records, retention_prefix
 from injector.log._recovery import load_segments
+from injector.log._repair import repair_after_failure
 from injector.log._segment import PendingChunk, Segment
 from injector.log._types import (
     AppendRequest,
@@ -265,47 +266,25 @@ class StreamLog:
             return active.info()
 
     def _check_writable(self) -> None:
+        """Raise unless this handle may write; after a failed write or roll, first put
+        the files right (:func:`repair_after_failure`) or raise :class:`LogWriteError`."""
+        self._require_writer()
+        if self._failed is not None:
+            try:
+                self._segments = repair_after_failure(
+                    self._directory, self._segments, self._config, self._clock
+                )
+            except OSError as exc:
+                raise LogWriteError(
+                    str(self._segments[-1].path), f"still failing ({exc}; first: {self._failed})"
+                ) from exc
+            self._failed = None
+
+    def _require_writer(self) -> None:
         if self._closed:
             raise LogClosedError(str(self._directory))
         if self._lock_fd is None:
             raise LogClosedError(str(self._directory), "open read-only")
-        if self._failed is not None:
-            self._recover_after_failure()
-
-    def _recover_after_failure(self) -> None:
-        """After a failed write or roll (lock held): make the files match what is
-        published again, or raise :class:`LogWriteError` (still failing).
-
-        A failed write may have left partial bytes past the active segment's
-        durable size: cut them (they were never acknowledged; kept, a retry would
-        append its records twice). A failed roll left the active segment either
-        unsealed (retry the roll later) or sealed without a successor: remove a
-        half-created successor and create it again.
-        """
-        active = self._segments[-1]
-        try:
-            if active.fd is not None:
-                os.ftruncate(active.fd, active.size)
-                if self._config.fsync:
-                    os.fsync(active.fd)
-            else:
-                successor = self._directory / segment_name(active.end_offset)
-                successor.unlink(missing_ok=True)
-                if not active.sealed:
-                    active.seal(fsync=self._config.fsync)
-                segment = Segment.create(
-                    self._directory,
-                    active.end_offset,
-                    created_ms=self._clock(),
-                    index_every=self._config.index_every,
-                    fsync=self._config.fsync,
-                )
-                self._segments = (*self._segments, segment)
-        except OSError as exc:
-            raise LogWriteError(
-                str(active.path), f"still failing ({exc}; first: {self._failed})"
-            ) from exc
-        self._failed = None
 
     def delete_before(self, offset: int, *, older_than_ms: int | None = None) -> list[str]:
         """Retention: delete the oldest sealed segments that lie wholly below ``offset``.
@@ -317,10 +296,7 @@ class StreamLog:
         segment. Returns the deleted segment paths.
         """
         with self._lock:
-            if self._closed:
-                raise LogClosedError(str(self._directory))
-            if self._lock_fd is None:
-                raise LogClosedError(str(self._directory), "open read-only")
+            self._require_writer()
             segments = self._segments
             doomed = retention_prefix(segments, offset, older_than_ms)
             if not doomed:
