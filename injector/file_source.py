@@ -81,6 +81,8 @@ class FileSource:
         self.lines_ingested = 0
         self.lines_rejected = 0
         """Malformed lines this process wrote to the rejects file."""
+        self._long_line: tuple[Position, int] | None = None
+        """An unfinished line longer than a read: where it starts, and its bytes so far."""
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"file-source-{directory}", daemon=True
@@ -227,9 +229,11 @@ class FileSource:
         self, handle: BinaryIO, start: Position, in_flight: _InFlight | None
     ) -> tuple[_InFlight | None, Position]:
         """The line at ``start`` is longer than :data:`READ_BYTES`: find its end without
-        keeping it, and submit it as a reject. ``start`` again if its end is not written."""
-        handle.seek(start.offset + READ_BYTES)
-        skipped = READ_BYTES
+        keeping it, and submit it as a reject. ``start`` again if its end is not written
+        (the next poll reads on from where this one stopped)."""
+        scanned = self._long_line
+        skipped = scanned[1] if scanned is not None and scanned[0] == start else READ_BYTES
+        handle.seek(start.offset + skipped)
         while chunk := handle.read(READ_BYTES):
             newline = chunk.find(b"\n")
             if newline >= 0:
@@ -240,6 +244,7 @@ class FileSource:
                 after = Position(start.file, start.offset + skipped + newline + 1, start.line + 1)
                 return self._start([], [reject], after), after
             skipped += len(chunk)
+        self._long_line = (start, skipped)
         return in_flight, start
 
     def _start(
