@@ -40,7 +40,7 @@ import grpc  # noqa: E402
 
 from bench._grpc_child import serve_methods  # noqa: E402
 from bench.injector_bench import IngestResult, ingest_bench, ingest_run  # noqa: E402
-from injector.ingest_service import record_ids_wire  # noqa: E402
+from millrace.dataplane import ingest_response  # noqa: E402
 from millrace.wire.v1 import ingest_pb2  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
@@ -52,7 +52,7 @@ _FIELDS = attrgetter("key", "value", "event_time_ms")
 
 def serve(port: int, mode: str) -> None:
     """The child process: an ``Ingest`` server that keeps nothing."""
-    prebuilt = record_ids_wire(b"bench-ta", 0, BATCH)
+    prebuilt = ingest_response(b"bench-ta", 0, BATCH, False)
 
     def transport(request: bytes, context: grpc.ServicerContext) -> bytes:
         return prebuilt
@@ -62,9 +62,9 @@ def serve(port: int, mode: str) -> None:
     ) -> ingest_pb2.IngestResponse:
         # The fields and the ids as the injector takes and makes them (C-level passes).
         fields = list(map(_FIELDS, request.records))
-        response = ingest_pb2.IngestResponse(first_offset=0)
-        response.MergeFromString(record_ids_wire(b"bench-ta", 0, len(fields)))
-        return response
+        return ingest_pb2.IngestResponse.FromString(
+            ingest_response(b"bench-ta", 0, len(fields), False)
+        )
 
     methods = {
         "transport": grpc.unary_unary_rpc_method_handler(transport),

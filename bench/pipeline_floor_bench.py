@@ -49,8 +49,8 @@ from rocksdict import Options, Rdict, WriteBatch, WriteOptions  # noqa: E402
 from xxhash import xxh3_128_digest  # noqa: E402
 
 from bench.standard_workload import MINUTE_MS, event_lines, rocksdb_floor, workload  # noqa: E402
-from injector.ingest_service import record_ids_wire  # noqa: E402
 from injector.json_lines import parse_record  # noqa: E402
+from millrace.dataplane import ingest_response  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, ingest_pb2  # noqa: E402
 
 BATCH = 1000
@@ -87,9 +87,7 @@ def injector(requests: list[bytes], work: Path) -> list[bytes]:
     try:
         for raw in requests:
             records = list(map(_INGESTED, ingest_pb2.IngestRequest.FromString(raw).records))
-            response = ingest_pb2.IngestResponse(first_offset=offset)
-            response.MergeFromString(record_ids_wire(b"floor-ta", offset, len(records)))
-            response.SerializeToString()
+            ingest_response(b"floor-ta", offset, len(records), False)
             os.write(fd, raw)
             os.fsync(fd)
             frame = delivery_pb2.DeliveryBatch(batch_seq=offset)

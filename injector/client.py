@@ -3,7 +3,7 @@
 A request that times out or hits an unavailable injector is resent with the
 same key until it is acknowledged, so it lands in the log exactly once.
 
-Requests go out as wire bytes built here (:func:`ingest_request_bytes`, the bytes
+Requests go out as wire bytes built natively (:func:`ingest_request_bytes`, the bytes
 ``IngestRequest.SerializeToString`` gives) rather than through protobuf objects: a
 ``IngestRecord`` per record costs more than the record's JSON parsing.
 """
@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import grpc
 
 from deployment.security import Security
+from millrace.dataplane import RecordBatch, ingest_request
 from millrace.wire.v1 import ingest_pb2
 
 RETRYABLE = frozenset(
@@ -25,73 +26,20 @@ RETRYABLE = frozenset(
 )  # fmt: skip
 INGEST_METHOD = "/millrace.wire.v1.Ingest/Ingest"
 
-_U64 = (1 << 64) - 1
-_I64_END = 1 << 63
-_TS_CACHE_SIZE = 4096
-_COMMON = b"\x1a%c\n%c%b\x12%c%b\x18%c%b"
-"""A records entry whose lengths take one byte each: size, key, value, then the time
-(its low 7 bits with the continuation bit, then the varint of the rest)."""
-
-
-def _varint(number: int) -> bytes:
-    """Protobuf's base-128 varint of ``number`` (negative: its 64-bit two's complement)."""
-    number &= _U64
-    out = bytearray()
-    while number > 0x7F:
-        out.append(number & 0x7F | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
-
-
-def _field(tag: bytes, data: bytes) -> bytes:
-    return tag + _varint(len(data)) + data if data else b""
-
-
-class _TimeVarints(dict[int, bytes]):
-    """Varints of event times, cached: consecutive records mostly share their high bits,
-    so the varint of ``ts >> 7`` is computed once per 128 ms of event time."""
-
-    def __missing__(self, high: int) -> bytes:
-        if len(self) >= _TS_CACHE_SIZE:
-            self.clear()
-        self[high] = encoded = _varint(high)
-        return encoded
-
-
-_HIGH = _TimeVarints()
-
-
-def _record_bytes(key: bytes, value: bytes, ts: int) -> bytes:
-    """One ``records`` entry of an IngestRequest: tag, length, IngestRecord."""
-    if not -_I64_END <= ts < _I64_END:
-        raise ValueError(f"event_time_ms {ts} is outside int64")
-    body = _field(b"\n", key) + _field(b"\x12", value) + (b"\x18" + _varint(ts) if ts else b"")
-    return b"\x1a" + _varint(len(body)) + body
-
 
 def ingest_request_bytes(
-    stream: str, records: Sequence[tuple[bytes, bytes, int]], idempotency_key: str = ""
+    stream: str,
+    records: RecordBatch | Sequence[tuple[bytes, bytes, int]],
+    idempotency_key: str = "",
 ) -> bytes:
-    """The serialized ``IngestRequest`` of ``records``, byte for byte what protobuf writes.
+    """The serialized ``IngestRequest`` of ``records``, byte for byte what protobuf writes
+    (encoded natively: :func:`millrace.dataplane.ingest_request`).
 
     Raises TypeError for a key or value that is not bytes and ValueError for an event
     time outside int64, as building the message would.
     """
-    parts = [_field(b"\n", stream.encode()), _field(b"\x12", idempotency_key.encode())]
-    add = parts.append
-    high = _HIGH
-    for key, value, ts in records:
-        klen, vlen = len(key), len(value)
-        if 0 < klen < 0x80 and 0 < vlen < 0x80 and 0x80 <= ts < _I64_END:
-            # The common record (one-byte lengths, a positive time): one formatting call.
-            tail = high[ts >> 7]
-            size = klen + vlen + len(tail) + 6
-            if size < 0x80:
-                add(_COMMON % (size, klen, key, vlen, value, ts & 0x7F | 0x80, tail))
-                continue
-        add(_record_bytes(key, value, ts))
-    return b"".join(parts)
+    batch = records if isinstance(records, RecordBatch) else RecordBatch(records)
+    return ingest_request(stream, idempotency_key, batch)
 
 
 class PendingIngest:

@@ -48,7 +48,6 @@ from millrace.wire.v1 import (
     control_pb2,
     control_pb2_grpc,
     ingest_pb2,
-    ingest_pb2_grpc,
     watermark_pb2,
     watermark_pb2_grpc,
 )
@@ -218,7 +217,7 @@ class Injector:
         )  # fmt: skip
 
     def _build_server(self) -> grpc.Server:
-        from injector.ingest_service import IngestService
+        from injector.ingest_service import IngestService, add_ingest_service
 
         self.stream_limiter = StreamLimiter(
             max_streams=MAX_STREAMS, max_per_peer=MAX_STREAMS_PER_PEER, server="the injector"
@@ -234,7 +233,7 @@ class Injector:
                 self.stream_limiter,
             ],
         )
-        ingest_pb2_grpc.add_IngestServicer_to_server(IngestService(self.streams), server)
+        add_ingest_service(IngestService(self.streams), server)
         watermark_pb2_grpc.add_WatermarkAuthorityServicer_to_server(
             WatermarkAuthorityServicer(self.authority), server
         )

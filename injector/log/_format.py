@@ -10,14 +10,13 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
-from itertools import accumulate, chain, repeat
-from operator import add as _concat
+from collections.abc import Iterator
 from typing import BinaryIO
 
 import xxhash
 
 from injector.log._types import Commit, LogRecord
+from millrace.dataplane import RecordBatch, encode_log_request
 
 MAGIC = b"MRLOG\x01\n\x00"
 HEADER = struct.Struct(">8sQ")
@@ -130,7 +129,7 @@ def header_is_torn(data: bytes) -> bool:
 
 def encode_request(
     parts: list[bytes],
-    records: Sequence[tuple[bytes, bytes, int]],
+    records: RecordBatch,
     idempotency_key: bytes,
     source: bytes,
     *,
@@ -149,52 +148,23 @@ def encode_request(
     ``index_every`` offsets) gets an ``(offset, position)`` entry in
     ``index``. Returns ``(position after the COMMIT, next index offset,
     min event time, max event time)``; the times are 0 without records.
-    Raises ``struct.error``, ``TypeError`` or ``ValueError`` for a malformed
-    request, leaving ``parts`` and ``index`` half-extended (callers discard
-    them).
+    Encoded natively in one call (:func:`millrace.dataplane.encode_log_request`);
+    raises ValueError for a request the format cannot hold, leaving ``parts`` and
+    ``index`` as they were.
     """
-    first = offset
-    count = len(records)
-    low = high = 0
-    if count:
-        # Column by column through C-level maps: no Python step per record (the crc of
-        # each entry is the one call per record the format needs).
-        keys, values, times = zip(*records, strict=True)
-        heads = map(
-            RECORD_HEAD.pack,
-            repeat(RECORD, count),
-            range(offset, offset + count),
-            times,
-            repeat(ingest_ms, count),
-            map(len, keys),
-        )
-        bodies = list(map(_concat, map(_concat, heads, keys), values))
-        sizes = list(map(len, bodies))
-        prefixes = map(ENTRY_PREFIX.pack, sizes, map(zlib.crc32, bodies))
-        parts.extend(chain.from_iterable(zip(prefixes, bodies, strict=True)))
-        end = offset + count
-        if offset <= next_index < end:
-            ends = list(accumulate(sizes))
-            for at in range(next_index, end, index_every):
-                before = at - offset
-                index.append(
-                    (at, position + before * PREFIX_SIZE + (ends[before - 1] if before else 0))
-                )
-                next_index = at + index_every
-        position += count * PREFIX_SIZE + sum(sizes)
-        offset = end
-        low, high = min(times), max(times)
-    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-        raise ValueError(f"idempotency_key has {len(idempotency_key)} bytes; at most 65535 fit")
-    body = (
-        COMMIT_HEAD.pack(COMMIT, first, offset - first, len(idempotency_key))
-        + idempotency_key
-        + U32.pack(len(source))
-        + source
-        + I64.pack(ingest_ms)
+    entries, indexed, position, next_index, low, high = encode_log_request(
+        records,
+        idempotency_key,
+        source,
+        offset=offset,
+        ingest_ms=ingest_ms,
+        position=position,
+        next_index=next_index,
+        index_every=index_every,
     )
-    parts += (ENTRY_PREFIX.pack(len(body), zlib.crc32(body)), body)
-    return position + PREFIX_SIZE + len(body), next_index, low, high
+    parts.append(entries)
+    index += indexed
+    return position, next_index, low, high
 
 
 # ---------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from millrace.dataplane import RecordBatch
 
 MINUTE_MS = 60_000
 
@@ -58,20 +60,32 @@ class LogRecord(NamedTuple):
     ingest_time_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class AppendRequest:
     """One client request: records that become durable all together or not at all.
 
-    ``records`` holds ``(key, value, event_time_ms)`` triples. The
+    ``records`` holds ``(key, value, event_time_ms)`` triples, kept as a native
+    :class:`~millrace.dataplane.RecordBatch` (a sequence of tuples is converted). The
     ``idempotency_key`` (at most 65,535 bytes) and ``source`` (opaque, for
     example a file source's read position) are stored in the request's
     COMMIT entry and come back from :meth:`StreamLog.commits`. A request may
     carry no records: it then only records its commit.
     """
 
-    records: Sequence[tuple[bytes, bytes, int]]
+    records: RecordBatch
     idempotency_key: bytes = b""
     source: bytes = b""
+
+    def __init__(
+        self,
+        records: RecordBatch | Iterable[tuple[bytes, bytes, int]],
+        idempotency_key: bytes = b"",
+        source: bytes = b"",
+    ) -> None:
+        batch = records if isinstance(records, RecordBatch) else RecordBatch(records)
+        object.__setattr__(self, "records", batch)
+        object.__setattr__(self, "idempotency_key", idempotency_key)
+        object.__setattr__(self, "source", source)
 
 
 @dataclass(frozen=True, slots=True)

@@ -263,14 +263,15 @@ def test_malformed_requests_write_nothing(tmp_path: Path) -> None:
     log = StreamLog.open(tmp_path / STREAM, STREAM, clock=ManualClock(WALL_START_MS))
     log.append([request(0, 3)])
     size = log.segments()[-1].size_bytes
-    bad: list[AppendRequest] = [
-        AppendRequest(records=[(b"k", b"v", 2**63)]),  # event time out of range
-        AppendRequest(records=[("k", b"v", 1)]),  # type: ignore[list-item]
-        AppendRequest(records=[], idempotency_key=b"x" * 70_000),
-    ]
-    for req in bad:
-        with pytest.raises((ValueError, TypeError), match="append request 1"):
-            log.append([request(1, 2), req])
+    # Records the format cannot hold are refused when the request is made.
+    with pytest.raises(ValueError, match="event_time_ms must be an integer within int64"):
+        AppendRequest(records=[(b"k", b"v", 2**63)])
+    with pytest.raises(TypeError, match="key must be bytes, got str"):
+        AppendRequest(records=[("k", b"v", 1)])  # type: ignore[list-item]
+    # A request the log cannot encode fails the append, and writes nothing.
+    too_long_key = AppendRequest(records=[], idempotency_key=b"x" * 70_000)
+    with pytest.raises(ValueError, match="append request 1"):
+        log.append([request(1, 2), too_long_key])
     assert log.next_offset == 3
     assert log.segments()[-1].size_bytes == size == os.path.getsize(log.segments()[-1].path)
     assert log.append([request(1, 2)])[0].first_offset == 3

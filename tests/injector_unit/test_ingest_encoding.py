@@ -22,13 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from injector.client import ingest_request_bytes
-from injector.ingest_service import MAX_RECORD_BYTES, record_ids_wire, request_problem
+from injector.ingest_service import MAX_RECORD_BYTES, REQUEST_LIMITS, problem_text
 from injector.json_lines import MAX_LINE_RECORD_BYTES
 from injector.log import stream_tag
 from injector.log._format import encode_request
 from millrace.commands import _inject_batches, _inject_progress
 from millrace.commands._inject_batches import Batch, Malformed, read_batches
 from millrace.commands._inject_progress import CountedLines
+from millrace.dataplane import RecordBatch, decode_ingest_request, ingest_response
 from millrace.wire.v1 import ingest_pb2
 from tests.injector_unit.test_json_lines import oracle as json_oracle
 
@@ -149,12 +150,11 @@ def test_log_entries_are_the_documented_bytes(  # noqa: PLR0917 - hypothesis dra
     }
     parts: list[bytes] = []
     index: list[tuple[int, int]] = []
-    result = encode_request(parts, batch, ikey, source, index=index, **settings)
+    result = encode_request(parts, RecordBatch(batch), ikey, source, index=index, **settings)
     assert (b"".join(parts), result, index) == entries_oracle(batch, ikey, source, **settings)
 
 
-def test_malformed_records_fail_the_encoding() -> None:
-    kwargs = {"offset": 0, "ingest_ms": 1, "position": 16, "next_index": 0, "index_every": 4}
+def test_malformed_records_are_refused_by_the_batch() -> None:
     for bad in (
         [(b"k", b"v", 1), (b"k", b"v", 2, b"x")],  # one record too long
         [(b"k", b"v")],
@@ -162,8 +162,8 @@ def test_malformed_records_fail_the_encoding() -> None:
         [(b"k", b"v", 2**63)],
         [(b"k", b"v", 1.5)],
     ):
-        with pytest.raises((ValueError, TypeError, struct.error)):
-            encode_request([], bad, b"", b"", index=[], **kwargs)  # type: ignore[arg-type]
+        with pytest.raises((ValueError, TypeError)):
+            RecordBatch(bad)  # type: ignore[arg-type]
 
 
 @fast
@@ -178,8 +178,7 @@ def test_record_ids_are_the_tag_then_each_offset(
         first_offset=first,
         replayed=replayed,
     )
-    response = ingest_pb2.IngestResponse(first_offset=first, replayed=replayed)
-    response.MergeFromString(record_ids_wire(tag, first, count))
+    response = ingest_pb2.IngestResponse.FromString(ingest_response(tag, first, count, replayed))
     assert response == expected
 
 
@@ -209,10 +208,12 @@ def test_request_problems_are_found_as_record_by_record(
         stream="events",
         records=[ingest_pb2.IngestRecord(key=k, value=v, event_time_ms=t) for k, v, t in batch],
     )
-    extracted = [(r.key, r.value, r.event_time_ms) for r in request.records]
     expected = problem_oracle(request) if batch else "the request carries no records"
-    assert request_problem(request, extracted) == expected
-    assert request_problem(request) == expected
+    name, key, decoded, problem = decode_ingest_request(
+        request.SerializeToString(), **REQUEST_LIMITS
+    )
+    assert (name, key, decoded.records()) == ("events", "", batch)
+    assert (problem and problem_text(problem)) == expected
 
 
 def batches_oracle(

@@ -1,0 +1,39 @@
+"""The native data plane (``native/``: Rust, PyO3): what every layer calls per batch.
+
+The per-record work of the ingest path runs in the ``millrace._native`` extension,
+built from ``native/python`` (over the pure crate ``native/core``) by ``make setup``.
+This module is its public face, the bottom layer beside :mod:`millrace.wire`: the
+injector, the log and ``millrace inject`` import it, never ``millrace._native``.
+
+- :class:`RecordBatch`: records ``(key, value, event_time_ms)`` held natively; built
+  from tuples, or decoded from a request without a Python object per record.
+- :func:`decode_ingest_request`, :func:`ingest_response`, :func:`ingest_request`: the
+  ``Ingest`` wire messages (``proto/millrace/wire/v1/ingest.proto``).
+- :func:`encode_log_request`: a request's RECORD and COMMIT entries of the durable log
+  (``docs/log-format.md``).
+- :func:`parse_json_lines`: JSON lines whose reading is plain; the rest goes to the
+  reference reader in ``injector/json_lines.py``.
+
+Each call takes a whole batch and releases the GIL while it works on owned data.
+Importing starts nothing (no thread, no runtime): Spark forks its Python workers.
+"""
+
+from millrace._native import (
+    RecordBatch,
+    UndecodableRequestError,
+    decode_ingest_request,
+    encode_log_request,
+    ingest_request,
+    ingest_response,
+    parse_json_lines,
+)
+
+__all__ = [
+    "RecordBatch",
+    "UndecodableRequestError",
+    "decode_ingest_request",
+    "encode_log_request",
+    "ingest_request",
+    "ingest_response",
+    "parse_json_lines",
+]

@@ -1,0 +1,354 @@
+//! `millrace._native`: the Python face of `millrace-core`.
+//!
+//! Every function takes or returns a whole batch: the seam is crossed once per request
+//! or group of lines, never once per record. Work on owned data runs with the GIL
+//! released, so gRPC threads decode while the log's writer encodes. Nothing is started
+//! at import (no thread, no runtime): Spark forks its Python workers.
+
+#![forbid(unsafe_code)]
+
+use bytes::Bytes;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyInt, PyIterator, PyList, PyTuple};
+
+use millrace_core::ingest::{self, Limits, Problem};
+use millrace_core::json_lines::{self, LineLimits};
+use millrace_core::log_format::{self, Placement};
+use millrace_core::{Record, RecordBatch as CoreBatch};
+
+create_exception!(
+    _native,
+    UndecodableRequestError,
+    PyValueError,
+    "Bytes that are not the message they should be (malformed protobuf, a string that is not UTF-8)."
+);
+
+/// Records in order, held natively (keys and values are not Python objects).
+#[pyclass(frozen, module = "millrace._native", name = "RecordBatch")]
+pub struct PyRecordBatch {
+    inner: CoreBatch,
+}
+
+#[pymethods]
+impl PyRecordBatch {
+    /// A batch of `(key, value, event_time_ms)` tuples; keys and values bytes-like.
+    #[new]
+    #[pyo3(signature = (records = None))]
+    fn new(records: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let mut inner = CoreBatch::default();
+        if let Some(records) = records {
+            for item in records.try_iter()? {
+                inner.push(record_of(&item?)?);
+            }
+        }
+        Ok(Self { inner })
+    }
+
+    /// One batch of the records of `batches`, in order.
+    #[staticmethod]
+    fn concat(batches: Vec<PyRef<'_, PyRecordBatch>>) -> Self {
+        let mut inner = CoreBatch::with_capacity(batches.iter().map(|b| b.inner.len()).sum());
+        for batch in batches {
+            inner.extend(batch.inner.clone());
+        }
+        Self { inner }
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __bool__(&self) -> bool {
+        !self.inner.is_empty()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyRecordBatch>()
+            .is_ok_and(|o| o.get().inner == self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("RecordBatch(<{} records>)", self.inner.len())
+    }
+
+    /// The records as `(key, value, event_time_ms)` tuples (for the rare paths).
+    fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let tuples = self.inner.records().iter().map(|r| {
+            (
+                PyBytes::new(py, &r.key),
+                PyBytes::new(py, &r.value),
+                r.event_time_ms,
+            )
+        });
+        PyList::new(py, tuples)
+    }
+
+    /// Iterates over the records as tuples (a list is made first: for the rare paths).
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        self.records(py)?.try_iter()
+    }
+
+    /// Key plus value bytes of every record.
+    fn payload_bytes(&self) -> usize {
+        self.inner.payload_bytes()
+    }
+
+    /// The oldest and newest event times; `(0, 0)` without records.
+    fn time_range(&self) -> (i64, i64) {
+        self.inner.time_range()
+    }
+
+    /// The records of positions `start..stop` (clamped), as a new batch.
+    fn slice(&self, start: usize, stop: usize) -> Self {
+        let records = self.inner.records();
+        let stop = stop.min(records.len());
+        let start = start.min(stop);
+        Self {
+            inner: records[start..stop].iter().cloned().collect(),
+        }
+    }
+}
+
+fn record_of(item: &Bound<'_, PyAny>) -> PyResult<Record> {
+    let tuple = item.cast::<PyTuple>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "a record is a (key, value, event_time_ms) tuple, got {}",
+            item.get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
+        ))
+    })?;
+    if tuple.len() != 3 {
+        return Err(PyTypeError::new_err(format!(
+            "a record is a (key, value, event_time_ms) tuple, got {} items",
+            tuple.len()
+        )));
+    }
+    let key = bytes_of(&tuple.get_item(0)?, "key")?;
+    let value = bytes_of(&tuple.get_item(1)?, "value")?;
+    let time = tuple.get_item(2)?;
+    let event_time_ms: i64 = time.extract().map_err(|_| {
+        if time.is_instance_of::<PyInt>() {
+            PyValueError::new_err("a record's event_time_ms must be an integer within int64")
+        } else {
+            PyTypeError::new_err(format!(
+                "a record's event_time_ms must be an integer, got {}",
+                type_name(&time)
+            ))
+        }
+    })?;
+    Ok(Record {
+        key,
+        value,
+        event_time_ms,
+    })
+}
+
+fn type_name(item: &Bound<'_, PyAny>) -> String {
+    item.get_type()
+        .name()
+        .map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+fn bytes_of(item: &Bound<'_, PyAny>, what: &str) -> PyResult<Bytes> {
+    if let Ok(b) = item.cast::<PyBytes>() {
+        return Ok(Bytes::copy_from_slice(b.as_bytes()));
+    }
+    let buffer: Vec<u8> = item.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "a record's {what} must be bytes, got {}",
+            item.get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
+        ))
+    })?;
+    Ok(Bytes::from(buffer))
+}
+
+/// `(stream, idempotency_key, records, problem)` of an `IngestRequest`'s bytes.
+///
+/// `problem` is None, or the first thing wrong with the request as a tuple:
+/// `("no_records",)`, `("too_many_records", count)`, `("idempotency_key_too_long",
+/// bytes)`, `("record_too_large", index, bytes)`, `("event_time", index, ms)`. Raises
+/// `UndecodableRequestError` for bytes that are not an `IngestRequest`.
+#[pyfunction]
+#[pyo3(signature = (raw, *, max_records, max_record_bytes, max_idempotency_key_bytes, min_event_time_ms, max_event_time_ms))]
+fn decode_ingest_request<'py>(
+    py: Python<'py>,
+    raw: &[u8],
+    max_records: usize,
+    max_record_bytes: usize,
+    max_idempotency_key_bytes: usize,
+    min_event_time_ms: i64,
+    max_event_time_ms: i64,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let limits = Limits {
+        max_records,
+        max_record_bytes,
+        max_idempotency_key_bytes,
+        min_event_time_ms,
+        max_event_time_ms,
+    };
+    let owned = Bytes::copy_from_slice(raw);
+    let decoded = py
+        .detach(|| ingest::decode_request(owned, &limits))
+        .map_err(|e| UndecodableRequestError::new_err(e.0))?;
+    let problem: Bound<'py, PyAny> = match decoded.problem {
+        None => py.None().into_bound(py),
+        Some(Problem::NoRecords) => ("no_records",).into_pyobject(py)?.into_any(),
+        Some(Problem::TooManyRecords { count }) => {
+            ("too_many_records", count).into_pyobject(py)?.into_any()
+        }
+        Some(Problem::IdempotencyKeyTooLong { bytes }) => ("idempotency_key_too_long", bytes)
+            .into_pyobject(py)?
+            .into_any(),
+        Some(Problem::RecordTooLarge { index, bytes }) => ("record_too_large", index, bytes)
+            .into_pyobject(py)?
+            .into_any(),
+        Some(Problem::EventTimeOutOfRange {
+            index,
+            event_time_ms,
+        }) => ("event_time", index, event_time_ms)
+            .into_pyobject(py)?
+            .into_any(),
+    };
+    let batch = Bound::new(
+        py,
+        PyRecordBatch {
+            inner: decoded.batch,
+        },
+    )?;
+    PyTuple::new(
+        py,
+        [
+            decoded.stream.into_pyobject(py)?.into_any(),
+            decoded.idempotency_key.into_pyobject(py)?.into_any(),
+            batch.into_any(),
+            problem,
+        ],
+    )
+}
+
+/// The `IngestResponse` bytes for `count` records from `first_offset` of the stream
+/// whose record ids start with the 8-byte `tag`.
+#[pyfunction]
+fn ingest_response<'py>(
+    py: Python<'py>,
+    tag: &[u8],
+    first_offset: u64,
+    count: u64,
+    replayed: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let tag: [u8; 8] = tag.try_into().map_err(|_| {
+        PyValueError::new_err(format!("a stream tag has 8 bytes, got {}", tag.len()))
+    })?;
+    let bytes = py.detach(|| ingest::response_bytes(tag, first_offset, count, replayed));
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// The `IngestRequest` bytes of `batch`, as protobuf writes them.
+#[pyfunction]
+fn ingest_request<'py>(
+    py: Python<'py>,
+    stream: &str,
+    idempotency_key: &str,
+    batch: &Bound<'py, PyRecordBatch>,
+) -> Bound<'py, PyBytes> {
+    let batch = &batch.get().inner;
+    let bytes = py.detach(|| ingest::request_bytes(stream, idempotency_key, batch));
+    PyBytes::new(py, &bytes)
+}
+
+/// The log entries of one request: its records from `offset`, then its COMMIT.
+///
+/// Returns `(entries, index, position, next_index, min_event_ms, max_event_ms)`: the
+/// bytes to append, the `(offset, position)` pairs the sparse index wanted (one every
+/// `index_every` offsets from `next_index`), the position after the COMMIT, the next
+/// offset to index, and the records' time range (0, 0 without records). Raises
+/// ValueError for a request the format cannot hold (nothing is produced).
+#[pyfunction]
+#[pyo3(signature = (batch, idempotency_key, source, *, offset, ingest_ms, position, next_index, index_every))]
+#[allow(clippy::too_many_arguments)]
+fn encode_log_request<'py>(
+    py: Python<'py>,
+    batch: &Bound<'py, PyRecordBatch>,
+    idempotency_key: &[u8],
+    source: &[u8],
+    offset: u64,
+    ingest_ms: i64,
+    position: u64,
+    next_index: u64,
+    index_every: u64,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let batch = &batch.get().inner;
+    let at = Placement {
+        offset,
+        ingest_ms,
+        position,
+        next_index,
+        index_every,
+    };
+    let encoded = py
+        .detach(|| log_format::encode_request(batch, idempotency_key, source, at))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let (low, high) = encoded.time_range;
+    (
+        PyBytes::new(py, &encoded.bytes),
+        encoded.index,
+        encoded.position,
+        encoded.next_index,
+        low,
+        high,
+    )
+        .into_pyobject(py)
+}
+
+/// The records of JSON `lines` whose reading is plain, and the positions of the lines
+/// left to the reference parser (`injector/json_lines.py`).
+#[pyfunction]
+#[pyo3(signature = (lines, *, min_event_time_ms, max_event_time_ms, max_record_bytes))]
+fn parse_json_lines(
+    py: Python<'_>,
+    lines: Vec<PyBackedLine>,
+    min_event_time_ms: i64,
+    max_event_time_ms: i64,
+    max_record_bytes: usize,
+) -> (PyRecordBatch, Vec<usize>) {
+    let limits = LineLimits {
+        min_event_time_ms,
+        max_event_time_ms,
+        max_record_bytes,
+    };
+    let (inner, others) =
+        py.detach(|| json_lines::parse_lines(lines.iter().map(|l| &l.0[..]), &limits));
+    (PyRecordBatch { inner }, others)
+}
+
+/// One line's bytes, held without a copy (a `bytes` object keeps them alive).
+struct PyBackedLine(pyo3::pybacked::PyBackedBytes);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for PyBackedLine {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Self(obj.extract()?))
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRecordBatch>()?;
+    m.add(
+        "UndecodableRequestError",
+        m.py().get_type::<UndecodableRequestError>(),
+    )?;
+    m.add_function(wrap_pyfunction!(decode_ingest_request, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest_response, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest_request, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_log_request, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_json_lines, m)?)?;
+    Ok(())
+}
