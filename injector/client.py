@@ -89,7 +89,7 @@ class IngestClient:
     def ingest(
         self,
         stream: str,
-        records: Sequence[tuple[bytes, bytes, int]],
+        records: RecordBatch | Sequence[tuple[bytes, bytes, int]],
         *,
         idempotency_key: str,
         give_up_after_s: float = 120.0,
@@ -114,7 +114,7 @@ class IngestClient:
     def start_ingest(
         self,
         stream: str,
-        records: Sequence[tuple[bytes, bytes, int]],
+        records: RecordBatch | Sequence[tuple[bytes, bytes, int]],
         *,
         idempotency_key: str,
         give_up_after_s: float = 120.0,

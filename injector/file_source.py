@@ -31,8 +31,9 @@ from typing import BinaryIO
 
 from deployment import AppendOnlyFile, write_json_durably
 from injector.group_commit import Acked, GroupCommitter
-from injector.json_lines import LineRecord, parse_record
+from injector.json_lines import parse_lines
 from injector.log import AppendRequest, LogError
+from millrace.dataplane import RecordBatch
 
 log = logging.getLogger(__name__)
 
@@ -205,24 +206,26 @@ class FileSource:
     ) -> tuple[_InFlight | None, Position]:
         """Submit the complete lines ``data[:end]`` read at ``start`` in batches (each one
         after the previous one committed); the last batch in flight, and where they end."""
-        records: list[LineRecord] = []
+        pieces: list[RecordBatch] = []
+        count = 0
         rejects: list[dict[str, object]] = []
         lines = chain.from_iterable(map(bytes.split, _windows(data, end), repeat(b"\n")))
         line, consumed = start.line, 0
-        while group := list(islice(lines, self._batch_lines - len(records) - len(rejects))):
+        while group := list(islice(lines, self._batch_lines - count - len(rejects))):
             consumed += sum(map(len, group)) + len(group)
-            try:
-                parsed = list(map(parse_record, group))
-            except ValueError:  # a malformed line: look at each one
-                parsed = _parse_each(group, start.file, line, rejects)
-            records += filter(None, parsed)  # None: a blank line
+            records, malformed = parse_lines(group)
+            rejects += (
+                {"file": start.file, "line": line + at, "reason": str(exc)} for at, exc in malformed
+            )
+            pieces.append(records)
+            count += len(records)
             line += len(group)
-            if len(records) + len(rejects) >= self._batch_lines or consumed >= end:
+            if count + len(rejects) >= self._batch_lines or consumed >= end:
                 if in_flight is not None:
                     self._finish(in_flight)
                 position = Position(start.file, start.offset + consumed, line)
-                in_flight = self._start(records, rejects, position)
-                records, rejects = [], []
+                in_flight = self._start(RecordBatch.concat(pieces), rejects, position)
+                pieces, count, rejects = [], 0, []
         return in_flight, Position(start.file, start.offset + end, line)
 
     def _reject_long_line(
@@ -242,13 +245,13 @@ class FileSource:
                 reason = f"the line is longer than {READ_BYTES} bytes (not read)"
                 reject = {"file": start.file, "line": start.line, "reason": reason}
                 after = Position(start.file, start.offset + skipped + newline + 1, start.line + 1)
-                return self._start([], [reject], after), after
+                return self._start(RecordBatch(), [reject], after), after
             skipped += len(chunk)
         self._long_line = (start, skipped)
         return in_flight, start
 
     def _start(
-        self, records: list[LineRecord], rejects: list[dict[str, object]], position: Position
+        self, records: RecordBatch, rejects: list[dict[str, object]], position: Position
     ) -> _InFlight:
         """Write the batch's new rejects durably, then submit its records and position."""
         new = [r for r in rejects if (r["file"], r["line"]) not in self._written_rejects]
@@ -284,19 +287,6 @@ def _windows(data: bytes, end: int) -> Iterator[bytes]:
             cut = data.index(b"\n", cursor + WINDOW_BYTES)
         yield data[cursor:cut]
         cursor = cut + 1
-
-
-def _parse_each(
-    lines: list[bytes], file: str, first_line: int, rejects: list[dict[str, object]]
-) -> list[LineRecord | None]:
-    """Parse line by line; a malformed line goes to ``rejects`` (with its number and why)."""
-    parsed: list[LineRecord | None] = []
-    for number, raw in enumerate(lines, start=first_line):
-        try:
-            parsed.append(parse_record(raw))
-        except ValueError as exc:  # UnicodeDecodeError included
-            rejects.append({"file": file, "line": number, "reason": str(exc)})
-    return parsed
 
 
 @dataclass(frozen=True, slots=True)

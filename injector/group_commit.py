@@ -150,9 +150,7 @@ class GroupCommitter:
             logged = self.log.read(done.first_offset, done.count)
         except OffsetDeletedError:
             return True
-        return [(r.key, r.value, r.event_time_ms) for r in logged] == [
-            (bytes(k), bytes(v), int(ts)) for k, v, ts in request.records
-        ]
+        return [(r.key, r.value, r.event_time_ms) for r in logged] == request.records.records()
 
     def _remember(self, key: bytes, acked: Acked) -> None:
         self._done[key] = acked

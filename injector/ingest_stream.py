@@ -94,7 +94,7 @@ class IngestStream:
         now = self._clock()
         for request in requests:
             if request.records:
-                oldest = min(ts for _, _, ts in request.records)
+                oldest, _ = request.records.time_range()
                 self.watermark.refused(request.idempotency_key, oldest, now)
         self._metrics.refused.labels(self.name).inc(sum(len(r.records) for r in requests))
 

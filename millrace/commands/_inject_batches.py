@@ -3,22 +3,16 @@ idempotency key each batch derives from its records and first line number."""
 
 from __future__ import annotations
 
-import hashlib
-import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from itertools import chain, islice
-from operator import itemgetter
+from dataclasses import dataclass
+from itertools import islice
 
 from injector.ingest_service import MAX_RECORD_BYTES
-from injector.json_lines import parse_record
+from injector.json_lines import parse_plain_lines, parse_record
+from millrace.dataplane import RecordBatch
 
 MAX_BATCH_BYTES = 16 << 20
 """A batch also ends at this many key + value bytes (the injector accepts 64 MiB messages)."""
-
-Record = tuple[bytes, bytes, int]
-_LENGTHS = struct.Struct(">QQq")
-_KEY, _VALUE = itemgetter(0), itemgetter(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,27 +23,49 @@ class Malformed:
     reason: str
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Batch:
     """Consecutive records of the input, sent as one request."""
 
     first_line: int
-    records: list[Record] = field(default_factory=list)
-    size_bytes: int = 0
+    size_bytes: int
+    _pieces: list[RecordBatch]
+    _count: int
+
+    def __init__(
+        self,
+        first_line: int,
+        records: RecordBatch | Iterable[tuple[bytes, bytes, int]] = (),
+    ) -> None:
+        batch = records if isinstance(records, RecordBatch) else RecordBatch(records)
+        self.first_line = first_line
+        self.size_bytes = batch.payload_bytes()
+        self._pieces = [batch]
+        self._count = len(batch)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, records: RecordBatch) -> None:
+        """Append ``records`` (the next lines' records)."""
+        self._pieces.append(records)
+        self._count += len(records)
+        self.size_bytes += records.payload_bytes()
+
+    @property
+    def records(self) -> RecordBatch:
+        """The batch's records, in input order."""
+        if len(self._pieces) > 1:
+            self._pieces = [RecordBatch.concat(self._pieces)]
+        return self._pieces[0]
 
     def idempotency_key(self, source_name: str) -> str:
         """``<source>:<sha256 of the records>:<first line>``: the same for the same input.
 
         The digest covers each record's ``>QQq`` (key length, value length, event time),
-        key and value, in order.
+        key and value, in order (computed natively: :meth:`RecordBatch.sha256`).
         """
-        if not self.records:
-            return f"{source_name}:{hashlib.sha256().hexdigest()}:{self.first_line}"
-        # Column by column through C-level maps: no Python step per record.
-        keys, values, times = zip(*self.records, strict=True)
-        heads = map(_LENGTHS.pack, map(len, keys), map(len, values), times)
-        data = b"".join(chain.from_iterable(zip(heads, keys, values, strict=True)))
-        return f"{source_name}:{hashlib.sha256(data).hexdigest()}:{self.first_line}"
+        return f"{source_name}:{self.records.sha256().hex()}:{self.first_line}"
 
 
 def read_batches(
@@ -62,35 +78,31 @@ def read_batches(
     Blank lines are skipped silently, as the file source does.
 
     Lines are taken as many at a time as the batch has room for and parsed in one
-    go; only a group with a malformed line, or one that reaches the byte limit, is
-    gone through line by line (the same boundaries either way).
+    native call; only a group with a line the native reader leaves to the reference
+    (malformed, blank, or not plain), or one that reaches the byte limit, is gone
+    through line by line (the same boundaries either way).
     """
     source = iter(lines)
     number = 1  # of the next line
     batch: Batch | None = None
-    while group := list(islice(source, batch_records - (len(batch.records) if batch else 0))):
-        try:
-            parsed = list(map(parse_record, group))
-        except ValueError:
-            parsed = None
-        if parsed is not None:
-            records = list(filter(None, parsed))  # None: a blank line
-            size = sum(map(len, map(_KEY, records))) + sum(map(len, map(_VALUE, records)))
-            if records and (batch.size_bytes if batch else 0) + size < MAX_BATCH_BYTES:
-                if batch is None:
-                    batch = Batch(first_line=number + parsed.index(records[0]))
-                batch.records += records
-                batch.size_bytes += size
-                number += len(group)
-                if len(batch.records) >= batch_records:
-                    yield batch
-                    batch = None
-                continue
+    while group := list(islice(source, batch_records - (len(batch) if batch else 0))):
+        records, others = parse_plain_lines(group)
+        size = records.payload_bytes()
+        if not others and (batch.size_bytes if batch else 0) + size < MAX_BATCH_BYTES:
+            if batch is None:
+                batch = Batch(number, records)
+            else:
+                batch.add(records)
+            number += len(group)
+            if len(batch) >= batch_records:
+                yield batch
+                batch = None
+            continue
         for raw in group:
             full = _add_line(batch, raw, number, malformed)
             if full is not None:
                 batch = full
-                if len(batch.records) >= batch_records or batch.size_bytes >= MAX_BATCH_BYTES:
+                if len(batch) >= batch_records or batch.size_bytes >= MAX_BATCH_BYTES:
                     yield batch
                     batch = None
             number += 1
@@ -119,8 +131,8 @@ def _add_line(
         reason = f"record is {size} bytes; the injector takes at most {MAX_RECORD_BYTES}"
         malformed.append(Malformed(number, reason))
         return None
+    one = RecordBatch([record])
     if batch is None:
-        batch = Batch(first_line=number)
-    batch.records.append(record)
-    batch.size_bytes += size
+        return Batch(number, one)
+    batch.add(one)
     return batch

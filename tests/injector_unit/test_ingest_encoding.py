@@ -265,7 +265,10 @@ def test_batches_are_cut_where_line_by_line_batching_cut_them(
     malformed: list[Malformed] = []
     with patch.object(_inject_batches, "MAX_BATCH_BYTES", max_bytes):
         batches = list(read_batches(iter(lines), batch_records, malformed))
-    got = [(b.first_line, b.records) for b in batches], [(m.line, m.reason) for m in malformed]
+    got = (
+        [(b.first_line, b.records.records()) for b in batches],
+        [(m.line, m.reason) for m in malformed],
+    )
     assert got == batches_oracle(lines, batch_records, max_bytes)
     assert all(b.size_bytes == sum(len(k) + len(v) for k, v, _ in b.records) for b in batches)
 

@@ -58,6 +58,21 @@ impl RecordBatch {
             .sum()
     }
 
+    /// SHA-256 over each record's key length (u64), value length (u64) and event time
+    /// (i64), big-endian, then its key and value, in order.
+    pub fn sha256(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        for r in &self.records {
+            digest.update((r.key.len() as u64).to_be_bytes());
+            digest.update((r.value.len() as u64).to_be_bytes());
+            digest.update(r.event_time_ms.to_be_bytes());
+            digest.update(&r.key);
+            digest.update(&r.value);
+        }
+        digest.finalize().into()
+    }
+
     /// The oldest and newest event times; `(0, 0)` without records.
     pub fn time_range(&self) -> (i64, i64) {
         let mut times = self.records.iter().map(|r| r.event_time_ms);

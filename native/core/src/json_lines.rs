@@ -36,7 +36,10 @@ struct Line<'a> {
 
 /// The record of one line when its reading is plain; None leaves it to the reference.
 pub fn parse_line(line: &[u8], limits: &LineLimits) -> Option<Record> {
-    let parsed: Line<'_> = serde_json::from_slice(line).ok()?;
+    // The whole line must be UTF-8, the ignored fields too (serde_json skips those
+    // without checking): the reference decodes the line before it parses it.
+    let text = std::str::from_utf8(line).ok()?;
+    let parsed: Line<'_> = serde_json::from_str(text).ok()?;
     if !(limits.min_event_time_ms..=limits.max_event_time_ms).contains(&parsed.ts) {
         return None;
     }
@@ -150,6 +153,9 @@ mod tests {
             parse_line(b"{\"key\": \"\xff\", \"value\": 1, \"ts\": 1}", &LIMITS),
             None
         );
+        // An ignored field that is not UTF-8: the reference refuses the whole line.
+        let ignored = b"{\"key\": \"a\", \"value\": 1, \"ts\": 1, \"x\": \"\xff\"}";
+        assert_eq!(parse_line(ignored, &LIMITS), None);
     }
 
     #[test]

@@ -96,6 +96,13 @@ impl PyRecordBatch {
         self.inner.payload_bytes()
     }
 
+    /// SHA-256 over each record's `>QQq` (key length, value length, event time), key
+    /// and value, in order: what `millrace inject`'s idempotency keys are made of.
+    fn sha256<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let digest = py.detach(|| self.inner.sha256());
+        PyBytes::new(py, &digest)
+    }
+
     /// The oldest and newest event times; `(0, 0)` without records.
     fn time_range(&self) -> (i64, i64) {
         self.inner.time_range()
