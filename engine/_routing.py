@@ -32,12 +32,21 @@ class Route:
     extract: Callable[[bytes, bytes], bytes]
     key_prefixes: tuple[bytes, ...]
     """Per target interval, the outbox-key prefix of productions sent there."""
+    keyed_as_sent: bool = False
+    """``extract`` is the record's own key (what native routing can hash by itself)."""
 
     @classmethod
-    def to(cls, consumer: str, intervals: int, extract: Callable[[bytes, bytes], bytes]) -> Route:
+    def to(
+        cls,
+        consumer: str,
+        intervals: int,
+        extract: Callable[[bytes, bytes], bytes],
+        *,
+        keyed_as_sent: bool = False,
+    ) -> Route:
         """The route to ``consumer``'s ``intervals``, keyed by ``extract``."""
         prefixes = tuple(outbox_key_prefix(consumer, i) for i in range(intervals))
-        return cls(consumer, intervals, extract, prefixes)
+        return cls(consumer, intervals, extract, prefixes, keyed_as_sent)
 
     def interval_for(self, key: bytes, value: bytes) -> int:
         """The interval that takes a record. Unkeyable for this consumer (its extractor
@@ -59,9 +68,15 @@ def routes_of(topology: Topology, stream: str) -> list[Route]:
     """Where records of ``stream`` go: each consumer, or the stream's sink."""
     consumers = topology.consumers(stream)
     if not consumers:
-        return [Route.to(SINK_PREFIX + stream, 1, _sink_key)]
+        return [Route.to(SINK_PREFIX + stream, 1, _sink_key, keyed_as_sent=True)]
     return [
-        Route.to(c.name, c.intervals, topology.key_extractor(c.name, stream)) for c in consumers
+        Route.to(
+            c.name,
+            c.intervals,
+            topology.key_extractor(c.name, stream),
+            keyed_as_sent=any(i.stream == stream and i.key == "key" for i in c.inputs),
+        )
+        for c in consumers
     ]
 
 

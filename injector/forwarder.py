@@ -25,8 +25,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,7 +44,8 @@ from engine import (
     routes_of,
     source_name,
 )
-from injector.log import LogRecord, LogTailLostError, StreamLog
+from injector.log import LogTailLostError, StreamLog
+from millrace.dataplane import LogBatch
 from millrace.wire.v1 import delivery_pb2
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,7 @@ class Forwarder:
     ) -> None:
         self.log = stream_log
         self.stream = stream_log.stream
+        self._tag = stream_log.stream_tag
         self._origin = Origin("", 0, 0, sequence=source_name(stream_log.stream))
         self._consumers = {
             route.consumer: _Consumer(route.consumer, route)
@@ -242,64 +245,60 @@ class Forwarder:
                 last_save = time.monotonic()
 
     def _step(self) -> None:
-        records = self.log.read(self._next, self._read_batch)
-        if not records:
+        records = self.log.read_batch(self._next, self._read_batch)
+        first = records.first_offset
+        if first is None:
             self._wake.wait(0.05)
             self._wake.clear()
             return
-        self._forward(records)
+        self._forward(records, first)
         with self._lock:
-            self._next = records[-1].offset + 1
+            self._next = first + len(records)
             # Every ack may have come back before ``_next`` moved: nothing would move
             # the acknowledged offsets past these records until the next ack.
             self._settle_locked()
 
-    def _forward(self, records: list[LogRecord]) -> None:
-        stream = self.stream
-        first = records[0].offset  # records hold consecutive offsets
-        frames: list[tuple[Frame, delivery_pb2.DeliveryBatch]] = []
+    def _forward(self, records: LogBatch, first: int) -> None:
+        """Frame ``records`` (consecutive offsets from ``first``) for every consumer and
+        hand the frames to the senders. The frames' bytes are built natively
+        (:meth:`LogBatch.frames`); the productions the senders account acks by are their
+        records parsed back in C."""
+        stream, count = self.stream, len(records)
+        frames: list[Frame] = []
         with self._lock:
             for consumer in self._consumers.values():
                 # Offsets below its floor were acknowledged before a restart: its node has them.
                 start = max(0, consumer.floor - first)
-                if start >= len(records):
+                if start >= count:
                     continue
                 route, name = consumer.route, consumer.name
-                destinations = _slots_by_interval(route, records, start)
-                consumer.unacked.update(dict.fromkeys(range(first + start, first + len(records))))
-                for interval, slots in destinations.items():
+                consumer.unacked.update(dict.fromkeys(range(first + start, first + count)))
+                built = records.frames(
+                    name,
+                    route.intervals,
+                    _intervals(route, records),
+                    start,
+                    stream_tag=self._tag,
+                    producer=INJECTOR,
+                    stream=stream,
+                )
+                times = records.event_times()
+                for interval, payload, slots in built:
+                    batch = delivery_pb2.DeliveryBatch.FromString(payload)
                     prefix = route.key_prefixes[interval]
-                    # Each record is made in place in its frame's batch: copying records
-                    # into a batch to encode it costs more than making them there.
-                    batch = delivery_pb2.DeliveryBatch()
-                    batch.target.computation = name
-                    batch.target.index = interval
-                    add = batch.records.add
-                    productions = []
-                    for i in slots:
-                        record = records[i]
-                        message = add(
-                            record_id=record.record_id,
-                            key=record.key,
-                            value=record.value,
-                            event_time_ms=record.event_time_ms,
-                            producer=INJECTOR,
-                            stream=stream,
-                        )
-                        fields = (name, interval, message, prefix + record.record_id)
-                        productions.append(new_tuple(Production, fields))
-                    consumer.in_flight.add_group(
-                        zip(
-                            [p.outbox_key for p in productions],
-                            [records[i].event_time_ms for i in slots],
-                            strict=True,
+                    keys = [prefix + r.record_id for r in batch.records]
+                    productions = list(
+                        map(
+                            new_tuple,
+                            repeat(Production),
+                            zip(repeat(name), repeat(interval), batch.records, keys),
                         )
                     )
+                    consumer.in_flight.add_group(zip(keys, [times[i] for i in slots], strict=True))
                     # Offsets are the positions receivers forget record ids by.
                     positions = (first + slots[0], first + slots[-1])
-                    frames.append((Frame(name, interval, productions, positions=positions), batch))
-        for frame, batch in frames:
-            frame.payload = batch.SerializeToString()  # encode_frame's bytes, built in place
+                    frames.append(Frame(name, interval, productions, payload, positions))
+        for frame in frames:
             self._sender(frame.consumer, frame.interval).submit_frames(self._origin, [frame])
 
     def _settle_locked(self) -> None:
@@ -338,14 +337,9 @@ class Forwarder:
             return min((t for t in times if t is not None), default=None)
 
 
-def _slots_by_interval(
-    route: Route, records: list[LogRecord], start: int
-) -> Mapping[int, Sequence[int]]:
-    """The indices of ``records[start:]`` each of ``route``'s intervals takes, in order."""
-    if route.intervals == 1:
-        return {0: range(start, len(records))}
-    slots: dict[int, list[int]] = {}
-    for i in range(start, len(records)):
-        record = records[i]
-        slots.setdefault(route.interval_for(record.key, record.value), []).append(i)
-    return slots
+def _intervals(route: Route, records: LogBatch) -> list[int] | None:
+    """Each record's interval of ``route`` when its key extractor is the user's; None
+    when records are keyed by their own key (the frames hash it natively)."""
+    if route.intervals == 1 or route.keyed_as_sent:
+        return None
+    return list(map(route.interval_for, records.keys(), records.values()))

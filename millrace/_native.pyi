@@ -1,9 +1,11 @@
 """Stubs of the native data plane (``native/python``); see ``millrace.dataplane``."""
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Self, final
+from typing import Self, TypeVar, final
 
 __all__ = [
+    "LogBatch",
+    "LogEntryError",
     "RecordBatch",
     "UndecodableRequestError",
     "decode_ingest_request",
@@ -11,9 +13,47 @@ __all__ = [
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
+    "scan_log",
 ]
 
 class UndecodableRequestError(ValueError): ...
+class LogEntryError(ValueError): ...
+
+_T = TypeVar("_T", bound=tuple[object, ...])
+
+@final
+class LogBatch:
+    @staticmethod
+    def concat(batches: Sequence[LogBatch]) -> LogBatch: ...
+    def __len__(self) -> int: ...
+    @property
+    def first_offset(self) -> int | None: ...
+    def log_records(self, record_type: type[_T], stream_tag: bytes) -> list[_T]: ...
+    def keys(self) -> list[bytes]: ...
+    def values(self) -> list[bytes]: ...
+    def event_times(self) -> list[int]: ...
+    def frames(
+        self,
+        consumer: str,
+        count: int,
+        intervals: Sequence[int] | None,
+        start: int,
+        *,
+        stream_tag: bytes,
+        producer: str,
+        stream: str,
+    ) -> list[tuple[int, bytes, list[int]]]: ...
+
+def scan_log(
+    data: bytes,
+    *,
+    position: int,
+    expected: int,
+    from_offset: int,
+    stop_offset: int,
+    max_records: int,
+    complete: bool,
+) -> tuple[LogBatch, int, int, bool]: ...
 
 @final
 class RecordBatch:

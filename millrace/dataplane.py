@@ -13,12 +13,17 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   (``docs/log-format.md``).
 - :func:`parse_json_lines`: JSON lines whose reading is plain; the rest goes to the
   reference reader in ``injector/json_lines.py``.
+- :func:`scan_log` and :class:`LogBatch`: the durable log's RECORD entries read and
+  checked a stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
+  ``DeliveryBatch`` frames per destination interval.
 
 Each call takes a whole batch and releases the GIL while it works on owned data.
 Importing starts nothing (no thread, no runtime): Spark forks its Python workers.
 """
 
 from millrace._native import (
+    LogBatch,
+    LogEntryError,
     RecordBatch,
     UndecodableRequestError,
     decode_ingest_request,
@@ -26,9 +31,12 @@ from millrace._native import (
     ingest_request,
     ingest_response,
     parse_json_lines,
+    scan_log,
 )
 
 __all__ = [
+    "LogBatch",
+    "LogEntryError",
     "RecordBatch",
     "UndecodableRequestError",
     "decode_ingest_request",
@@ -36,4 +44,5 @@ __all__ = [
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
+    "scan_log",
 ]

@@ -11,13 +11,14 @@ from collections.abc import Iterator, Sequence
 
 from injector.log._format import HEADER_SIZE, EntryError, iter_requests
 from injector.log._segment import Segment
-from injector.log._types import Commit, LogRecord
+from injector.log._types import Commit
 from injector.log.errors import LogCorruptedError, OffsetDeletedError
+from millrace.dataplane import LogBatch
 
 
 def read_records(
-    segments: Sequence[Segment], stop: int, from_offset: int, max_records: int, prefix: bytes
-) -> list[LogRecord]:
+    segments: Sequence[Segment], stop: int, from_offset: int, max_records: int
+) -> LogBatch:
     """Up to ``max_records`` records from ``from_offset`` on, below ``stop`` (the durable
     end). Raises :class:`OffsetDeletedError` below the first segment,
     :class:`LogCorruptedError` on a bad entry or a gap, and ``FileNotFoundError`` if
@@ -25,20 +26,22 @@ def read_records(
     if from_offset < 0:
         raise ValueError(f"offsets are not negative, got {from_offset}")
     if max_records <= 0 or from_offset >= stop:
-        return []
+        return LogBatch.concat([])
     first = segments[0].base_offset
     if from_offset < first:
         raise OffsetDeletedError(from_offset, first)
     at = bisect_right(segments, from_offset, key=_base_offset) - 1
-    out: list[LogRecord] = []
+    pieces: list[LogBatch] = []
+    read = 0
     offset = from_offset
     while True:
         segment = segments[at]
-        records = segment.read(offset, stop, max_records - len(out), prefix)
-        out.extend(records)
+        records = segment.read(offset, stop, max_records - read)
+        pieces.append(records)
+        read += len(records)
         offset += len(records)
-        if len(out) >= max_records or offset >= stop:
-            return out
+        if read >= max_records or offset >= stop:
+            return pieces[0] if len(pieces) == 1 else LogBatch.concat(pieces)
         at += 1
         if at == len(segments) or segments[at].base_offset != offset:
             raise LogCorruptedError(

@@ -16,23 +16,16 @@ from pathlib import Path
 
 from injector.log._fileio import fsync_dir, write_all
 from injector.log._format import (
-    COMMIT,
     HEADER_SIZE,
-    RECORD,
-    RECORD_HEAD,
-    RECORD_HEAD_SIZE,
-    U64,
-    EntryError,
     encode_header,
     encode_request,
     index_name,
-    iter_entries,
-    log_record,
     segment_name,
 )
 from injector.log._index import SegmentSummary, write_index
-from injector.log._types import AppendRequest, LogConfig, LogRecord, SegmentInfo
+from injector.log._types import AppendRequest, LogConfig, SegmentInfo
 from injector.log.errors import LogCorruptedError
+from millrace.dataplane import LogBatch, LogEntryError, scan_log
 
 READ_CHUNK_BYTES = 256 << 10
 _first = itemgetter(0)
@@ -183,46 +176,46 @@ class Segment:
 
     # -- reading -------------------------------------------------------------
 
-    def read(
-        self, from_offset: int, stop_offset: int, max_records: int, prefix: bytes
-    ) -> list[LogRecord]:
+    def read(self, from_offset: int, stop_offset: int, max_records: int) -> LogBatch:
         """Up to ``max_records`` records from ``from_offset``, all below ``stop_offset``.
 
-        Seeks to the nearest index entry at or before ``from_offset``. Raises
-        :class:`LogCorruptedError` if an entry in the way fails validation and
-        ``FileNotFoundError`` if retention deleted the file.
+        Seeks to the nearest index entry at or before ``from_offset``; the entries are
+        read :data:`READ_CHUNK_BYTES` at a time and checked natively
+        (:func:`millrace.dataplane.scan_log`). Raises :class:`LogCorruptedError` if an
+        entry in the way fails validation and ``FileNotFoundError`` if retention
+        deleted the file.
         """
         at = bisect_right(self.index, from_offset, key=_first) - 1
         expected, position = self.index[at] if at >= 0 else (self.base_offset, HEADER_SIZE)
         end = self.size
-        unpack_head = RECORD_HEAD.unpack_from
-        pack_offset = U64.pack
-        out: list[LogRecord] = []
+        pieces: list[LogBatch] = []
+        wanted = max_records
         try:
             with open(self.path, "rb") as f:
-                for entry_at, body in iter_entries(f, position, end, chunk_bytes=READ_CHUNK_BYTES):
-                    kind = body[0]
-                    if kind != RECORD:
-                        if kind != COMMIT:
-                            raise EntryError(entry_at, f"unknown entry type {kind}")
-                        continue
-                    if len(body) < RECORD_HEAD_SIZE:
-                        raise EntryError(entry_at, "RECORD entry too short")
-                    _, offset, event_ms, ingest_ms, key_len = unpack_head(body)
-                    if offset != expected:
-                        raise EntryError(entry_at, f"record offset {offset}, expected {expected}")
-                    expected += 1
-                    if offset < from_offset:
-                        continue
-                    if offset >= stop_offset:
+                f.seek(position)
+                carry = b""  # an entry cut by the previous read
+                while True:
+                    data = f.read(min(READ_CHUNK_BYTES, end - position - len(carry)))
+                    data = carry + data if carry else data
+                    complete = position + len(data) >= end
+                    batch, consumed, expected, finished = scan_log(
+                        data,
+                        position=position,
+                        expected=expected,
+                        from_offset=from_offset,
+                        stop_offset=stop_offset,
+                        max_records=wanted,
+                        complete=complete,
+                    )
+                    pieces.append(batch)
+                    wanted -= len(batch)
+                    if finished or complete:
                         break
-                    record_id = prefix + pack_offset(offset)
-                    out.append(log_record(body, offset, record_id, event_ms, ingest_ms, key_len))
-                    if len(out) >= max_records:
-                        break
-        except EntryError as error:
-            raise LogCorruptedError(str(self.path), error.position, error.reason) from error
-        return out
+                    carry, position = data[consumed:], position + consumed
+        except LogEntryError as error:
+            position, reason = error.args
+            raise LogCorruptedError(str(self.path), position, reason) from error
+        return pieces[0] if len(pieces) == 1 else LogBatch.concat(pieces)
 
 
 class PendingChunk:

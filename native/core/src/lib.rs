@@ -11,9 +11,11 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod frames;
 pub mod ingest;
 pub mod json_lines;
 pub mod log_format;
+pub mod log_scan;
 pub mod wire;
 
 pub use batch::{Record, RecordBatch};

@@ -37,3 +37,42 @@ pub struct IngestResponse {
     #[prost(bool, tag = "3")]
     pub replayed: bool,
 }
+
+/// `millrace.wire.v1.Record`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Record {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub record_id: Bytes,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub key: Bytes,
+    #[prost(bytes = "bytes", tag = "3")]
+    pub value: Bytes,
+    #[prost(int64, tag = "4")]
+    pub event_time_ms: i64,
+    #[prost(string, tag = "5")]
+    pub producer: String,
+    #[prost(string, tag = "6")]
+    pub stream: String,
+}
+
+/// `millrace.wire.v1.KeyInterval`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KeyInterval {
+    #[prost(string, tag = "1")]
+    pub computation: String,
+    #[prost(uint32, tag = "2")]
+    pub index: u32,
+    #[prost(uint32, tag = "3")]
+    pub count: u32,
+}
+
+/// `millrace.wire.v1.DeliveryBatch`, as a frame carries it: its target and records
+/// (the sender's header fields, `batch_seq`, `sender` and `target_epoch`, are written
+/// by the sender in front of the frames; concatenated messages parse as their merge).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DeliveryFrame {
+    #[prost(message, optional, tag = "3")]
+    pub target: Option<KeyInterval>,
+    #[prost(message, repeated, tag = "5")]
+    pub records: Vec<Record>,
+}
