@@ -1,16 +1,18 @@
 """The vectorized path of :class:`WindowedAggregation`: a delivered batch folded per
 (key, window) with column operations, then one state read and write per window.
 
-What runs per record is a few C-level column steps: event times into a numpy
-array, values parsed by pyarrow's JSON reader in one call, window starts by
-array arithmetic, and a sort grouping the batch by (key, window). Python runs
-once per group: read the window's state, fold the group in, write it back.
+What runs per record runs natively, in one call per batch
+(:func:`millrace.dataplane.fold_groups`, ``native/core/src/fold.rs``): window starts,
+integer values read as ``json`` reads them, a sort grouping the batch by (key,
+window), each group's count and exact integer sum, min and max. Python runs once per
+group: read the window's state, fold the group in, write it back.
 
 It only *folds*; it never emits. A key whose records could emit a pane or be
 late (a window the watermark has passed, a fired window, an early trigger
 due within the batch) is left, whole, to ``process_record``, as are batches
-it cannot read as columns (a value pyarrow cannot parse, a float where exact
-integer sums are needed...). Folding uses the combiner's own ``add`` in
+whose values are invalid (``process_record`` dead-letters them). Values that are not
+all integers (floats, strings for distinct counts) are read in Python and folded one
+by one. Folding uses the combiner's own ``add`` in
 arrival order wherever integer column sums would not be bit-identical, so
 state and outputs equal the one-at-a-time path's
 (``tests/dataflow/test_vectorized.py`` compares them byte for byte).
@@ -18,14 +20,8 @@ state and outputs equal the one-at-a-time path's
 
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.json as pa_json
+from typing import Any
 
 from computations import (
     MAX_EVENT_TIME_MS,
@@ -37,47 +33,37 @@ from computations import (
 from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from dataflow._triggers import firing
 from dataflow._window_ops import WindowOps
-from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window, WindowAssigner
+from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window
+from millrace.dataplane import fold_groups
 
 _INT_FOLDS = (Count, Sum, Min, Max, Mean)
 GLOBAL = GlobalWindows().assign(0)[0]
-_SAFE_TOTAL = 2**62
-"""Column sums below this cannot overflow int64."""
-
-
-class _Groups(NamedTuple):
-    """A batch's (record, window) pairs grouped by (key, window start)."""
-
-    keys: list[bytes]
-    """Each group's key."""
-    starts: list[int]
-    """Each group's window start."""
-    slots: np.ndarray
-    """Record indices, grouped: group ``g`` is ``slots[bounds[g]:bounds[g + 1]]``."""
-    bounds: list[int]
-    size: int
-    """The windows' size (0: the global window)."""
 
 
 def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -> Sequence[Record]:
     """Fold what can be folded; return the records of the keys left to
     ``process_record`` (the engine discards what this did to those keys)."""
-    if agg.input_panes or type(agg.window) not in (Tumbling, Hopping, GlobalWindows):
+    window = _native_window(agg)
+    if window is None:
         return records
-    values = _values(agg, records)
-    groups = None if values is None else _group(agg.window, records)
-    if values is None or groups is None:
+    combiner = agg.aggregate
+    int_values = combiner.needs_value and _int_foldable(combiner)
+    grouped = fold_groups(records, window=window, int_values=int_values, field=agg.field)
+    if grouped is None:
         return records
-    folds = _Folds(values, groups.slots, groups.bounds)
-    counts = folds.counts
+    keys, starts, counts, slots, bounds, columns = grouped
+    values = columns if columns is not None else _values(agg, records)
+    if values is None:
+        return records
+    folds = _Folds(values, slots, bounds, counts)
     watermark = batch.low_watermark
     passed = MIN_EVENT_TIME_MS - 1 if watermark is None else watermark
     early = firing(agg.trigger.early)
     due_at, interval_ms = early.count, early.interval_ms
-    combiner, size, fold = agg.aggregate, groups.size, folds.folder(agg.aggregate)
-    serde = agg.state_serde
+    size = window[1] if window[0] != "global" else 0
+    fold, serde = folds.folder(combiner), agg.state_serde
     left_keys: set[bytes] = set()
-    for g, (key, start) in enumerate(zip(groups.keys, groups.starts, strict=True)):
+    for g, (key, start) in enumerate(zip(keys, starts, strict=True)):
         if key in left_keys:
             continue
         end = start + size if size else GLOBAL.end
@@ -104,43 +90,29 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     return [r for r in records if r.key in left_keys] if left_keys else ()
 
 
-def _group(window: WindowAssigner, records: Sequence[Record]) -> _Groups | None:
-    count = len(records)
-    times = np.fromiter((r.event_time_ms for r in records), np.int64, count)
-    assigned = _assign(window, times)
-    if assigned is None:
+def _native_window(
+    agg: WindowOps,
+) -> tuple[str, int] | tuple[str, int, int] | tuple[str, int, int, int] | None:
+    """The window assigner as :func:`~millrace.dataplane.fold_groups` takes it; None for
+    what is not folded in batches (merging and sliding windows, input panes)."""
+    window = agg.window
+    if agg.input_panes:
         return None
-    slots, starts, size = assigned
-    key_ids: dict[bytes, int] = {}
-    kids = np.fromiter((key_ids.setdefault(r.key, len(key_ids)) for r in records), np.int64, count)
-    keys = list(key_ids)
-    slot_kids = kids[slots]
-    order = np.lexsort((slots, starts, slot_kids))  # by key, window, then arrival
-    slots, starts, slot_kids = slots[order], starts[order], slot_kids[order]
-    change = np.flatnonzero((np.diff(slot_kids) != 0) | (np.diff(starts) != 0)) + 1
-    bounds = np.concatenate(([0], change, [len(slots)])).tolist()
-    firsts = bounds[:-1]
-    return _Groups(
-        [keys[k] for k in slot_kids[firsts].tolist()],
-        starts[firsts].tolist(),
-        slots,
-        bounds,
-        size,
-    )
+    if type(window) is Tumbling:
+        return ("tumbling", window.size_ms, window.offset_ms)
+    if type(window) is Hopping:
+        return ("hopping", window.size_ms, window.slide_ms, window.offset_ms)
+    if type(window) is GlobalWindows:
+        return ("global", GLOBAL.start)
+    return None
 
 
 def _values(agg: WindowOps, records: Sequence[Record]) -> Any:
-    """``True`` when the combiner ignores values, an int64 array when every value is
-    an integer and the combiner folds integers exactly, else a list of Python values
-    as ``process_record`` reads them; None when some value is invalid (left to
-    ``process_record``, which dead-letters it)."""
+    """``True`` when the combiner ignores values, else a list of Python values as
+    ``process_record`` reads them (integer columns come natively); None when some value
+    is invalid (left to ``process_record``, which dead-letters it)."""
     if not agg.aggregate.needs_value:
         return True
-    if _int_foldable(agg.aggregate):
-        values = [r.value for r in records]
-        column = _ints(values) if agg.field is None else _int_field(values, agg.field)
-        if column is not None:
-            return column
     try:
         return [agg._value_of(r) for r in records]
     except ValueError:
@@ -153,79 +125,19 @@ def _int_foldable(combiner: Combiner) -> bool:
     return type(combiner) in _INT_FOLDS
 
 
-_INTEGERS = re.compile(rb"-?(?:0|[1-9][0-9]{0,17})(?:\n-?(?:0|[1-9][0-9]{0,17}))*")
-"""Newline-separated JSON integers that fit int64, nothing else (no spaces, no ``+``)."""
-
-
-def _ints(values: list[bytes]) -> np.ndarray | None:
-    """Values that are each a JSON integer, as int64; else None."""
-    if not _INTEGERS.fullmatch(b"\n".join(values)):
-        return None
-    try:
-        return np.array(list(map(int, values)), dtype=np.int64)
-    except ValueError:
-        return None  # a value holding a newline: not one integer
-
-
-def _int_field(values: list[bytes], field: str) -> np.ndarray | None:
-    """``field`` of values that are each a JSON object whose ``field`` is an integer, as
-    int64; else None. Parsed by pyarrow in one call; the bytes must be UTF-8 (which
-    Python's parser demands and pyarrow's does not check inside strings)."""
-    joined = b"\n".join(values)
-    try:
-        joined.decode()
-        table = pa_json.read_json(io.BytesIO(joined), parse_options=_JSON_LINES)
-    except (UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    if table.num_rows != len(values) or field not in table.column_names:
-        return None
-    column = table.column(field)
-    if column.type != pa.int64() or column.null_count:
-        return None
-    array: np.ndarray = column.to_numpy()
-    return array
-
-
-_JSON_LINES = pa_json.ParseOptions(newlines_in_values=True)
-
-
-def _assign(window: WindowAssigner, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """``(record index, window start)`` per (record, window) pair, and the window size
-    (0: the global window)."""
-    indices = np.arange(len(times), dtype=np.int64)
-    if isinstance(window, Tumbling):
-        return indices, times - (times - window.offset_ms) % window.size_ms, window.size_ms
-    if isinstance(window, Hopping):
-        last = times - (times - window.offset_ms) % window.slide_ms
-        slots, starts = [], []
-        for hop in range(-(-window.size_ms // window.slide_ms)):
-            start = last - hop * window.slide_ms
-            inside = start > times - window.size_ms
-            slots.append(indices[inside])
-            starts.append(start[inside])
-        return np.concatenate(slots), np.concatenate(starts), window.size_ms
-    if isinstance(window, GlobalWindows):
-        return indices, np.full(len(times), GLOBAL.start, dtype=np.int64), 0
-    return None
-
-
 class _Folds:
-    """Each group's count and, for integer columns, its sum, min and max, computed for
-    all groups at once; :meth:`folder` makes the function folding a group in."""
+    """Each group's count and, for integer columns, its exact sum, min and max (computed
+    natively for all groups at once); :meth:`folder` makes the function folding a group
+    in."""
 
-    def __init__(self, values: Any, slots: np.ndarray, bounds: list[int]) -> None:
-        starts = np.asarray(bounds[:-1], dtype=np.int64)
-        self.counts: list[int] = np.diff(bounds).tolist()
+    def __init__(self, values: Any, slots: list[int], bounds: list[int], counts: list[int]) -> None:
+        self.counts = counts
         self._values = values
         self._slots = slots
         self._bounds = bounds
         self._sums = self._mins = self._maxs = None
-        if isinstance(values, np.ndarray) and len(slots):
-            column = values[slots]
-            if int(np.abs(column).max()) * max(self.counts) < _SAFE_TOTAL:
-                self._sums = np.add.reduceat(column, starts).tolist()
-            self._mins = np.minimum.reduceat(column, starts).tolist()
-            self._maxs = np.maximum.reduceat(column, starts).tolist()
+        if isinstance(values, tuple):
+            self._sums, self._mins, self._maxs = values
 
     def folder(self, combiner: Combiner) -> Callable[[Any, int], Any]:
         """``fold(acc, g)``: ``acc`` with group ``g`` folded in, equal to ``add``
@@ -247,7 +159,8 @@ class _Folds:
             return lambda acc, g: combiner.add(acc, maxs[g])
         one_by_one = self._one_by_one
         if kind is Sum and sums is not None:
-            # Integer sums are exact in any order; a float accumulator is not.
+            # Integer sums are exact in any order; a float accumulator is not (then the
+            # group's values are added one by one, as process_record would).
             return lambda acc, g: (
                 acc + sums[g] if type(acc) is int else one_by_one(combiner, acc, g)
             )
@@ -265,8 +178,8 @@ class _Folds:
         return acc
 
     def _group_values(self, g: int) -> list[Any]:
-        slots = self._slots[self._bounds[g] : self._bounds[g + 1]].tolist()
+        slots = self._slots[self._bounds[g] : self._bounds[g + 1]]
         values = self._values
-        if isinstance(values, np.ndarray):
-            return values[slots].tolist()  # type: ignore[no-any-return]
+        if isinstance(values, tuple):
+            raise AssertionError("integer columns fold whole groups")
         return [values[i] for i in slots]

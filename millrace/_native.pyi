@@ -10,6 +10,7 @@ __all__ = [
     "UndecodableRequestError",
     "decode_ingest_request",
     "encode_log_request",
+    "fold_groups",
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
@@ -44,6 +45,23 @@ class LogBatch:
         stream: str,
     ) -> list[tuple[int, bytes, list[int]]]: ...
 
+def fold_groups(
+    records: Iterable[tuple[object, ...]],
+    *,
+    window: tuple[str, int] | tuple[str, int, int] | tuple[str, int, int, int],
+    int_values: bool,
+    field: str | None = None,
+) -> (
+    tuple[
+        list[bytes],
+        list[int],
+        list[int],
+        list[int],
+        list[int],
+        tuple[list[int], list[int], list[int]] | None,
+    ]
+    | None
+): ...
 def scan_log(
     data: bytes,
     *,

@@ -16,6 +16,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
 - :func:`scan_log` and :class:`LogBatch`: the durable log's RECORD entries read and
   checked a stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
   ``DeliveryBatch`` frames per destination interval.
+- :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
+  each group's count and integer columns (``dataflow/_vectorized.py``).
 
 Each call takes a whole batch and releases the GIL while it works on owned data.
 Importing starts nothing (no thread, no runtime): Spark forks its Python workers.
@@ -28,6 +30,7 @@ from millrace._native import (
     UndecodableRequestError,
     decode_ingest_request,
     encode_log_request,
+    fold_groups,
     ingest_request,
     ingest_response,
     parse_json_lines,
@@ -41,6 +44,7 @@ __all__ = [
     "UndecodableRequestError",
     "decode_ingest_request",
     "encode_log_request",
+    "fold_groups",
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
