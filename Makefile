@@ -13,7 +13,7 @@ NATIVE_SOURCES := $(shell find native -path '*/target' -prune -o \( -name '*.rs'
 export PYO3_PYTHON := $(abspath $(BIN)/python)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test-tools run fmt lint test test-fast proto proto-check bench clean
+.PHONY: help setup test-tools run fmt lint test test-fast fuzz proto proto-check bench clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -52,6 +52,12 @@ test: setup test-tools ## Run the full test suite: the native core's Rust tests,
 test-fast: setup ## Run the tests that spawn no processes
 	$(CARGO) test $(NATIVE) -p millrace-core
 	$(BIN)/python -m pytest -m "not slow"
+
+FUZZ_SECONDS ?= 60
+fuzz: ## Fuzz the native decoders of untrusted bytes (cargo-fuzz; FUZZ_SECONDS per target)
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
+	cd native/fuzz && for t in $$(RUSTC_BOOTSTRAP=1 $(CARGO) fuzz list); do \
+		RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
 proto: setup ## Regenerate millrace/wire/v1 from proto/
 	$(BIN)/python scripts/gen_protos.py

@@ -16,6 +16,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
 - :func:`scan_log` and :class:`LogBatch`: the durable log's RECORD entries read and
   checked a stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
   ``DeliveryBatch`` frames per destination interval.
+- :class:`BloomHasher`, :class:`BloomPositions`, :class:`BloomBits`: the dedup's
+  Bloom filters, hashed and probed a batch of ids at a time (``statestore/_bloom.py``).
 - :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
   each group's count and integer columns (``dataflow/_vectorized.py``).
 
@@ -24,6 +26,9 @@ Importing starts nothing (no thread, no runtime): Spark forks its Python workers
 """
 
 from millrace._native import (
+    BloomBits,
+    BloomHasher,
+    BloomPositions,
     LogBatch,
     LogEntryError,
     RecordBatch,
@@ -38,6 +43,9 @@ from millrace._native import (
 )
 
 __all__ = [
+    "BloomBits",
+    "BloomHasher",
+    "BloomPositions",
     "LogBatch",
     "LogEntryError",
     "RecordBatch",

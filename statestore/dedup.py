@@ -25,9 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from statestore._bloom import BloomBatch, BloomHasher, Positions, new_filter
+from statestore._bloom import BloomBatch, BloomHasher, FilterSize, Positions
 from statestore._dedup_progress import ProgressBook, StagedProgress
 from statestore._engine import Batch, Column, Engine
 from statestore._keys import dedup_key, dedup_segment_prefix, split_dedup_key
@@ -55,8 +53,8 @@ class DedupIndex:
         """``seed``: of the ids' hash (the store keeps one; random when None)."""
         self._engine = engine
         self._config = config
-        template = new_filter(config.bloom_capacity, config.bloom_error_rate)
-        self._hasher = BloomHasher(template, seed)
+        self._size = FilterSize.of(config.bloom_capacity, config.bloom_error_rate)
+        self._hasher = BloomHasher(self._size, seed)
         self._segments: dict[int, list[BloomBatch]] = {}
         self._expired_on_disk: set[int] = set()
         self.progress = ProgressBook()
@@ -111,9 +109,7 @@ class DedupIndex:
     def _filter(self, segment: int, chain: int) -> BloomBatch:
         chains = self._segments.setdefault(segment, [])
         while len(chains) <= chain:
-            chains.append(
-                BloomBatch(new_filter(self._config.bloom_capacity, self._config.bloom_error_rate))
-            )
+            chains.append(BloomBatch(self._size))
         return chains[chain]
 
     def lookup(self, record_ids: Sequence[bytes], positions: Positions, now_ms: int) -> list[bool]:
@@ -124,21 +120,18 @@ class DedupIndex:
             return seen
         self.lookups += count
         first_live = self._first_live_segment(now_ms)
-        maybe_any = np.zeros(count, dtype=np.bool_)
+        maybe_any = [False] * count
         keys: list[bytes] = []
         rows: list[int] = []
         for segment, chains in self._segments.items():
             if self._expired(segment, first_live):
                 continue
             for chain, bloom in enumerate(chains):
-                maybe = bloom.contains(positions)
-                if not maybe.any():
-                    continue
-                maybe_any |= maybe
-                for row in np.flatnonzero(maybe).tolist():
+                for row in bloom.maybe_rows(positions):
+                    maybe_any[row] = True
                     keys.append(dedup_key(segment, chain, record_ids[row]))
                     rows.append(row)
-        maybes = int(maybe_any.sum())
+        maybes = sum(maybe_any)
         self.bloom_negatives += count - maybes
         if not keys:
             return seen
@@ -198,7 +191,7 @@ class DedupIndex:
     def apply(self, staged: StagedIds) -> None:
         """The batch of :meth:`stage` committed: make the filters agree with the store."""
         for chain, start, end in staged.runs:
-            self._filter(staged.segment, chain).add(staged.positions[start:end])
+            self._filter(staged.segment, chain).add(staged.positions.rows(start, end))
         for old in staged.expired:
             self._segments.pop(old, None)
             self._expired_on_disk.discard(old)
@@ -223,12 +216,12 @@ class DedupIndex:
         """Per id: does some filter answer "maybe seen" (no RocksDB read; for tests and
         tools: a committed id must always be in one)."""
         positions = self._hasher.positions(record_ids)
-        found = np.zeros(len(record_ids), dtype=np.bool_)
+        found = [False] * len(record_ids)
         for chains in self._segments.values():
             for bloom in chains:
-                found |= bloom.contains(positions)
-        result: list[bool] = found.tolist()
-        return result
+                for row in bloom.maybe_rows(positions):
+                    found[row] = True
+        return found
 
     def segment_filters(self) -> dict[int, list[BloomBatch]]:
         """The live filters by segment (for inspection and tests)."""

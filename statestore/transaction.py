@@ -11,10 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from statestore import _keys
-from statestore._bloom import Positions
 from statestore._engine import Batch, Column
 from statestore._store_view import StoreView
 from statestore._timer_index import TimerId
@@ -45,9 +42,6 @@ class Transaction:
         self._timers: dict[TimerId, Timer | None] = {}
         self._outbox: dict[bytes, bytes | None] = {}
         self._meta: dict[str, bytes | None] = {}
-        # Bit positions hashed by seen(), reused when the same ids are marked.
-        self._hashed_rows: dict[bytes, int] = {}
-        self._hashed_blocks: list[Positions] = []
 
     @property
     def status(self) -> TransactionStatus:
@@ -97,9 +91,6 @@ class Transaction:
         unknown = [record_id for record_id, hit in zip(record_ids, result, strict=True) if not hit]
         if unknown:
             positions = self._store._dedup.positions(unknown)
-            base = sum(len(block) for block in self._hashed_blocks)
-            self._hashed_blocks.append(positions)
-            self._hashed_rows.update((rid, base + i) for i, rid in enumerate(unknown))
             stored = iter(self._store._lookup_ids(unknown, positions))
             result = [hit or next(stored) for hit in result]
         return result
@@ -226,14 +217,8 @@ class Transaction:
             return None
         ids = list(self._seen)
         self._store._stage_dedup_clock(batch, now_ms)
-        return dedup.stage(batch, ids, self._positions(ids), now_ms, self._marks)
-
-    def _positions(self, ids: list[bytes]) -> Positions:
-        rows = self._hashed_rows
-        if self._hashed_blocks and all(rid in rows for rid in ids):
-            hashed = np.concatenate(self._hashed_blocks)
-            return hashed[[rows[rid] for rid in ids]]
-        return self._store._dedup.positions(ids)
+        # Hashing again costs less than remembering seen()'s rows per id (native xxh3).
+        return dedup.stage(batch, ids, dedup.positions(ids), now_ms, self._marks)
 
     def _stage_timers(self, batch: Batch) -> None:
         committed = self._store.get_timer

@@ -28,7 +28,7 @@ def filter_bits(factory: StoreFactory) -> dict[tuple[int, int], bytes]:
     store = factory.current
     assert store is not None
     return {
-        (segment, chain): bloom.bloom.bitarray.tobytes()
+        (segment, chain): bloom.bits.to_bytes()
         for segment, chains in store.dedup.segment_filters().items()
         for chain, bloom in enumerate(chains)
     }
@@ -92,7 +92,7 @@ def test_full_filters_chain_and_rebuild_per_chain(factory: StoreFactory) -> None
     store = factory.current
     assert store is not None
     chains = next(iter(store.dedup.segment_filters().values()))
-    assert [bloom.bloom.count for bloom in chains] == [100, 100, 100, 50]
+    assert [bloom.count for bloom in chains] == [100, 100, 100, 50]
     before = filter_bits(factory)
     store = factory.reopen()
     assert filter_bits(factory) == before

@@ -39,6 +39,13 @@ pub fn parse_line(line: &[u8], limits: &LineLimits) -> Option<Record> {
     // The whole line must be UTF-8, the ignored fields too (serde_json skips those
     // without checking): the reference decodes the line before it parses it.
     let text = std::str::from_utf8(line).ok()?;
+    // Only an object is a line (serde's derive would also take an array of the fields).
+    if !text
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
+        return None;
+    }
     let parsed: Line<'_> = serde_json::from_str(text).ok()?;
     if !(limits.min_event_time_ms..=limits.max_event_time_ms).contains(&parsed.ts) {
         return None;

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod bloom;
 pub mod fold;
 pub mod frames;
 pub mod ingest;

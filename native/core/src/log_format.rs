@@ -48,6 +48,7 @@ pub enum EncodeError {
     SourceTooLong(usize),
     TooManyRecords(usize),
     KeyTooLong(usize),
+    OffsetOverflow(u64),
 }
 
 impl std::fmt::Display for EncodeError {
@@ -59,6 +60,7 @@ impl std::fmt::Display for EncodeError {
             Self::SourceTooLong(n) => write!(f, "source has {n} bytes; at most 2^32 - 1 fit"),
             Self::TooManyRecords(n) => write!(f, "{n} records; at most 2^32 - 1 fit a COMMIT"),
             Self::KeyTooLong(n) => write!(f, "a key has {n} bytes; at most 2^32 - 1 fit"),
+            Self::OffsetOverflow(o) => write!(f, "offsets from {o} run past 2^64 - 1"),
         }
     }
 }
@@ -80,7 +82,11 @@ pub fn encode_request(
     let mut bytes = Vec::with_capacity(records_size + PREFIX_SIZE + commit_body);
     let mut index = Vec::new();
     let mut next_index = at.next_index;
-    for (offset, record) in (at.offset..).zip(batch.records()) {
+    if at.offset.checked_add(u64::from(count)).is_none() {
+        return Err(EncodeError::OffsetOverflow(at.offset));
+    }
+    for (i, record) in batch.records().iter().enumerate() {
+        let offset = at.offset + i as u64;
         let record_key_len = u32::try_from(record.key.len())
             .map_err(|_| EncodeError::KeyTooLong(record.key.len()))?;
         if offset == next_index {
