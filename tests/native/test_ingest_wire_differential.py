@@ -23,6 +23,7 @@ from millrace.dataplane import (
     ingest_request,
 )
 from millrace.wire.v1 import ingest_pb2
+from tests.support.damaged_bytes import damaged
 
 Rec = tuple[bytes, bytes, int]
 Request = tuple[str, str, list[Rec]]
@@ -203,27 +204,6 @@ def odd_requests(draw: st.DrawFn) -> tuple[bytes, Request]:
         sequences.append([draw(length_delimited(3, draw(record_bytes(r)))) for r in rows])
     sequences += [[piece] for piece in draw(st.lists(unknown_field(4), max_size=3))]
     return draw(interleaved(sequences)), (stream, key, rows)
-
-
-@st.composite
-def damaged(draw: st.DrawFn, data: bytes) -> bytes:
-    """``data`` with bytes flipped, changed, inserted, removed or cut off."""
-    out = bytearray(data)
-    for _ in range(draw(st.integers(1, 4))):
-        at = draw(st.integers(0, len(out)))
-        kind = draw(st.sampled_from(["flip", "set", "insert", "remove", "cut"]))
-        if kind == "insert":
-            out[at:at] = draw(st.binary(min_size=1, max_size=3))
-        elif kind == "cut":
-            del out[at:]
-        elif at < len(out):
-            if kind == "flip":
-                out[at] ^= 1 << draw(st.integers(0, 7))
-            elif kind == "set":
-                out[at] = draw(st.integers(0, 255))
-            else:
-                del out[at : at + draw(st.integers(1, 3))]
-    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------

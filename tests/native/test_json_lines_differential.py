@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from injector.json_lines import MAX_LINE_RECORD_BYTES, parse_line
 from millrace.dataplane import parse_json_lines
+from tests.support.damaged_bytes import damaged as damaged_bytes
 
 LIMITS = {
     "min_event_time_ms": MIN_EVENT_TIME_MS,
@@ -217,27 +218,15 @@ def lines(draw: st.DrawFn) -> bytes:
     return text.encode("utf-8", errors="surrogatepass")
 
 
-@st.composite
-def damaged(draw: st.DrawFn, line: bytes) -> bytes:
-    """``line`` cut short, or with bytes changed, inserted or removed."""
-    data = bytearray(line)
-    for _ in range(draw(st.integers(1, 2))):
-        at = draw(st.integers(0, len(data)))
-        kind = draw(st.sampled_from(["cut", "set", "set", "insert", "remove"]))
-        if kind == "cut":
-            del data[at:]
-        elif kind == "insert":
-            extra = draw(
-                st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", b'"', b",", b"}"])
-                | st.binary(min_size=1, max_size=3)
-            )
-            data[at:at] = extra
-        elif at < len(data):
-            if kind == "set":
-                data[at] = draw(st.sampled_from(b'a0 -.eE\\"/u') | st.integers(0, 255))
-            else:
-                del data[at]
-    return bytes(data)
+def damaged(line: bytes) -> st.SearchStrategy[bytes]:
+    """``line`` damaged, with the bytes that matter to a JSON reader among the changes."""
+    return damaged_bytes(
+        line,
+        changes=2,
+        inserts=st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", b'"', b",", b"}"])
+        | st.binary(min_size=1, max_size=3),
+        bytes_set=st.sampled_from(b'a0 -.eE\\"/u') | st.integers(0, 255),
+    )
 
 
 # ---------------------------------------------------------------------------------------
