@@ -1,0 +1,105 @@
+//! A windowed aggregation's batch fold (`fold_groups`).
+
+use millrace_core::fold::{self, WindowSpec};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+/// `(keys, starts, counts, slots, bounds, columns)`: the windowed aggregation's batch
+/// grouped by (key, window start), `records` being `computations.Record` tuples (key,
+/// value and event time at positions 1, 2 and 3).
+///
+/// `window`: `("tumbling", size_ms, offset_ms)`, `("hopping", size_ms, slide_ms,
+/// offset_ms)` or `("global", start_ms)`. Groups come by key (first appearance), then
+/// window start; `keys` and `starts` per group, `counts` its records, group `g`'s record
+/// indices `slots[bounds[g]:bounds[g + 1]]` in arrival order. `columns`: with
+/// `int_values`, each group's exact `(sums, mins, maxs)` when every value (or its
+/// object's `field`) is a JSON integer within int64, else None. Returns None when a
+/// window start falls outside int64.
+#[pyfunction]
+#[pyo3(signature = (records, *, window, int_values, field = None))]
+pub(crate) fn fold_groups<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    window: &Bound<'py, PyTuple>,
+    int_values: bool,
+    field: Option<&str>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let spec = window_spec(window)?;
+    let mut key_ids: Vec<u32> = Vec::new();
+    let mut times: Vec<i64> = Vec::new();
+    let mut values: Option<Vec<i64>> = int_values.then(Vec::new);
+    let mut distinct: Vec<Bound<'py, PyBytes>> = Vec::new();
+    let mut ids: std::collections::HashMap<Vec<u8>, u32> = std::collections::HashMap::new();
+    for item in records.try_iter()? {
+        let item = item?;
+        let record = item.cast::<PyTuple>()?;
+        let key = record.get_item(1)?.cast_into::<PyBytes>()?;
+        let id = match ids.get(key.as_bytes()) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(distinct.len())
+                    .map_err(|_| PyValueError::new_err("too many keys in one batch"))?;
+                ids.insert(key.as_bytes().to_vec(), id);
+                distinct.push(key);
+                id
+            }
+        };
+        key_ids.push(id);
+        times.push(record.get_item(3)?.extract()?);
+        if let Some(column) = values.as_mut() {
+            let value = record.get_item(2)?;
+            match fold::int_value(value.cast::<PyBytes>()?.as_bytes(), field) {
+                Some(v) => column.push(v),
+                None => values = None,
+            }
+        }
+    }
+    let Some(groups) = py.detach(|| fold::group(&key_ids, &times, spec)) else {
+        return Ok(None);
+    };
+    let columns: Bound<'py, PyAny> = match values {
+        Some(values) => {
+            let c = fold::columns(&groups, &values);
+            (c.sums, c.mins, c.maxs).into_pyobject(py)?.into_any()
+        }
+        None => py.None().into_bound(py),
+    };
+    let keys = PyList::new(
+        py,
+        groups.keys.iter().map(|&k| distinct[k as usize].clone()),
+    )?;
+    let counts = groups.counts();
+    let out = PyTuple::new(
+        py,
+        [
+            keys.into_any(),
+            groups.starts.into_pyobject(py)?.into_any(),
+            counts.into_pyobject(py)?.into_any(),
+            groups.slots.into_pyobject(py)?.into_any(),
+            groups.bounds.into_pyobject(py)?.into_any(),
+            columns,
+        ],
+    )?;
+    Ok(Some(out))
+}
+
+fn window_spec(window: &Bound<'_, PyTuple>) -> PyResult<WindowSpec> {
+    let kind: String = window.get_item(0)?.extract()?;
+    let int = |i: usize| -> PyResult<i64> { window.get_item(i)?.extract() };
+    match kind.as_str() {
+        "tumbling" => Ok(WindowSpec::Tumbling {
+            size_ms: int(1)?,
+            offset_ms: int(2)?,
+        }),
+        "hopping" => Ok(WindowSpec::Hopping {
+            size_ms: int(1)?,
+            slide_ms: int(2)?,
+            offset_ms: int(3)?,
+        }),
+        "global" => Ok(WindowSpec::Global { start_ms: int(1)? }),
+        other => Err(PyValueError::new_err(format!(
+            "no native fold for windows {other:?}"
+        ))),
+    }
+}
