@@ -319,14 +319,15 @@ class Injector:
             ) from exc
 
     def _journal(self) -> None:
-        """Journal the authority, then let it publish what is now durable (every tick)."""
-        version = self.authority.version
-        if version == self._journaled_version:
+        """Journal the authority, then let it publish what is now durable (every tick).
+        What changes while the file is written is journaled at the next tick: the
+        version journaled is the one the journal was taken at (issue 30: taking the
+        version after the write left such a change unpublished until another one)."""
+        if self.authority.version == self._journaled_version:
             return
-        journal = self.authority.journal()
+        version, journal = self.authority.versioned_journal()
         write_json_durably(self._journal_path, journal.to_json())
-        self.authority.mark_durable(journal.published)
-        self._journaled_version = self.authority.version
+        self._journaled_version = self.authority.mark_durable(journal.published, as_of=version)
 
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop taking requests, flush the writers, persist forwarding offsets, close logs."""

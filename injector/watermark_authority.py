@@ -202,20 +202,27 @@ class WatermarkAuthority:
         with self._lock:
             self._durable = dict(self._published)
 
-    def mark_durable(self, journaled: Mapping[str, int]) -> None:
-        """The values in ``journaled`` (from :meth:`journal`) are on disk: publish them."""
+    def mark_durable(self, journaled: Mapping[str, int], *, as_of: int | None = None) -> int:
+        """The values in ``journaled`` (from :meth:`journal`) are on disk: publish them.
+
+        ``as_of``: the :attr:`version` the journal was taken at (:meth:`versioned_journal`).
+        Returns the version the journal on disk now covers: the current one when nothing
+        changed since it was taken (publishing it changes no journaled content), else
+        ``as_of``, so a change that landed while the journal was being written is
+        journaled (and published) at the next call, never taken as written."""
         with self._lock:
-            if self._durable is None:
-                return
+            untouched = as_of is None or self._version == as_of
             changed = False
-            for name, low_ms in journaled.items():
-                current = self._durable.get(name)
-                if current is not None and low_ms > current.low_ms:
-                    self._durable[name] = PublishedWatermark(low_ms, self._clock())
-                    changed = True
+            if self._durable is not None:
+                for name, low_ms in journaled.items():
+                    current = self._durable.get(name)
+                    if current is not None and low_ms > current.low_ms:
+                        self._durable[name] = PublishedWatermark(low_ms, self._clock())
+                        changed = True
             if changed:
                 self._version += 1
                 self._changed.notify_all()
+            return self._version if untouched or as_of is None else as_of
 
     def _visible(self) -> dict[str, PublishedWatermark]:
         return self._published if self._durable is None else self._durable
@@ -295,8 +302,12 @@ class WatermarkAuthority:
     def journal(self) -> AuthorityJournal:
         """Everything needed to resume without publishing anything older: published
         values, the newest epoch per interval, source watermarks."""
+        return self.versioned_journal()[1]
+
+    def versioned_journal(self) -> tuple[int, AuthorityJournal]:
+        """:meth:`journal` and the :attr:`version` it reflects, taken together."""
         with self._lock:
-            return AuthorityJournal(
+            return self._version, AuthorityJournal(
                 published={name: p.low_ms for name, p in self._published.items()},
                 epochs=self._known_epochs(),
                 sources=dict(self._source_watermarks),

@@ -128,3 +128,28 @@ def test_the_journal_round_trips_and_a_malformed_one_is_refused_with_a_message()
     for bad in ([1, 2], {"published": {"counts": "soon"}}, {"reports": [["c", 0]]}):
         with pytest.raises(JournalError, match="malformed watermark journal"):
             AuthorityJournal.from_json(bad)
+
+
+def test_a_change_made_while_the_journal_is_written_is_journaled_next() -> None:
+    """Issue 30: a change landing between taking the journal and marking it durable must
+    not count as journaled (at the end of the input nothing else changes, and the
+    published watermark stayed behind for good)."""
+    authority = WatermarkAuthority(two_stage_topology())
+    authority.require_durability()
+    authority.set_source_watermark("events", 1_000)
+    version, state = authority.versioned_journal()
+    authority.set_source_watermark("events", 2_000)  # lands "during the write"
+    journaled = authority.mark_durable(state.published, as_of=version)
+    assert authority.watermarks()["source:events"] == 1_000
+    assert journaled != authority.version, "the change is still to be journaled"
+    version, state = authority.versioned_journal()
+    assert authority.mark_durable(state.published, as_of=version) == authority.version
+    assert authority.watermarks()["source:events"] == 2_000
+
+
+def test_a_journal_nothing_changed_under_covers_its_own_publication() -> None:
+    authority = WatermarkAuthority(two_stage_topology())
+    authority.require_durability()
+    authority.set_source_watermark("events", 1_000)
+    version, state = authority.versioned_journal()
+    assert authority.mark_durable(state.published, as_of=version) == authority.version
