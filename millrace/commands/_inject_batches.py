@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 
-from injector.ingest_service import MAX_RECORD_BYTES
+from injector.json_lines import MAX_LINE_RECORD_BYTES as MAX_RECORD_BYTES
 from injector.json_lines import parse_plain_lines, parse_record
 from millrace.dataplane import RecordBatch
 
