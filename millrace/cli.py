@@ -7,56 +7,56 @@ gets its own ``argparse`` sub-parser and a function that returns an exit code.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from millrace._version import __version__
-from millrace.commands import (
-    deadletters,
-    health,
-    inject,
-    injector,
-    log,
-    node,
-    security,
-    sink,
-    spark,
-    state,
-    status,
-    up,
-    view,
-    watermarks,
-)
+
+COMMANDS: dict[str, str] = {
+    "injector": "injector",
+    "inject": "inject",
+    "watermarks": "watermarks",
+    "status": "status",
+    "state": "state",
+    "deadletters": "deadletters",
+    "up": "up",
+    "log": "log",
+    "backfill": "spark",
+    "replay": "spark",
+    "bootstrap": "spark",
+    "node": "node",
+    "sink": "sink",
+    "view": "view",
+    "health": "health",
+    "security": "security",
+}
+"""Each sub-command and the module of ``millrace.commands`` that registers it, in the
+order ``--help`` lists them. Running one imports its module only: a client command
+starts without loading the servers."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every sub-command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser: with ``command``, only the sub-commands of its module (what
+    running it needs); without, every sub-command (for the help)."""
     parser = argparse.ArgumentParser(
         prog="millrace",
         description="Millrace: exactly-once stateful stream processing over gRPC.",
     )
     parser.add_argument("--version", action="version", version=f"millrace {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    injector.register(subparsers)
-    inject.register(subparsers)
-    watermarks.register(subparsers)
-    status.register(subparsers)
-    state.register(subparsers)
-    deadletters.register(subparsers)
-    up.register(subparsers)
-    log.register(subparsers)
-    spark.register(subparsers)
-    node.register(subparsers)
-    sink.register(subparsers)
-    view.register(subparsers)
-    health.register(subparsers)
-    security.register(subparsers)
+    wanted = COMMANDS.get(command) if command is not None else None
+    for module in dict.fromkeys(COMMANDS.values()):
+        if wanted is None or module == wanted:
+            importlib.import_module(f"millrace.commands.{module}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stdout)
