@@ -12,12 +12,14 @@ __all__ = [
     "RecordBatch",
     "UndecodableRequestError",
     "decode_ingest_request",
+    "decode_commit",
     "encode_log_request",
     "fold_groups",
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
     "scan_log",
+    "scan_requests",
 ]
 
 class UndecodableRequestError(ValueError): ...
@@ -84,6 +86,26 @@ def fold_groups(
     ]
     | None
 ): ...
+def decode_commit(body: bytes) -> tuple[int, int, bytes, bytes, int]: ...
+def scan_requests(
+    data: bytes,
+    *,
+    position: int,
+    expected: int,
+    complete: bool,
+    keep_records: bool = True,
+) -> tuple[
+    list[
+        tuple[
+            list[tuple[int, bytes, int, int, int, int]],
+            tuple[int, int, bytes, bytes, int],
+            int,
+        ]
+    ],
+    int,
+    int,
+    tuple[int, str, bool, int] | None,
+]: ...
 def scan_log(
     data: bytes,
     *,

@@ -13,8 +13,10 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   (``docs/log-format.md``).
 - :func:`parse_json_lines`: JSON lines whose reading is plain; the rest goes to the
   reference reader in ``injector/json_lines.py``.
-- :func:`scan_log` and :class:`LogBatch`: the durable log's RECORD entries read and
-  checked a stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
+- :func:`scan_requests`: the durable log's whole requests (records and COMMIT),
+  checked, for recovery, the COMMIT markers and the segment scanners;
+  :func:`scan_log` and :class:`LogBatch`: its RECORD entries read and checked a
+  stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
   ``DeliveryBatch`` frames per destination interval.
 - :class:`BloomHasher`, :class:`BloomPositions`, :class:`BloomBits`: the dedup's
   Bloom filters, hashed and probed a batch of ids at a time (``statestore/_bloom.py``).
@@ -33,6 +35,7 @@ from millrace._native import (
     LogEntryError,
     RecordBatch,
     UndecodableRequestError,
+    decode_commit,
     decode_ingest_request,
     encode_log_request,
     fold_groups,
@@ -40,6 +43,7 @@ from millrace._native import (
     ingest_response,
     parse_json_lines,
     scan_log,
+    scan_requests,
 )
 
 __all__ = [
@@ -50,6 +54,7 @@ __all__ = [
     "LogEntryError",
     "RecordBatch",
     "UndecodableRequestError",
+    "decode_commit",
     "decode_ingest_request",
     "encode_log_request",
     "fold_groups",
@@ -57,4 +62,5 @@ __all__ = [
     "ingest_response",
     "parse_json_lines",
     "scan_log",
+    "scan_requests",
 ]

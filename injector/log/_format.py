@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 import struct
-import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
 import xxhash
 
 from injector.log._types import Commit, LogRecord
-from millrace.dataplane import RecordBatch, encode_log_request
+from millrace.dataplane import RecordBatch, encode_log_request, scan_requests
+from millrace.dataplane import decode_commit as native_decode_commit
 
 MAGIC = b"MRLOG\x01\n\x00"
 HEADER = struct.Struct(">8sQ")
@@ -174,74 +174,18 @@ def encode_request(
 
 def decode_commit(body: bytes, position: int) -> Commit:
     """The commit in a COMMIT body; raises :class:`EntryError` if its lengths do not add up."""
-    if len(body) < COMMIT_MIN_SIZE:
-        raise EntryError(position, f"COMMIT entry too short ({len(body)} bytes)")
-    _, first, count, ikey_len = COMMIT_HEAD.unpack_from(body)
-    at = COMMIT_HEAD.size + ikey_len
-    if at + U32.size > len(body):
-        raise EntryError(position, "COMMIT idempotency key overruns the entry")
-    (source_len,) = U32.unpack_from(body, at)
-    source_at = at + U32.size
-    if source_at + source_len + I64.size != len(body):
-        raise EntryError(position, "COMMIT lengths do not add up to the entry length")
-    (committed_at,) = I64.unpack_from(body, source_at + source_len)
-    return Commit(
-        first_offset=first,
-        count=count,
-        idempotency_key=body[COMMIT_HEAD.size : at],
-        source=body[source_at : source_at + source_len],
-        committed_at_ms=committed_at,
-    )
-
-
-def iter_entries(
-    f: BinaryIO, start: int, end: int, *, chunk_bytes: int = 1 << 20
-) -> Iterator[tuple[int, bytes]]:
-    """``(position, body)`` of every entry of ``f`` in ``[start, end)``, crc-checked.
-
-    Reads ``chunk_bytes`` at a time. Raises :class:`EntryError` at the first
-    entry that is torn (ends past ``end``), has length 0 or a bad crc.
-    """
-    crc32 = zlib.crc32
-    unpack_prefix = ENTRY_PREFIX.unpack_from
-    f.seek(start)
-    buf = b""
-    at = 0  # index of the next entry in buf
-    buf_start = start  # file position of buf[0]
-    unread = end - start
-    while True:
-        avail = len(buf) - at
-        if avail >= PREFIX_SIZE:
-            length, crc = unpack_prefix(buf, at)
-            stop = at + PREFIX_SIZE + length
-            if length and stop <= len(buf):
-                body = buf[at + PREFIX_SIZE : stop]
-                if crc32(body) != crc:
-                    raise EntryError(buf_start + at, "crc mismatch")
-                yield buf_start + at, body
-                at = stop
-                continue
-            if not length:
-                raise EntryError(buf_start + at, "bad entry length 0")
-            need = PREFIX_SIZE + length - avail
-        else:
-            need = PREFIX_SIZE - avail
-        if unread <= 0:
-            if not avail:
-                return
-            what = "entry header" if avail < PREFIX_SIZE else "entry"
-            raise EntryError(
-                buf_start + at, f"torn {what}: {avail} bytes left, {avail + need} needed"
-            )
-        data = f.read(min(unread, max(chunk_bytes, need)))
-        unread = unread - len(data) if data else 0
-        buf = buf[at:] + data
-        buf_start += at
-        at = 0
+    try:
+        first, count, key, source, committed_at = native_decode_commit(body)
+    except ValueError as exc:
+        raise EntryError(position, str(exc)) from None
+    return Commit(first, count, key, source, committed_at)
 
 
 Pending = tuple[int, bytes, int, int, int, int]
-"""A record entry awaiting its COMMIT: position, body, offset, event ms, ingest ms, key length."""
+"""A record entry of a request: position, body, offset, event ms, ingest ms, key length."""
+
+READ_BYTES = 1 << 20
+"""Bytes of a segment scanned at a time (a longer request is read whole)."""
 
 
 def iter_requests(
@@ -249,54 +193,37 @@ def iter_requests(
 ) -> Iterator[tuple[list[Pending], Commit, int]]:
     """Whole requests in ``[start, end)``: ``(records, commit, position after the commit)``.
 
-    Validates what makes a segment well formed beyond each entry's crc:
-    record offsets are dense from ``base_offset``, every COMMIT covers exactly
-    the records since the previous one, and no records trail the last
-    COMMIT. ``keep_records=False`` yields empty record lists (cheaper, for
-    callers that only want commits). Raises :class:`EntryError` with
-    ``uncommitted`` set to the complete entries after the last valid COMMIT.
+    Checked natively (:func:`millrace.dataplane.scan_requests`) a stretch at a time:
+    each entry's length and crc, record offsets dense from ``base_offset``, every
+    COMMIT covering exactly the records since the previous one, no records trailing
+    the last COMMIT. ``keep_records=False`` yields empty record lists (cheaper, for
+    callers that only want commits). Raises :class:`EntryError` (``complete`` False
+    for records without their COMMIT at the end) with ``uncommitted`` set to the
+    complete entries after the last valid COMMIT.
     """
-    pending: list[Pending] = []
-    first = expected = base_offset
-    first_position = start
-    unpack_head = RECORD_HEAD.unpack_from
-    entries = iter_entries(f, start, end)
-    try:
-        for position, body in entries:
-            kind = body[0]
-            if kind == RECORD:
-                if len(body) < RECORD_HEAD_SIZE:
-                    raise EntryError(position, f"RECORD entry too short ({len(body)} bytes)")
-                _, offset, event_ms, ingest_ms, key_len = unpack_head(body)
-                if RECORD_HEAD_SIZE + key_len > len(body):
-                    raise EntryError(position, "RECORD key overruns the entry")
-                if offset != expected:
-                    raise EntryError(position, f"record offset {offset}, expected {expected}")
-                if expected == first:
-                    first_position = position
-                expected += 1
-                if keep_records:
-                    pending.append((position, body, offset, event_ms, ingest_ms, key_len))
-            elif kind == COMMIT:
-                commit = decode_commit(body, position)
-                if commit.first_offset != first or commit.count != expected - first:
-                    raise EntryError(
-                        position,
-                        f"COMMIT covers {commit.count} records from {commit.first_offset} but "
-                        f"{expected - first} records from {first} precede it",
-                    )
-                yield pending, commit, position + PREFIX_SIZE + len(body)
-                pending = []
-                first = expected
-            else:
-                raise EntryError(position, f"unknown entry type {kind}")
-        if expected != first:
-            raise EntryError(
-                first_position, f"{expected - first} records without a COMMIT", complete=False
-            )
-    except EntryError as error:
-        error.uncommitted = expected - first
-        raise
+    f.seek(start)
+    position, expected, carry = start, base_offset, b""
+    while True:
+        data = f.read(min(READ_BYTES, end - position - len(carry)))
+        data = carry + data if carry else data
+        complete = position + len(data) >= end
+        requests, consumed, expected, error = scan_requests(
+            data,
+            position=position,
+            expected=expected,
+            complete=complete,
+            keep_records=keep_records,
+        )
+        for records, (first, count, key, source, at_ms), request_end in requests:
+            yield records, Commit(first, count, key, source, at_ms), request_end
+        if error is not None:
+            at, reason, whole, uncommitted = error
+            problem = EntryError(at, reason, complete=whole)
+            problem.uncommitted = uncommitted
+            raise problem
+        if complete:
+            return
+        carry, position = data[consumed:], position + consumed
 
 
 _new_tuple = tuple.__new__

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use crate::log_format::{COMMIT, PREFIX_SIZE, RECORD, RECORD_HEAD_SIZE};
+use crate::log_format::{COMMIT, COMMIT_HEAD_SIZE, PREFIX_SIZE, RECORD, RECORD_HEAD_SIZE};
 
 /// Records read from the log, in offset order (consecutive offsets).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -167,6 +167,226 @@ pub fn scan_records(data: &Bytes, range: ScanRange) -> Result<Scanned, EntryErro
     })
 }
 
+/// One RECORD entry of a request, as the segment holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordEntry {
+    /// File position of the entry.
+    pub position: u64,
+    /// The entry's body (head, key and value).
+    pub body: Bytes,
+    pub offset: u64,
+    pub event_time_ms: i64,
+    pub ingest_time_ms: i64,
+    pub key_len: u32,
+}
+
+/// A request's COMMIT entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitEntry {
+    pub first_offset: u64,
+    pub count: u32,
+    pub idempotency_key: Bytes,
+    pub source: Bytes,
+    pub committed_at_ms: i64,
+}
+
+/// A whole request: its records (when kept), its COMMIT, and the file position after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub records: Vec<RecordEntry>,
+    pub commit: CommitEntry,
+    pub end: u64,
+}
+
+/// The first entry that breaks the rules of a segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestError {
+    pub position: u64,
+    pub reason: String,
+    /// False when the problem is not an entry at all (records lacking a COMMIT at the end).
+    pub complete: bool,
+    /// Complete records after the last valid COMMIT.
+    pub uncommitted: u64,
+}
+
+/// The whole requests of some bytes, and where the next scan starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestScan {
+    pub requests: Vec<Request>,
+    /// Bytes of the input up to the end of the last whole request.
+    pub consumed: usize,
+    /// The offset of the first record after the last whole request.
+    pub expected: u64,
+    /// The entry that stopped the scan, if one did (the requests before it are good).
+    pub error: Option<RequestError>,
+}
+
+/// The whole requests of `data`, the bytes of a segment from `position` on (a request's
+/// start), checked entry by entry: framing, crc32, entry types, dense offsets from
+/// `expected`, every COMMIT covering exactly the records since the previous one. With
+/// `complete`, `data` reaches the durable end: a cut entry is torn and records without
+/// their COMMIT are an error; otherwise the scan stops at the last whole request.
+pub fn scan_requests(
+    data: &Bytes,
+    position: u64,
+    expected: u64,
+    complete: bool,
+    keep_records: bool,
+) -> RequestScan {
+    let mut scan = RequestScan {
+        expected,
+        ..RequestScan::default()
+    };
+    let mut pending: Vec<RecordEntry> = Vec::new();
+    let mut next = expected; // the offset the next RECORD must carry
+    let mut first_position = position;
+    let mut at = 0usize;
+    let fail = |scan: &mut RequestScan, at: usize, reason: String, next: u64| {
+        scan.error = Some(RequestError {
+            position: position + at as u64,
+            reason,
+            complete: true,
+            uncommitted: next - scan.expected,
+        });
+    };
+    while at < data.len() {
+        let avail = data.len() - at;
+        if avail < PREFIX_SIZE {
+            if complete {
+                let reason = format!("torn entry header: {avail} bytes left, {PREFIX_SIZE} needed");
+                fail(&mut scan, at, reason, next);
+                return scan;
+            }
+            break;
+        }
+        let length = u32::from_be_bytes(data[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_be_bytes(data[at + 4..at + 8].try_into().expect("4 bytes"));
+        if length == 0 {
+            fail(&mut scan, at, "bad entry length 0".into(), next);
+            return scan;
+        }
+        if avail < PREFIX_SIZE + length {
+            if complete {
+                let needed = PREFIX_SIZE + length;
+                let reason = format!("torn entry: {avail} bytes left, {needed} needed");
+                fail(&mut scan, at, reason, next);
+                return scan;
+            }
+            break;
+        }
+        let start = at + PREFIX_SIZE;
+        let body = data.slice(start..start + length);
+        if crc32fast::hash(&body) != crc {
+            fail(&mut scan, at, "crc mismatch".into(), next);
+            return scan;
+        }
+        let entry_position = position + at as u64;
+        match body[0] {
+            RECORD => {
+                if length < RECORD_HEAD_SIZE {
+                    let reason = format!("RECORD entry too short ({length} bytes)");
+                    fail(&mut scan, at, reason, next);
+                    return scan;
+                }
+                let offset = u64::from_be_bytes(body[1..9].try_into().expect("8 bytes"));
+                let key_len = u32::from_be_bytes(body[25..29].try_into().expect("4 bytes"));
+                if RECORD_HEAD_SIZE + key_len as usize > length {
+                    fail(&mut scan, at, "RECORD key overruns the entry".into(), next);
+                    return scan;
+                }
+                if offset != next {
+                    let reason = format!("record offset {offset}, expected {next}");
+                    fail(&mut scan, at, reason, next);
+                    return scan;
+                }
+                if next == scan.expected {
+                    first_position = entry_position;
+                }
+                next += 1;
+                if keep_records {
+                    pending.push(RecordEntry {
+                        position: entry_position,
+                        offset,
+                        event_time_ms: i64::from_be_bytes(body[9..17].try_into().expect("8")),
+                        ingest_time_ms: i64::from_be_bytes(body[17..25].try_into().expect("8")),
+                        key_len,
+                        body,
+                    });
+                }
+            }
+            COMMIT => {
+                let commit = match decode_commit(&body) {
+                    Ok(commit) => commit,
+                    Err(reason) => {
+                        fail(&mut scan, at, reason, next);
+                        return scan;
+                    }
+                };
+                let preceding = next - scan.expected;
+                if commit.first_offset != scan.expected || u64::from(commit.count) != preceding {
+                    let reason = format!(
+                        "COMMIT covers {} records from {} but {} records from {} precede it",
+                        commit.count, commit.first_offset, preceding, scan.expected
+                    );
+                    fail(&mut scan, at, reason, next);
+                    return scan;
+                }
+                at += PREFIX_SIZE + length;
+                scan.requests.push(Request {
+                    records: std::mem::take(&mut pending),
+                    commit,
+                    end: position + at as u64,
+                });
+                scan.consumed = at;
+                scan.expected = next;
+                continue;
+            }
+            kind => {
+                fail(&mut scan, at, format!("unknown entry type {kind}"), next);
+                return scan;
+            }
+        }
+        at += PREFIX_SIZE + length;
+    }
+    if complete && at >= data.len() && next != scan.expected {
+        scan.error = Some(RequestError {
+            position: first_position,
+            reason: format!("{} records without a COMMIT", next - scan.expected),
+            complete: false,
+            uncommitted: next - scan.expected,
+        });
+    }
+    scan
+}
+
+/// A COMMIT body's fields, or why its lengths do not add up.
+pub fn decode_commit(body: &Bytes) -> Result<CommitEntry, String> {
+    const MIN: usize = COMMIT_HEAD_SIZE + 4 + 8;
+    if body.len() < MIN {
+        return Err(format!("COMMIT entry too short ({} bytes)", body.len()));
+    }
+    let first_offset = u64::from_be_bytes(body[1..9].try_into().expect("8 bytes"));
+    let count = u32::from_be_bytes(body[9..13].try_into().expect("4 bytes"));
+    let key_len = u16::from_be_bytes(body[13..15].try_into().expect("2 bytes")) as usize;
+    let at = COMMIT_HEAD_SIZE + key_len;
+    if at + 4 > body.len() {
+        return Err("COMMIT idempotency key overruns the entry".into());
+    }
+    let source_len = u32::from_be_bytes(body[at..at + 4].try_into().expect("4 bytes")) as usize;
+    let source_at = at + 4;
+    if source_at + source_len + 8 != body.len() {
+        return Err("COMMIT lengths do not add up to the entry length".into());
+    }
+    let time_at = source_at + source_len;
+    Ok(CommitEntry {
+        first_offset,
+        count,
+        idempotency_key: body.slice(COMMIT_HEAD_SIZE..at),
+        source: body.slice(source_at..time_at),
+        committed_at_ms: i64::from_be_bytes(body[time_at..].try_into().expect("8 bytes")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +479,46 @@ mod tests {
         r.expected = 7;
         let error = scan_records(&segment(1), r).unwrap_err();
         assert_eq!(error.reason, "record offset 100, expected 7");
+    }
+
+    #[test]
+    fn requests_come_whole_with_their_commits() {
+        let data = segment(3);
+        let scan = scan_requests(&data, 16, 100, true, true);
+        assert_eq!(scan.error, None);
+        assert_eq!(scan.requests.len(), 1);
+        let request = &scan.requests[0];
+        assert_eq!(request.records.len(), 3);
+        assert_eq!(request.records[1].offset, 101);
+        assert_eq!(request.commit.first_offset, 100);
+        assert_eq!(request.commit.count, 3);
+        assert_eq!(&request.commit.idempotency_key[..], b"ik");
+        assert_eq!(request.end, 16 + data.len() as u64);
+        assert_eq!((scan.consumed, scan.expected), (data.len(), 103));
+    }
+
+    #[test]
+    fn records_without_their_commit_are_not_a_request() {
+        let data = segment(2);
+        let cut = data.slice(..data.len() - 3);
+        let partial = scan_requests(&cut, 16, 100, false, true);
+        assert_eq!(
+            (partial.requests.len(), partial.consumed, partial.error),
+            (0, 0, None)
+        );
+        let torn = scan_requests(&cut, 16, 100, true, true).error.unwrap();
+        assert!(
+            torn.reason.starts_with("torn entry:") && torn.complete,
+            "{torn:?}"
+        );
+        assert_eq!(torn.uncommitted, 2);
+        // The whole records, but not their COMMIT.
+        let records_only = data.slice(..data.len() - (PREFIX_SIZE + COMMIT_HEAD_SIZE + 2 + 4 + 8));
+        let missing = scan_requests(&records_only, 16, 100, true, true)
+            .error
+            .unwrap();
+        assert_eq!(missing.reason, "2 records without a COMMIT");
+        assert!(!missing.complete);
+        assert_eq!(missing.position, 16);
     }
 }

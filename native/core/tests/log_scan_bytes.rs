@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use millrace_core::batch::{Record, RecordBatch};
 use millrace_core::log_format::{encode_request, Placement};
-use millrace_core::log_scan::{scan_records, ScanRange};
+use millrace_core::log_scan::{scan_records, scan_requests, ScanRange};
 use proptest::prelude::*;
 
 fn range(complete: bool, max_records: usize) -> ScanRange {
@@ -103,5 +103,41 @@ proptest! {
             let offsets: Vec<u64> = (0..scanned.records.len() as u64).collect();
             prop_assert_eq!(scanned.records.offsets, offsets);
         }
+    }
+
+    #[test]
+    fn requests_read_in_pieces_are_the_requests_read_at_once(recs in records(), cut in 0usize..2000) {
+        let data = Bytes::from(segment(&recs));
+        let whole = scan_requests(&data, 16, 0, true, true);
+        prop_assert_eq!(&whole.error, &None);
+        let cut = cut.min(data.len());
+        let first = scan_requests(&data.slice(..cut), 16, 0, cut == data.len(), true);
+        prop_assert_eq!(&first.error, &None);
+        let rest = scan_requests(&data.slice(first.consumed..), 16 + first.consumed as u64, first.expected, true, true);
+        let mut joined = first.requests;
+        joined.extend(rest.requests);
+        prop_assert_eq!(joined, whole.requests);
+    }
+
+    #[test]
+    fn damaged_requests_fail_or_stay_whole(
+        recs in records(),
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        cut in any::<usize>(),
+    ) {
+        let mut data = segment(&recs);
+        for (at, byte) in flips {
+            let at = at % data.len();
+            data[at] ^= byte | 1;
+        }
+        data.truncate(cut % (data.len() + 1));
+        let scan = scan_requests(&Bytes::from(data), 16, 0, true, true);
+        let mut next = 0;
+        for request in &scan.requests {
+            prop_assert_eq!(request.commit.first_offset, next);
+            prop_assert_eq!(request.records.len() as u64, u64::from(request.commit.count));
+            next += u64::from(request.commit.count);
+        }
+        prop_assert_eq!(next, scan.expected);
     }
 }

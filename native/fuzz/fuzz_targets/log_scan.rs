@@ -1,10 +1,11 @@
-//! The log scanner on any bytes a segment file may hold (`log_scan::scan_records`): it
-//! never panics, and whatever it returns keeps dense offsets and stays inside the input.
+//! The log scanners on any bytes a segment file may hold (`log_scan::scan_records` and
+//! `scan_requests`): they never panic, and what they return keeps dense offsets, stays
+//! inside the input, and is made of whole requests.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use millrace_core::log_scan::{scan_records, ScanRange};
+use millrace_core::log_scan::{scan_records, scan_requests, ScanRange};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, rest)) = data.split_first() else {
@@ -30,4 +31,21 @@ fuzz_target!(|data: &[u8]| {
             assert!(key.len() + value.len() <= rest.len());
         }
     }
+    let scan = scan_requests(
+        &bytes,
+        16,
+        range.expected,
+        range.complete,
+        flags & 0x40 != 0,
+    );
+    assert!(scan.consumed <= rest.len());
+    let mut next = range.expected;
+    for request in &scan.requests {
+        assert_eq!(request.commit.first_offset, next);
+        next += u64::from(request.commit.count);
+        for (i, record) in request.records.iter().enumerate() {
+            assert_eq!(record.offset, request.commit.first_offset + i as u64);
+        }
+    }
+    assert_eq!(next, scan.expected);
 });

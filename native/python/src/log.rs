@@ -175,3 +175,70 @@ pub(crate) fn scan_log(
         scanned.finished,
     ))
 }
+
+/// `(requests, consumed, expected, error)`: the whole requests of `data`, the bytes of a
+/// segment from `position` (a request's start) on, checked as `docs/log-format.md`
+/// says (see `scan_requests` in `native/core/src/log_scan.rs`). Each request is
+/// `(records, commit, end)`: records as `(position, body, offset, event_time_ms,
+/// ingest_time_ms, key_len)` (none unless `keep_records`), the commit as
+/// `(first_offset, count, idempotency_key, source, committed_at_ms)`, the position after
+/// it. `error`: `(position, reason, complete, uncommitted)` of the entry that stopped
+/// the scan, or None.
+#[pyfunction]
+#[pyo3(signature = (data, *, position, expected, complete, keep_records = true))]
+pub(crate) fn scan_requests<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    position: u64,
+    expected: u64,
+    complete: bool,
+    keep_records: bool,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let owned = Bytes::copy_from_slice(data);
+    let scan =
+        py.detach(|| log_scan::scan_requests(&owned, position, expected, complete, keep_records));
+    let requests = PyList::empty(py);
+    for request in &scan.requests {
+        let records = PyList::empty(py);
+        for r in &request.records {
+            let body = PyBytes::new(py, &r.body);
+            records.append((
+                r.position,
+                body,
+                r.offset,
+                r.event_time_ms,
+                r.ingest_time_ms,
+                r.key_len,
+            ))?;
+        }
+        let c = &request.commit;
+        let commit = (
+            c.first_offset,
+            c.count,
+            PyBytes::new(py, &c.idempotency_key),
+            PyBytes::new(py, &c.source),
+            c.committed_at_ms,
+        );
+        requests.append((records, commit, request.end))?;
+    }
+    let error = scan
+        .error
+        .map(|e| (e.position, e.reason, e.complete, e.uncommitted));
+    (requests, scan.consumed, scan.expected, error).into_pyobject(py)
+}
+
+/// A COMMIT entry's body as `(first_offset, count, idempotency_key, source,
+/// committed_at_ms)`; raises ValueError saying why its lengths do not add up.
+#[pyfunction]
+pub(crate) fn decode_commit<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyTuple>> {
+    let c =
+        log_scan::decode_commit(&Bytes::copy_from_slice(body)).map_err(PyValueError::new_err)?;
+    (
+        c.first_offset,
+        c.count,
+        PyBytes::new(py, &c.idempotency_key),
+        PyBytes::new(py, &c.source),
+        c.committed_at_ms,
+    )
+        .into_pyobject(py)
+}
