@@ -18,6 +18,7 @@ __all__ = [
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
+    "scan_columns",
     "scan_log",
     "scan_requests",
 ]
@@ -87,6 +88,14 @@ def fold_groups(
     | None
 ): ...
 def decode_commit(body: bytes) -> tuple[int, int, bytes, bytes, int]: ...
+def scan_columns(
+    data: bytes, *, position: int, expected: int, complete: bool
+) -> tuple[
+    tuple[bytes, bytes, bytes, bytes, bytes, bytes] | None,
+    int,
+    int,
+    tuple[int, str, bool, int] | None,
+]: ...
 def scan_requests(
     data: bytes,
     *,

@@ -14,7 +14,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
 - :func:`parse_json_lines`: JSON lines whose reading is plain; the rest goes to the
   reference reader in ``injector/json_lines.py``.
 - :func:`scan_requests`: the durable log's whole requests (records and COMMIT),
-  checked, for recovery, the COMMIT markers and the segment scanners;
+  checked, for recovery, the COMMIT markers and the segment scanners
+  (:func:`scan_columns`: their records as int64 columns, for Spark);
   :func:`scan_log` and :class:`LogBatch`: its RECORD entries read and checked a
   stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
   ``DeliveryBatch`` frames per destination interval.
@@ -42,6 +43,7 @@ from millrace._native import (
     ingest_request,
     ingest_response,
     parse_json_lines,
+    scan_columns,
     scan_log,
     scan_requests,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
+    "scan_columns",
     "scan_log",
     "scan_requests",
 ]

@@ -4,11 +4,10 @@
 gives -- the committed records in offset order, then, at the first entry that
 breaks the rules of ``docs/log-format.md``, the :class:`CorruptEntry` it stops
 at -- without a Python object per record. It reads the file a few MiB at a
-time and frames, decodes and validates all the entries of a read at once
-with numpy (:mod:`injector.log._bulk_decode`). From the last good COMMIT
-before a read's first bad entry on, the file is scanned entry by entry
-(``iter_requests``, what ``scan_segment`` runs), so a corrupt entry is
-reported exactly as ``scan_segment`` reports it.
+time and checks and decodes all the entries of a read in one native call
+(:func:`millrace.dataplane.scan_columns`, the scanner ``scan_segment`` and
+recovery run too), so a corrupt entry is reported exactly as ``scan_segment``
+reports it.
 """
 
 from __future__ import annotations
@@ -21,22 +20,13 @@ from typing import BinaryIO
 import numpy as np
 from numpy.typing import NDArray
 
-from injector.log._bulk_decode import Decoded, decode_requests
 from injector.log._fileio import sized_source
-from injector.log._format import (
-    HEADER_SIZE,
-    RECORD_HEAD_SIZE,
-    EntryError,
-    Pending,
-    decode_header,
-    iter_requests,
-)
+from injector.log._format import HEADER_SIZE, EntryError, decode_header
 from injector.log._types import CorruptEntry
+from millrace.dataplane import scan_columns
 
 READ_BYTES = 8 << 20
 """Bytes read (and decoded) at a time; a longer request is read whole."""
-_BY_ENTRY_ROWS = 10_000
-"""Records scanned entry by entry are given this many at a time."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -90,64 +80,17 @@ def _scan(f: BinaryIO, size: int, read_bytes: int) -> Iterator[RecordColumns | C
         more = f.read(asked) if asked > 0 else b""
         data += more
         at_end = position + len(data) >= size or len(more) < asked
-        done = decode_requests(data, expected, at_end=at_end)
-        if len(done.offset):
-            yield _columns(data, done)
-        if done.bad:
-            yield from _entry_by_entry(f, position + done.used, size, expected + len(done.offset))
+        columns, used, expected, bad = scan_columns(
+            data, position=position, expected=expected, complete=at_end
+        )
+        if columns is not None:
+            yield RecordColumns(data, *(np.frombuffer(column, np.int64) for column in columns))
+        if bad is not None:
+            yield CorruptEntry(position=bad[0], reason=bad[1])
             return
         if at_end:
             return
         # A request longer than a read is read whole: double the read until it fits.
-        want = read_bytes if done.used else 2 * len(data)
-        data = data[done.used :]
-        position += done.used
-        expected += len(done.offset)
-
-
-def _columns(data: bytes, done: Decoded) -> RecordColumns:
-    return RecordColumns(
-        data,
-        done.offset,
-        done.event_time_ms,
-        done.ingest_time_ms,
-        done.key_start,
-        done.key_end,
-        done.value_end,
-    )
-
-
-def _entry_by_entry(
-    f: BinaryIO, position: int, size: int, expected: int
-) -> Iterator[RecordColumns | CorruptEntry]:
-    """The rest of the file from a request's start, as ``scan_segment`` reads it."""
-    pending: list[Pending] = []
-    try:
-        for records, _commit, _end in iter_requests(f, expected, position, size):
-            pending += records
-            if len(pending) >= _BY_ENTRY_ROWS:
-                yield _pending_columns(pending)
-                pending = []
-    except EntryError as error:
-        if pending:
-            yield _pending_columns(pending)
-        yield CorruptEntry(position=error.position, reason=error.reason)
-        return
-    if pending:
-        yield _pending_columns(pending)
-
-
-def _pending_columns(pending: list[Pending]) -> RecordColumns:
-    _, bodies, offsets, events, ingests, key_lengths = zip(*pending, strict=True)
-    ends = np.cumsum([len(body) for body in bodies], dtype=np.int64)
-    starts = ends - np.array([len(body) for body in bodies], np.int64)
-    key_start = starts + RECORD_HEAD_SIZE
-    return RecordColumns(
-        b"".join(bodies),
-        np.array(offsets, np.int64),
-        np.array(events, np.int64),
-        np.array(ingests, np.int64),
-        key_start,
-        key_start + np.array(key_lengths, np.int64),
-        ends,
-    )
+        want = read_bytes if used else 2 * len(data)
+        data = data[used:]
+        position += used

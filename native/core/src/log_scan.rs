@@ -359,6 +359,36 @@ pub fn scan_requests(
     scan
 }
 
+/// The records of a scan's requests as columns; positions relative to the scanned data.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordColumns {
+    pub offset: Vec<i64>,
+    pub event_time_ms: Vec<i64>,
+    pub ingest_time_ms: Vec<i64>,
+    pub key_start: Vec<i64>,
+    pub key_end: Vec<i64>,
+    pub value_end: Vec<i64>,
+}
+
+/// The records of `scan`'s requests (the data scanned started at file `position`) as
+/// columns: where each key and value lies in that data.
+pub fn columns_of(scan: &RequestScan, position: u64) -> RecordColumns {
+    let mut columns = RecordColumns::default();
+    for record in scan.requests.iter().flat_map(|r| &r.records) {
+        let body_start = (record.position - position) as i64 + PREFIX_SIZE as i64;
+        let key_start = body_start + RECORD_HEAD_SIZE as i64;
+        columns.offset.push(record.offset as i64);
+        columns.event_time_ms.push(record.event_time_ms);
+        columns.ingest_time_ms.push(record.ingest_time_ms);
+        columns.key_start.push(key_start);
+        columns.key_end.push(key_start + i64::from(record.key_len));
+        columns
+            .value_end
+            .push(body_start + record.body.len() as i64);
+    }
+    columns
+}
+
 /// A COMMIT body's fields, or why its lengths do not add up.
 pub fn decode_commit(body: &Bytes) -> Result<CommitEntry, String> {
     const MIN: usize = COMMIT_HEAD_SIZE + 4 + 8;

@@ -52,6 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LogEntryError", m.py().get_type::<LogEntryError>())?;
     m.add_function(wrap_pyfunction!(log::scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(log::scan_requests, m)?)?;
+    m.add_function(wrap_pyfunction!(log::scan_columns, m)?)?;
     m.add_function(wrap_pyfunction!(log::decode_commit, m)?)?;
     m.add_function(wrap_pyfunction!(fold::fold_groups, m)?)?;
     m.add(

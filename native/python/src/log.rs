@@ -242,3 +242,47 @@ pub(crate) fn decode_commit<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound
     )
         .into_pyobject(py)
 }
+
+/// `(columns, consumed, expected, error)`: `scan_requests` over `data` with the records of
+/// its whole requests as columns, for the segment scanners (Spark). `columns` is None
+/// without records, else `(offset, event_time_ms, ingest_time_ms, key_start, key_end,
+/// value_end)`, each the bytes of a native-endian int64 array; the key of record `i` is
+/// `data[key_start[i]:key_end[i]]` and its value `data[key_end[i]:value_end[i]]`.
+#[pyfunction]
+#[pyo3(signature = (data, *, position, expected, complete))]
+pub(crate) fn scan_columns<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    position: u64,
+    expected: u64,
+    complete: bool,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let owned = Bytes::copy_from_slice(data);
+    let (scan, columns) = py.detach(|| {
+        let scan = log_scan::scan_requests(&owned, position, expected, complete, true);
+        let columns = log_scan::columns_of(&scan, position);
+        (scan, columns)
+    });
+    let columns: Bound<'py, PyAny> = if columns.offset.is_empty() {
+        py.None().into_bound(py)
+    } else {
+        let as_bytes = |column: &[i64]| {
+            let raw: Vec<u8> = column.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            PyBytes::new(py, &raw)
+        };
+        (
+            as_bytes(&columns.offset),
+            as_bytes(&columns.event_time_ms),
+            as_bytes(&columns.ingest_time_ms),
+            as_bytes(&columns.key_start),
+            as_bytes(&columns.key_end),
+            as_bytes(&columns.value_end),
+        )
+            .into_pyobject(py)?
+            .into_any()
+    };
+    let error = scan
+        .error
+        .map(|e| (e.position, e.reason, e.complete, e.uncommitted));
+    (columns, scan.consumed, scan.expected, error).into_pyobject(py)
+}
