@@ -1,6 +1,14 @@
 """``FileSource``: tail a directory of JSON-lines files into one stream, each line once.
 
-Files (``*.jsonl``) are read in name order, complete lines only, at most
+Every file (``*.jsonl``) is read once, whatever its name and whenever it arrives:
+the source reads one file at a time (the one it is in, then the others in name
+order), and once it moves on from a file it records that file as finished
+(``file-source-finished.json``, written durably before the next file's first
+commit), as Spark's and Flink's file sources remember the files they processed. A
+finished file is not read again: lines appended to it after the source moved on
+are not ingested, and a new file under a finished one's name is not read while
+that name is listed (the names of files removed from the directory are dropped
+from the list). Files are read complete lines only, at most
 :data:`READ_BYTES` at a time (a file of any size is tailed in bounded memory; a
 line longer than that is rejected, unread, once its end is written). A line is
 ``{"key": ..., "value": ..., "ts": <event time ms>}``: ``key`` becomes UTF-8
@@ -77,6 +85,9 @@ class FileSource:
         self._checkpoint_path = rejects_path.with_name("file-source-position.json")
         self.position = self._recover()
         self._checkpointed = self.position
+        self._finished_path = rejects_path.with_name("file-source-finished.json")
+        self.finished = self._load_finished()
+        """Names of the files this source is done with (never read again)."""
         self._written_rejects = self._load_rejects()
         self._rejects = AppendOnlyFile(rejects_path)
         self.lines_ingested = 0
@@ -110,6 +121,25 @@ class FileSource:
             body = {"file": position.file, "offset": position.offset, "line": position.line}
             write_json_durably(self._checkpoint_path, body)
             self._checkpointed = position
+
+    def _load_finished(self) -> set[str]:
+        """The finished files' names. Without the list (a source that ran before it was
+        kept), the files named before the current one: the name order it read in."""
+        try:
+            return set(json.loads(self._finished_path.read_bytes())["finished"])
+        except FileNotFoundError:
+            current = self.position.file
+            finished = {p.name for p in self.directory.glob("*.jsonl") if p.name < current}
+            # Written at once: from now on the list, not the names, says what was read.
+            write_json_durably(self._finished_path, {"finished": sorted(finished)})
+            return finished
+
+    def _mark_finished(self, name: str) -> None:
+        """Record durably that ``name`` is done (everything read of it is committed)."""
+        present = {p.name for p in self.directory.glob("*.jsonl")}
+        finished = (self.finished & present) | {name}
+        write_json_durably(self._finished_path, {"finished": sorted(finished)})
+        self.finished = finished
 
     def _load_rejects(self) -> set[tuple[str, int]]:
         """``(file, line)`` of the rejects already written at or past the committed position
@@ -151,7 +181,10 @@ class FileSource:
             log.warning("file source %s: checkpoint not written: %s", self.directory, exc)
 
     def _files(self) -> list[Path]:
-        return sorted(p for p in self.directory.glob("*.jsonl") if p.name >= self.position.file)
+        """The file being read (if any), then the unfinished others in name order."""
+        current = self.position.file
+        waiting = sorted(p for p in self.directory.glob("*.jsonl") if p.name not in self.finished)
+        return sorted(waiting, key=lambda p: p.name != current)  # stable: the rest by name
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -173,6 +206,12 @@ class FileSource:
         for path in self._files():
             if self._stopping.is_set():
                 break
+            current = self.position.file
+            if current and path.name != current and current not in self.finished:
+                # Moving on: everything read of the current file is committed (each
+                # file's last batch is waited for), so it is done, before the next
+                # file's first commit.
+                self._mark_finished(current)
             progressed |= self._ingest_file(path)
         return progressed
 
