@@ -264,6 +264,7 @@ class Forwarder:
         (:meth:`LogBatch.frames`); the productions the senders account acks by are their
         records parsed back in C."""
         stream, count = self.stream, len(records)
+        times = records.event_times()
         frames: list[Frame] = []
         with self._lock:
             for consumer in self._consumers.values():
@@ -282,7 +283,6 @@ class Forwarder:
                     producer=INJECTOR,
                     stream=stream,
                 )
-                times = records.event_times()
                 for interval, payload, slots in built:
                     batch = delivery_pb2.DeliveryBatch.FromString(payload)
                     prefix = route.key_prefixes[interval]
