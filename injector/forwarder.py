@@ -69,6 +69,21 @@ def set_acknowledged(stream_dir: Path, stream: str, consumer: str, offset: int) 
     )
 
 
+def load_acknowledged(state_path: Path) -> tuple[int, dict[str, int]]:
+    """What ``forwarded.json`` says was acknowledged: the stream's offset (for consumers
+    it does not name) and each consumer's; ``(0, {})`` without the file."""
+    try:
+        state = json.loads(state_path.read_text())
+    except FileNotFoundError:
+        return 0, {}
+    consumers = {str(name): int(offset) for name, offset in state.get("consumers", {}).items()}
+    if "acked_offset" in state:
+        default = int(state["acked_offset"])
+    else:
+        default = min(consumers.values(), default=0)
+    return default, consumers
+
+
 class Submitter(Protocol):
     """Where frames for one destination interval go (a ``DownstreamSender`` that
     follows the interval's owner; tests pass fakes)."""
@@ -143,16 +158,7 @@ class Forwarder:
 
     def _load(self) -> tuple[int, dict[str, int]]:
         """The persisted offsets: the stream's (for consumers not named) and per consumer."""
-        try:
-            state = json.loads(self._state_path.read_text())
-        except FileNotFoundError:
-            return 0, {}
-        consumers = {str(name): int(offset) for name, offset in state.get("consumers", {}).items()}
-        if "acked_offset" in state:
-            default = int(state["acked_offset"])
-        else:
-            default = min(consumers.values(), default=0)
-        return default, consumers
+        return load_acknowledged(self._state_path)
 
     def _refuse_lost_tail(
         self, stream_log: StreamLog, default: int, loaded: dict[str, int]

@@ -82,6 +82,11 @@ class _InjectorGauges(Collector):
         log_bytes = GaugeMetricFamily(
             "millrace_log_bytes", "Bytes in log segments", labels=["stream"]
         )
+        lost = GaugeMetricFamily(
+            "millrace_log_lost_records",
+            "Offsets recorded as lost by millrace log accept-loss",
+            labels=["stream"],
+        )
         segments = GaugeMetricFamily("millrace_log_segments", "Log segments", labels=["stream"])
         lag = GaugeMetricFamily(
             "millrace_forwarding_lag_records",
@@ -122,6 +127,7 @@ class _InjectorGauges(Collector):
             infos = stream.log.segments()
             log_bytes.add_metric([name], sum(i.size_bytes for i in infos))
             segments.add_metric([name], len(infos))
+            lost.add_metric([name], sum(r.records for r in stream.log.lost))
             for consumer in stream.forwarder.consumers:
                 lag.add_metric([name, consumer], stream.forwarder.lag_records(consumer))
                 oldest = stream.oldest_unfinished_ms(consumer)
@@ -135,6 +141,7 @@ class _InjectorGauges(Collector):
             if mark > MIN_TIME:
                 watermark.add_metric([name], mark)
                 watermark_lag.add_metric([name], max(0.0, (now_ms - mark) / 1000))
-        yield from (log_bytes, segments, lag, lag_s, idle, rejected, watermark, watermark_lag)
+        yield from (log_bytes, segments, lost, lag, lag_s, idle, rejected, watermark)
+        yield watermark_lag
         if self._archiver is not None:
             yield pending

@@ -19,6 +19,7 @@ in bulk, as numpy columns. The byte layout is in ``docs/log-format.md``.
 
 from injector.log._columns import RecordColumns, scan_segment_columns
 from injector.log._format import offset_of, record_id, stream_tag
+from injector.log._lost import LostRange
 from injector.log._scan import scan_segment
 from injector.log._stream_log import StreamLog, wall_clock_ms
 from injector.log._types import (
@@ -54,6 +55,7 @@ __all__ = [
     "LogRecord",
     "LogTailLostError",
     "LogWriteError",
+    "LostRange",
     "OffsetDeletedError",
     "RecordColumns",
     "RecoveryReport",

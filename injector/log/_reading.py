@@ -10,6 +10,7 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
 from injector.log._format import HEADER_SIZE, EntryError, iter_requests
+from injector.log._lost import LostRange, lost_gap
 from injector.log._segment import Segment
 from injector.log._types import Commit
 from injector.log.errors import LogCorruptedError, OffsetDeletedError
@@ -17,12 +18,17 @@ from millrace.dataplane import LogBatch
 
 
 def read_records(
-    segments: Sequence[Segment], stop: int, from_offset: int, max_records: int
+    segments: Sequence[Segment],
+    stop: int,
+    from_offset: int,
+    max_records: int,
+    lost: tuple[LostRange, ...] = (),
 ) -> LogBatch:
     """Up to ``max_records`` records from ``from_offset`` on, below ``stop`` (the durable
-    end). Raises :class:`OffsetDeletedError` below the first segment,
-    :class:`LogCorruptedError` on a bad entry or a gap, and ``FileNotFoundError`` if
-    a segment was deleted meanwhile."""
+    end), at consecutive offsets: a read stops before a ``lost`` range, and one from
+    inside it starts above it. Raises :class:`OffsetDeletedError` below the first
+    segment, :class:`LogCorruptedError` on a bad entry or any other gap, and
+    ``FileNotFoundError`` if a segment was deleted meanwhile."""
     if from_offset < 0:
         raise ValueError(f"offsets are not negative, got {from_offset}")
     if max_records <= 0 or from_offset >= stop:
@@ -43,6 +49,12 @@ def read_records(
         if read >= max_records or offset >= stop:
             return pieces[0] if len(pieces) == 1 else LogBatch.concat(pieces)
         at += 1
+        if at < len(segments) and segments[at].base_offset != offset:
+            end, base = segment.end_offset, segments[at].base_offset
+            if lost_gap(lost, end, base) and end <= offset < base:
+                if read:
+                    return pieces[0] if len(pieces) == 1 else LogBatch.concat(pieces)
+                offset = base  # the lost offsets hold nothing: go on above them
         if at == len(segments) or segments[at].base_offset != offset:
             raise LogCorruptedError(
                 str(segment.path), None, f"it ends before offset {offset}, which it should hold"

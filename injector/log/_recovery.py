@@ -44,6 +44,7 @@ from injector.log._format import (
     segment_name,
 )
 from injector.log._index import IndexInvalidError, SegmentSummary, read_index, write_index
+from injector.log._lost import LostRange, lost_gap, past_loss
 from injector.log._segment import Segment
 from injector.log._types import LogConfig, RecoveryReport
 from injector.log.errors import LogCorruptedError
@@ -57,13 +58,19 @@ _COMMIT_CANDIDATE = re.compile(rb"(?=\x00.{7}" + re.escape(bytes([COMMIT])) + rb
 
 
 def load_segments(
-    directory: Path, *, config: LogConfig, clock: Callable[[], int], read_only: bool
+    directory: Path,
+    *,
+    config: LogConfig,
+    clock: Callable[[], int],
+    read_only: bool,
+    lost: tuple[LostRange, ...] = (),
 ) -> tuple[list[Segment], RecoveryReport | None]:
     """The segments of ``directory``, the last one active (steps in the module docstring).
 
     A writable open always ends with an active segment (a new one when the
-    directory is empty or its last segment is sealed). The report is None
-    when there was no segment to recover.
+    directory is empty or its last segment is sealed, or above a ``lost`` range
+    that starts at the log's end). The report is None when there was no segment
+    to recover. Segments are contiguous but at a ``lost`` range.
     """
     bases = _list_segments(directory, read_only=read_only)
     segments = [_load_sealed(directory, base, config, read_only) for base in bases[:-1]]
@@ -72,7 +79,9 @@ def load_segments(
         last, report = _load_last(directory, bases[-1], config, clock, read_only)
         segments.append(last)
     for before, after in pairwise(segments):
-        if before.end_offset != after.base_offset:
+        if before.end_offset != after.base_offset and not lost_gap(
+            lost, before.end_offset, after.base_offset
+        ):
             raise LogCorruptedError(
                 str(after.path),
                 None,
@@ -80,10 +89,14 @@ def load_segments(
                 f"{before.end_offset}",
             )
     if not read_only:
+        end = segments[-1].end_offset if segments else 0
+        if past_loss(lost, end) != end and segments and not segments[-1].sealed:
+            # A loss accepted above the log's end, its next segment not made yet.
+            segments[-1].seal(fsync=config.fsync)
         if segments and not segments[-1].sealed:
             segments[-1].open_for_append()
         else:
-            base = segments[-1].end_offset if segments else 0
+            base = past_loss(lost, end)
             segments.append(
                 Segment.create(
                     directory,

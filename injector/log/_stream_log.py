@@ -12,6 +12,7 @@ from types import TracebackType
 
 from injector.log._fileio import fsync_dir, lock_directory
 from injector.log._format import stream_tag
+from injector.log._lost import LostRange, read_lost, record_lost
 from injector.log._reading import iter_commits, read_records, retention_prefix
 from injector.log._recovery import load_segments
 from injector.log._repair import repair_after_failure
@@ -80,6 +81,7 @@ class StreamLog:
         self._failed: str | None = None
         self.recovery = recovery
         """What opening found at the end of the active segment; None for a new log."""
+        self._lost: tuple[LostRange, ...] = ()
 
     @classmethod
     def open(
@@ -115,12 +117,15 @@ class StreamLog:
             path.mkdir(parents=True, exist_ok=True)
             lock_fd = lock_directory(path)
         try:
-            segments, report = load_segments(path, config=config, clock=clock, read_only=read_only)
+            lost = read_lost(path)
+            segments, report = load_segments(
+                path, config=config, clock=clock, read_only=read_only, lost=lost
+            )
         except BaseException:
             if lock_fd is not None:
                 os.close(lock_fd)
             raise
-        return cls(
+        log = cls(
             path,
             stream,
             segments,
@@ -129,6 +134,8 @@ class StreamLog:
             recovery=report,
             lock_fd=lock_fd,
         )
+        log._lost = lost
+        return log
 
     # -- properties ------------------------------------------------------------
 
@@ -328,9 +335,30 @@ class StreamLog:
         stop = self._next_offset  # before the segments: every offset below it is in them
         segments = self._segments
         try:
-            return read_records(segments, stop, from_offset, max_records)
+            return read_records(segments, stop, from_offset, max_records, self._lost)
         except FileNotFoundError:  # retention deleted a segment while we read it
             raise OffsetDeletedError(from_offset, self.first_offset) from None
+
+    @property
+    def lost(self) -> tuple[LostRange, ...]:
+        """The offset ranges recorded as lost (``millrace log accept-loss``), oldest first."""
+        return self._lost
+
+    def skip_lost(self, end: int) -> LostRange:
+        """Record offsets :attr:`next_offset` .. ``end - 1`` as lost (durably, first) and
+        continue numbering at ``end``: the active segment is sealed and the next one
+        starts there. For a log whose tail was lost below offsets a consumer
+        acknowledged: no record id is used twice."""
+        with self._lock:
+            self._check_writable()
+            first = self._next_offset
+            if end <= first:
+                raise ValueError(f"offset {end} is not past the log's end {first}")
+            lost = LostRange(first, end, self._clock())
+            self._lost = record_lost(self._directory, lost)
+            self._roll(end, lost.recorded_ms)
+            self._next_offset = end
+            return lost
 
     @property
     def stream_tag(self) -> bytes:

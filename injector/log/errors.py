@@ -7,6 +7,7 @@ a change elsewhere.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -114,7 +115,10 @@ class LogTailLostError(LogError):
             f"stream log {path!r} ends at offset {next_offset}, but {acked_by} acknowledged "
             f"every offset below {acked_offset}: records {next_offset}..{acked_offset - 1} "
             "were lost from the log's end. Refusing to reuse their offsets (record ids); "
-            "restore the missing segment files from a backup"
+            "restore the missing segment files from a backup, or, without one, accept the "
+            f"loss: millrace log accept-loss --dir {str(Path(path).parent)!r} --stream "
+            f"{Path(path).name!r} (with the injector stopped; the log then goes on at offset "
+            f"{acked_offset})"
         )
         self.path = path
         self.next_offset = next_offset

@@ -1,9 +1,11 @@
-"""``millrace log``: inspect the injector's durable stream logs (read-only).
+"""``millrace log``: inspect the injector's durable stream logs, and accept a lost tail.
 
-``millrace log segments --dir LOG_DIR [--stream S]`` lists segments;
+``millrace log segments --dir LOG_DIR [--stream S]`` lists segments (and lost ranges);
 ``millrace log print --dir LOG_DIR --stream S [--from-offset N] [--limit N]``
 prints records as JSON lines. Both open logs read-only: safe next to a
 running injector, and they never truncate a torn tail.
+``millrace log accept-loss --dir LOG_DIR --stream S`` (the injector stopped) records
+a lost tail and continues the log above every acknowledged offset.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from injector.log import LogError, LogRecord, SegmentInfo, StreamLog
+from injector.forwarder import STATE_FILE, load_acknowledged
+from injector.log import LogError, LogRecord, LostRange, SegmentInfo, StreamLog
 
 EXIT_OK = 0
 EXIT_LOG_ERROR = 1
@@ -58,6 +61,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show.add_argument("--limit", type=int, default=None, help="at most this many records")
     show.set_defaults(handler=run_print)
 
+    accept = actions.add_parser(
+        "accept-loss",
+        help="accept that a stream's log lost acknowledged records, and go on above them",
+        description=(
+            "For an injector that refuses to start because a stream's log ends below "
+            "offsets its consumers acknowledged (the tail was lost) and no backup of the "
+            "segments exists: record the lost offsets in <stream>/lost.json and make the "
+            "log continue above every acknowledged offset, so no record id is reused. "
+            "Stop the injector first."
+        ),
+    )
+    accept.add_argument("--dir", required=True, help="the log directory (one folder per stream)")
+    accept.add_argument("--stream", required=True, help="the stream whose loss to accept")
+    accept.set_defaults(handler=run_accept_loss)
+
 
 def run_segments(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """List segments as a table; returns the exit code."""
@@ -69,6 +87,7 @@ def run_segments(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if not streams:
         return _fail(f"no stream logs in {str(root)!r}")
     rows: list[tuple[str, SegmentInfo]] = []
+    losses: list[tuple[str, LostRange]] = []
     for stream in streams:
         try:
             log = _open(root, stream)
@@ -78,7 +97,13 @@ def run_segments(args: argparse.Namespace, out: TextIO | None = None) -> int:
             return _fail(str(exc), EXIT_LOG_ERROR)
         with log:
             rows.extend((stream, info) for info in log.segments())
+            losses.extend((stream, lost) for lost in log.lost)
     _print_table(rows, out)
+    for stream, lost in losses:
+        out.write(
+            f"{stream}: offsets {lost.first}..{lost.end - 1} lost ({lost.records} records), "
+            f"accepted at {_time(lost.recorded_ms)}\n"
+        )
     return EXIT_OK
 
 
@@ -112,6 +137,33 @@ def run_print(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 left -= len(records)
         except LogError as exc:
             return _fail(str(exc), EXIT_LOG_ERROR)
+    return EXIT_OK
+
+
+def run_accept_loss(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Record a lost log tail and continue above the acknowledged offsets; the exit code."""
+    out = out or sys.stdout
+    path = Path(args.dir) / args.stream
+    if not path.is_dir():
+        return _fail(_no_stream(Path(args.dir), args.stream))
+    default, consumers = load_acknowledged(path / STATE_FILE)
+    acknowledged = max(consumers.values(), default=default)
+    try:
+        with StreamLog.open(path, args.stream) as log:
+            if acknowledged <= log.next_offset:
+                out.write(
+                    f"stream {args.stream!r}: nothing is lost (the log ends at offset "
+                    f"{log.next_offset}; acknowledged: below {acknowledged})\n"
+                )
+                return EXIT_OK
+            lost = log.skip_lost(acknowledged)
+    except LogError as exc:
+        return _fail(f"{exc} (stop the injector first)", EXIT_LOG_ERROR)
+    out.write(
+        f"stream {args.stream!r}: offsets {lost.first}..{lost.end - 1} ({lost.records} "
+        f"records) recorded as lost at {_time(lost.recorded_ms)} in {path / 'lost.json'}; "
+        f"the log goes on at offset {lost.end}\n"
+    )
     return EXIT_OK
 
 

@@ -40,6 +40,7 @@ def test_exported_names_are_pinned() -> None:
         "LogRecord",
         "LogTailLostError",
         "LogWriteError",
+        "LostRange",
         "OffsetDeletedError",
         "RecordColumns",
         "RecoveryReport",
