@@ -28,6 +28,7 @@ from typing import Protocol
 import grpc
 
 from delivery._positions import Positions, span_of
+from deployment import KEEPALIVE_OPTIONS
 from engine import Frame, Production, encode_batch, frames_of
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
@@ -40,14 +41,8 @@ MAX_MESSAGE_BYTES = 64 << 20
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    # Long-lived streams must notice a peer that vanished without a FIN (a host that
-    # died, a dropped NAT entry): ping every 20 s, give up after 10 s without an answer.
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-    # ... and servers (which use the same options) must accept those pings.
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    # Clients and servers (which use these options too) keep the one keepalive policy.
+    *KEEPALIVE_OPTIONS,
 ]
 DELIVER_METHOD = "/millrace.wire.v1.Delivery/Deliver"
 STREAM_DEADLINE_S = 600.0

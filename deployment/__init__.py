@@ -9,6 +9,7 @@ durable file writes and reading files of lines a block at a time.
 
 from deployment._deployment import Deployment, NodePlacement
 from deployment._durable_files import AppendOnlyFile, fsync_directory, write_json_durably
+from deployment._keepalive import KEEPALIVE_OPTIONS, keepalive_options
 from deployment._line_blocks import line_blocks
 from deployment._logging import configure_logging
 from deployment._request_guard import RequestGuard
@@ -27,6 +28,7 @@ from deployment.security import Security
 
 __all__ = [
     "EXCLUSIVE_PORT",
+    "KEEPALIVE_OPTIONS",
     "STREAM_SERVER_OPTIONS",
     "AppendOnlyFile",
     "Deployment",
@@ -40,6 +42,7 @@ __all__ = [
     "configure_logging",
     "enable_stack_dumps",
     "fsync_directory",
+    "keepalive_options",
     "line_blocks",
     "metrics_host",
     "serve_health_and_reflection",

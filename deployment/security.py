@@ -41,6 +41,8 @@ from typing import Any, NamedTuple
 
 import grpc
 
+from deployment._keepalive import KEEPALIVE_OPTIONS
+
 TOKEN_ENV = "MILLRACE_TOKEN"
 TLS_CERT_ENV = "MILLRACE_TLS_CERT"
 TLS_KEY_ENV = "MILLRACE_TLS_KEY"
@@ -148,8 +150,10 @@ class Security:
 
         Reconnects are retried within ``RECONNECT_OPTIONS``' bounds unless ``options``
         say otherwise: a peer restarted by its supervisor is found again within ~2 s.
+        Every channel keeps the one keepalive policy (``KEEPALIVE_OPTIONS``).
         """
-        options = list({**dict(RECONNECT_OPTIONS), **dict(options or [])}.items())
+        defaults = {**dict(RECONNECT_OPTIONS), **dict(KEEPALIVE_OPTIONS)}
+        options = list({**defaults, **dict(options or [])}.items())
         if self.tls_ca is not None:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=self.tls_ca.read_bytes(),
