@@ -11,11 +11,17 @@ window's panes from 0 (a retraction carries the index of the pane it
 retracts); ``timing`` is ``early``, ``on_time`` or ``late``; ``value`` is the
 aggregate's result. The output record's key is the input key and its event
 time the window's last instant (``end - 1``).
+
+Every pane is strict JSON. A float of the value that is not finite (a sum that
+overflowed, say) is written as the string ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``,
+and the pane then carries ``"nonfinite": true``, so that :meth:`Pane.decode` reads
+those strings back as floats (and only then: a string value stays a string).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -58,7 +64,13 @@ class Pane:
             "retraction": self.retraction,
             "value": self.value,
         }
-        return _ENCODING.dumps(body)
+        encoded = _ENCODING.dumps(body)
+        if b"Infinity" in encoded or b"NaN" in encoded:  # the usual pane has neither
+            finite = _strict(self.value)
+            if finite is not self.value:
+                body["value"], body["nonfinite"] = finite, True
+                encoded = _ENCODING.dumps(body)
+        return encoded
 
     @classmethod
     def decode(cls, data: bytes) -> Pane:
@@ -68,7 +80,36 @@ class Pane:
             raise ValueError(f"windowed result of format {body.get('v')!r}, not 1")
         raw = from_json_bytes(body["key"])
         start, end = body["window"]
+        value = _floats(body["value"]) if body.get("nonfinite") else body["value"]
         return cls(
-            raw, Window(start, end), body["pane"], Timing(body["timing"]), body["value"],
+            raw, Window(start, end), body["pane"], Timing(body["timing"]), value,
             body["retraction"],
         )  # fmt: skip
+
+
+_NONFINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every non-finite float as its string; ``value`` itself when it has
+    none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, list):
+        items = [_strict(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        fields = {key: _strict(item) for key, item in value.items()}
+        return value if all(fields[k] is v for k, v in value.items()) else fields
+    return value
+
+
+def _floats(value: Any) -> Any:
+    """Inverse of :func:`_strict` (for a pane marked ``nonfinite``)."""
+    if isinstance(value, str):
+        return _NONFINITE.get(value, value)
+    if isinstance(value, list):
+        return [_floats(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _floats(item) for key, item in value.items()}
+    return value
