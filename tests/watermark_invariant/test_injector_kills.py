@@ -36,12 +36,14 @@ from tests.support import (
     chaos_rng,
     free_port,
 )
+from tests.support.watermarks import wait_for_watermarks
 
 pytestmark = pytest.mark.slow
 
 KILLS = int(os.environ.get("MILLRACE_WATERMARK_KILLS", chaos_kills(12)))
 """Injector kills per run (CI's bounded default; the issue's hunt used 40)."""
 BATCH = 100
+OUT_OF_ORDERNESS_MS = 200
 
 
 def write_deployment(tmp_path: Path, ports: dict[str, int], out: str, late: str) -> Path:
@@ -79,7 +81,7 @@ topology = "topology.toml"
 authority = "127.0.0.1:{ports["injector"]}"
 [injector]
 address = "127.0.0.1:{ports["injector"]}"
-out_of_orderness_ms = 200
+out_of_orderness_ms = {OUT_OF_ORDERNESS_MS}
 idle_timeout_ms = 600000
 [nodes.relay-a]
 computation = "relay"
@@ -158,6 +160,12 @@ def test_no_record_arrives_behind_its_input_watermark_across_injector_kills(
         reports = [json.loads(value) for value in late.values()]
         assert reports == [], f"{len(reports)} records arrived behind the watermark: {reports[:5]}"
         assert sorted(int(v) for v in out.values()) == list(range(total)), "each record once"
+        # Liveness (issue 30): with the input stopped and everything delivered, every
+        # published watermark reaches what the last event allows, within a bound.
+        final = total - 1 - OUT_OF_ORDERNESS_MS
+        watched = ["source:events", "relay", "middle", "audit"]
+        marks = wait_for_watermarks(f"127.0.0.1:{ports['injector']}", watched, final, 30)
+        assert all(marks.get(name, final - 1) >= final for name in watched), (final, marks)
     finally:
         stop.set()
         for node in nodes:
