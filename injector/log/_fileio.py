@@ -55,3 +55,29 @@ def lock_directory(path: Path) -> int:
         os.close(fd)
         raise LogLockedError(str(path)) from None
     return fd
+
+
+class Stretches:
+    """A file read a stretch at a time for a scanner that takes whole entries: each
+    :meth:`read` gives the bytes from where the scanner stopped, up to ``chunk_bytes``
+    more, and the scanner says with :meth:`consume` how many it took (an entry cut by
+    the read comes again, whole, with the next)."""
+
+    def __init__(self, f: BinaryIO, position: int, end: int, chunk_bytes: int) -> None:
+        f.seek(position)
+        self._f, self._end, self._chunk = f, end, chunk_bytes
+        self.position = position
+        """File position of the next stretch's first byte."""
+        self._carry = b""
+
+    def read(self) -> tuple[bytes, bool]:
+        """The next stretch, and whether it reaches ``end``."""
+        data = self._f.read(min(self._chunk, self._end - self.position - len(self._carry)))
+        data = self._carry + data if self._carry else data
+        self._carry = data
+        return data, self.position + len(data) >= self._end
+
+    def consume(self, used: int) -> None:
+        """The scanner took the first ``used`` bytes of the last stretch."""
+        self._carry = self._carry[used:]
+        self.position += used

@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 import xxhash
 
+from injector.log._fileio import Stretches
 from injector.log._types import Commit, LogRecord
 from millrace.dataplane import RecordBatch, encode_log_request, scan_requests
 from millrace.dataplane import decode_commit as native_decode_commit
@@ -201,15 +202,13 @@ def iter_requests(
     for records without their COMMIT at the end) with ``uncommitted`` set to the
     complete entries after the last valid COMMIT.
     """
-    f.seek(start)
-    position, expected, carry = start, base_offset, b""
+    stretches = Stretches(f, start, end, READ_BYTES)
+    expected = base_offset
     while True:
-        data = f.read(min(READ_BYTES, end - position - len(carry)))
-        data = carry + data if carry else data
-        complete = position + len(data) >= end
+        data, complete = stretches.read()
         requests, consumed, expected, error = scan_requests(
             data,
-            position=position,
+            position=stretches.position,
             expected=expected,
             complete=complete,
             keep_records=keep_records,
@@ -223,7 +222,7 @@ def iter_requests(
             raise problem
         if complete:
             return
-        carry, position = data[consumed:], position + consumed
+        stretches.consume(consumed)
 
 
 _new_tuple = tuple.__new__

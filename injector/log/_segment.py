@@ -14,7 +14,7 @@ from bisect import bisect_right
 from operator import itemgetter
 from pathlib import Path
 
-from injector.log._fileio import fsync_dir, write_all
+from injector.log._fileio import Stretches, fsync_dir, write_all
 from injector.log._format import (
     HEADER_SIZE,
     encode_header,
@@ -192,15 +192,12 @@ class Segment:
         wanted = max_records
         try:
             with open(self.path, "rb") as f:
-                f.seek(position)
-                carry = b""  # an entry cut by the previous read
+                stretches = Stretches(f, position, end, READ_CHUNK_BYTES)
                 while True:
-                    data = f.read(min(READ_CHUNK_BYTES, end - position - len(carry)))
-                    data = carry + data if carry else data
-                    complete = position + len(data) >= end
+                    data, complete = stretches.read()
                     batch, consumed, expected, finished = scan_log(
                         data,
-                        position=position,
+                        position=stretches.position,
                         expected=expected,
                         from_offset=from_offset,
                         stop_offset=stop_offset,
@@ -211,7 +208,7 @@ class Segment:
                     wanted -= len(batch)
                     if finished or complete:
                         break
-                    carry, position = data[consumed:], position + consumed
+                    stretches.consume(consumed)
         except LogEntryError as error:
             position, reason = error.args
             raise LogCorruptedError(str(self.path), position, reason) from error
