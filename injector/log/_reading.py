@@ -87,6 +87,17 @@ def _base_offset(segment: Segment) -> int:
     return segment.base_offset
 
 
+def offset_for_time(segments: Sequence[Segment], stop: int, event_time_ms: int) -> int:
+    """Where to start scanning for records with event time >= ``event_time_ms``: the
+    base offset of the first segment whose newest event time is at least that (event
+    times are not ordered: records before it may still be later, and records after it
+    earlier), or ``stop`` (the log's end) when no segment has one."""
+    for segment in segments:
+        if segment.records and segment.max_event_ms >= event_time_ms:
+            return min(segment.base_offset, stop)
+    return stop
+
+
 def retention_prefix(segments: Sequence[Segment], offset: int, older_than_ms: int | None) -> int:
     """How many of the oldest ``segments`` retention may delete: sealed ones wholly below
     ``offset`` (and, with ``older_than_ms``, whose last append is older), never the last

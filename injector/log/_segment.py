@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_right
+from collections.abc import Sequence
 from operator import itemgetter
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from injector.log._format import (
     segment_name,
 )
 from injector.log._index import SegmentSummary, write_index
-from injector.log._types import AppendRequest, LogConfig, SegmentInfo
+from injector.log._types import AppendRequest, AppendResult, LogConfig, SegmentInfo
 from injector.log.errors import LogCorruptedError
 from millrace.dataplane import LogBatch, LogEntryError, scan_log
 
@@ -317,3 +318,31 @@ class PendingChunk:
         if self.first_append_ms is None:
             self.first_append_ms = self.now_ms
         return low, high
+
+
+def plan_appends(
+    active: Segment,
+    next_offset: int,
+    config: LogConfig,
+    requests: Sequence[AppendRequest],
+    now_ms: int,
+) -> tuple[list[PendingChunk], list[AppendResult]]:
+    """The chunks that append ``requests`` after ``active`` (rolling to a new segment
+    between requests when one is due) and where each request lands; nothing is
+    written. A request the format cannot hold raises ``ValueError``/``TypeError``
+    naming it."""
+    chunk = PendingChunk.extending(active, now_ms)
+    chunks = [chunk]
+    results = []
+    offset = next_offset
+    for number, request in enumerate(requests):
+        if chunk.due_for_roll(config):
+            chunk = PendingChunk.starting(offset, config.index_every, now_ms)
+            chunks.append(chunk)
+        try:
+            low, high = chunk.add(request, offset)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"append request {number} is malformed: {exc}") from exc
+        results.append(AppendResult(offset, chunk.end_offset - offset, low, high))
+        offset = chunk.end_offset
+    return chunks, results

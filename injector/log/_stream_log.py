@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -13,10 +12,10 @@ from types import TracebackType
 from injector.log._fileio import fsync_dir, lock_directory
 from injector.log._format import stream_tag
 from injector.log._lost import LostRange, read_lost, record_lost
-from injector.log._reading import iter_commits, read_records, retention_prefix
+from injector.log._reading import iter_commits, offset_for_time, read_records, retention_prefix
 from injector.log._recovery import load_segments
 from injector.log._repair import repair_after_failure
-from injector.log._segment import PendingChunk, Segment
+from injector.log._segment import PendingChunk, Segment, plan_appends
 from injector.log._types import (
     AppendRequest,
     AppendResult,
@@ -65,6 +64,7 @@ class StreamLog:
         clock: Callable[[], int],
         recovery: RecoveryReport | None,
         lock_fd: int | None,
+        lost: tuple[LostRange, ...] = (),
     ) -> None:
         """Use :meth:`open`."""
         self._directory = directory
@@ -81,7 +81,7 @@ class StreamLog:
         self._failed: str | None = None
         self.recovery = recovery
         """What opening found at the end of the active segment; None for a new log."""
-        self._lost: tuple[LostRange, ...] = ()
+        self._lost = lost
 
     @classmethod
     def open(
@@ -125,7 +125,7 @@ class StreamLog:
             if lock_fd is not None:
                 os.close(lock_fd)
             raise
-        log = cls(
+        return cls(
             path,
             stream,
             segments,
@@ -133,9 +133,8 @@ class StreamLog:
             clock=clock,
             recovery=report,
             lock_fd=lock_fd,
+            lost=lost,
         )
-        log._lost = lost
-        return log
 
     # -- properties ------------------------------------------------------------
 
@@ -185,7 +184,9 @@ class StreamLog:
         with self._lock:
             self._check_writable()
             now_ms = self._clock()
-            chunks, results = self._plan(requests, now_ms)
+            chunks, results = plan_appends(
+                self._segments[-1], self._next_offset, self._config, requests, now_ms
+            )
             done = 0
             for chunk in chunks:
                 try:
@@ -195,28 +196,6 @@ class StreamLog:
                     raise
                 done += chunk.requests
         return results
-
-    def _plan(
-        self, requests: Sequence[AppendRequest], now_ms: int
-    ) -> tuple[list[PendingChunk], list[AppendResult]]:
-        chunk = PendingChunk.extending(self._segments[-1], now_ms)
-        chunks = [chunk]
-        results = []
-        offset = self._next_offset
-        config = self._config
-        for number, request in enumerate(requests):
-            if chunk.due_for_roll(config):
-                chunk = PendingChunk.starting(offset, config.index_every, now_ms)
-                chunks.append(chunk)
-            try:
-                low, high = chunk.add(request, offset)
-            except struct.error as exc:
-                raise ValueError(f"append request {number} is malformed: {exc}") from exc
-            except (TypeError, ValueError) as exc:
-                raise type(exc)(f"append request {number} is malformed: {exc}") from exc
-            results.append(AppendResult(offset, chunk.end_offset - offset, low, high))
-            offset = chunk.end_offset
-        return chunks, results
 
     def _write(self, chunk: PendingChunk) -> None:
         segment = self._segments[-1]
@@ -366,18 +345,9 @@ class StreamLog:
         return self._prefix
 
     def offset_for_time(self, event_time_ms: int) -> int:
-        """Where to start scanning for records with event time >= ``event_time_ms``.
-
-        The base offset of the first segment whose newest event time is at
-        least ``event_time_ms`` (event times are not ordered: records before
-        it may still be later, and records after it earlier), or
-        :attr:`next_offset` when no segment has one.
-        """
-        stop = self._next_offset
-        for segment in self._segments:
-            if segment.records and segment.max_event_ms >= event_time_ms:
-                return min(segment.base_offset, stop)
-        return stop
+        """Where to start scanning for records with event time >= ``event_time_ms``
+        (:func:`~injector.log._reading.offset_for_time`)."""
+        return offset_for_time(self._segments, self._next_offset, event_time_ms)
 
     def commits(self, since_ms: int | None = None) -> Iterator[Commit]:
         """The durable COMMIT markers in log order, for rebuilding idempotency maps and
