@@ -48,7 +48,7 @@ def parse_plain_lines(lines: Sequence[bytes]) -> tuple[RecordBatch, list[int]]:
 def parse_lines(lines: Sequence[bytes]) -> tuple[RecordBatch, list[tuple[int, ValueError]]]:
     """The records of ``lines`` in line order, and the malformed lines as ``(position in
     lines, the error parse_record raised)``; blank lines give nothing. Plain lines are
-    read natively in one call; the others, one at a time, by :func:`parse_record`."""
+    read natively in one call; the others, one at a time, by the reference."""
     plain, others = parse_plain_lines(lines)
     if not others:
         return plain, []
@@ -60,7 +60,7 @@ def parse_lines(lines: Sequence[bytes]) -> tuple[RecordBatch, list[tuple[int, Va
         pieces.append(plain.slice(taken, taken + run))
         taken += run
         try:
-            record = parse_record(lines[at])
+            record = _reference(lines[at])  # the native reader declined it already
         except ValueError as exc:  # UnicodeDecodeError included
             errors.append((at, exc))
         else:
@@ -112,6 +112,11 @@ def parse_record(raw: bytes) -> LineRecord | None:
     if plain:
         [record] = plain.records()
         return record
+    return _reference(raw)
+
+
+def _reference(raw: bytes) -> LineRecord | None:
+    """The reference reading of a line the native reader does not take: None if blank."""
     if not raw.strip():
         return None
     return parse_line(raw.decode())
