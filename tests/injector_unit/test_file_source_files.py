@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from injector.file_source import FileSource, Position
-from injector.group_commit import GroupCommitter
+from injector.file_source import Position
 from injector.log import LogConfig, StreamLog
-from tests.support import wait_until
+from tests.support.file_sources import tail_until
 
 STREAM = "events"
 
@@ -23,16 +22,7 @@ def run_until(tmp_path: Path, incoming: Path, done: Position) -> list[bytes]:
     """A source over ``incoming`` (reopening the log, as after a restart) run until its
     position is ``done``; every key in the log."""
     log = StreamLog.open(tmp_path / "log" / STREAM, STREAM, config=LogConfig(fsync=False))
-    committer = GroupCommitter(log)
-    committer.start()
-    rejects = tmp_path / "log" / STREAM / "rejects.jsonl"
-    source = FileSource(incoming, committer, rejects, batch_lines=7, poll_s=0.01)
-    source.start()
-    try:
-        wait_until(lambda: source.position == done, 20, f"the file source to reach {done}")
-    finally:
-        source.stop()
-        committer.stop()
+    tail_until(incoming, log, done, tmp_path / "log" / STREAM / "rejects.jsonl")
     keys = [record.key for record in log.read(0, 100_000)]
     log.close()
     return keys

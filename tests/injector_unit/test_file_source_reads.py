@@ -15,10 +15,9 @@ from typing import BinaryIO
 import pytest
 
 from injector import file_source
-from injector.file_source import FileSource, Position
-from injector.group_commit import GroupCommitter
+from injector.file_source import Position
 from injector.log import LogConfig, StreamLog
-from tests.support import wait_until
+from tests.support.file_sources import tail_until
 
 STREAM = "events"
 
@@ -28,19 +27,6 @@ def stream_log(tmp_path: Path) -> Iterator[StreamLog]:
     log = StreamLog.open(tmp_path / "log" / STREAM, STREAM, config=LogConfig(fsync=False))
     yield log
     log.close()
-
-
-def tail_until(incoming: Path, stream_log: StreamLog, done: Position, rejects: Path) -> None:
-    """Run a file source over ``incoming`` until its committed position is ``done``."""
-    committer = GroupCommitter(stream_log)
-    committer.start()
-    source = FileSource(incoming, committer, rejects, batch_lines=7, poll_s=0.01)
-    source.start()
-    try:
-        wait_until(lambda: source.position == done, 20, f"the file source to reach {done}")
-    finally:
-        source.stop()
-        committer.stop()
 
 
 def rejected(rejects: Path) -> list[tuple[int, str]]:
