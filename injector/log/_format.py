@@ -29,16 +29,10 @@ PREFIX_SIZE = ENTRY_PREFIX.size
 RECORD_HEAD = struct.Struct(">BQqqI")
 """RECORD body head: type, offset, event time, ingest time, key length; key and value follow."""
 RECORD_HEAD_SIZE = RECORD_HEAD.size
-COMMIT_HEAD = struct.Struct(">BQIH")
-"""COMMIT body head: type, first offset, count, idempotency key length; the key follows."""
-U32 = struct.Struct(">I")
 U64 = struct.Struct(">Q")
-I64 = struct.Struct(">q")
-COMMIT_MIN_SIZE = COMMIT_HEAD.size + U32.size + I64.size
 
 RECORD = 1
 COMMIT = 2
-MAX_IDEMPOTENCY_KEY = 0xFFFF
 
 _SEGMENT_NAME = re.compile(r"segment-(\d{20})\.(log|idx)")
 
