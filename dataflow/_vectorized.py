@@ -55,7 +55,7 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     values = columns if columns is not None else _values(agg, records)
     if values is None:
         return records
-    folds = _Folds(values, slots, bounds, counts)
+    folds = _Folds(values, slots, bounds, counts, lambda: _values(agg, records))
     watermark = batch.low_watermark
     passed = MIN_EVENT_TIME_MS - 1 if watermark is None else watermark
     early = firing(agg.trigger.early)
@@ -130,9 +130,20 @@ class _Folds:
     natively for all groups at once); :meth:`folder` makes the function folding a group
     in."""
 
-    def __init__(self, values: Any, slots: list[int], bounds: list[int], counts: list[int]) -> None:
+    def __init__(
+        self,
+        values: Any,
+        slots: list[int],
+        bounds: list[int],
+        counts: list[int],
+        read_values: Callable[[], Any],
+    ) -> None:
+        """``values``: the integer columns ``(sums, mins, maxs)``, or the records' values;
+        ``read_values``: the records' values as ``process_record`` reads them, for a group
+        an integer column cannot fold (a float accumulator)."""
         self.counts = counts
         self._values = values
+        self._read_values = read_values
         self._slots = slots
         self._bounds = bounds
         self._sums = self._mins = self._maxs = None
@@ -179,7 +190,7 @@ class _Folds:
 
     def _group_values(self, g: int) -> list[Any]:
         slots = self._slots[self._bounds[g] : self._bounds[g + 1]]
+        if isinstance(self._values, tuple):  # columns: read the values once, when needed
+            self._values = self._read_values()
         values = self._values
-        if isinstance(values, tuple):
-            raise AssertionError("integer columns fold whole groups")
         return [values[i] for i in slots]
