@@ -183,8 +183,8 @@ class FileSource:
     def _files(self) -> list[Path]:
         """The file being read (if any), then the unfinished others in name order."""
         current = self.position.file
-        waiting = sorted(p for p in self.directory.glob("*.jsonl") if p.name not in self.finished)
-        return sorted(waiting, key=lambda p: p.name != current)  # stable: the rest by name
+        waiting = (p for p in self.directory.glob("*.jsonl") if p.name not in self.finished)
+        return sorted(waiting, key=lambda p: (p.name != current, p.name))
 
     def _run(self) -> None:
         while not self._stopping.is_set():
