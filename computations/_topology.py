@@ -56,6 +56,11 @@ class InputSpec:
     stream: str
     key: str = "key"
 
+    @property
+    def keyed_as_sent(self) -> bool:
+        """Whether records are keyed by their own key (what native code can hash alone)."""
+        return self.key == "key"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ComputationSpec:

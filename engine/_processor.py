@@ -89,7 +89,7 @@ class IntervalProcessor:
         self._batches = self._user.handles_batches()
         self._outputs = frozenset(self.spec.outputs)
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
-        keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.key == "key")
+        keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.keyed_as_sent)
         self._keying = RecordKeying(
             computation, interval, self.spec.intervals, extractors, self._dead_letter,
             keyed_as_sent=keyed_as_sent,

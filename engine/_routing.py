@@ -74,7 +74,7 @@ def routes_of(topology: Topology, stream: str) -> list[Route]:
             c.name,
             c.intervals,
             topology.key_extractor(c.name, stream),
-            keyed_as_sent=any(i.stream == stream and i.key == "key" for i in c.inputs),
+            keyed_as_sent=any(i.stream == stream and i.keyed_as_sent for i in c.inputs),
         )
         for c in consumers
     ]
