@@ -145,7 +145,7 @@ class DownstreamSender:
                     self._held[group] = Positions()
                 queue.append(frame)
                 self._held[group].add(frame.positions)
-                self._queued += len(frame.productions)
+                self._queued += len(frame)
             self._cond.notify_all()
 
     @property
@@ -175,11 +175,11 @@ class DownstreamSender:
         """Stop sending ``origin``'s productions (it was fenced): they stay in its outbox."""
         with self._cond:
             for group in [g for g in self._pending if g[0] == origin]:
-                self._queued -= sum(len(f.productions) for f in self._pending.pop(group))
+                self._queued -= sum(len(f) for f in self._pending.pop(group))
                 self._held.pop(group, None)
             kept = [r for r in self._retries if r[2][0] != origin]
             for _, _, _, frames in (r for r in self._retries if r[2][0] == origin):
-                self._queued -= sum(len(f.productions) for f in frames)
+                self._queued -= sum(len(f) for f in frames)
             self._retries = kept
             heapq.heapify(self._retries)
             self._cond.notify_all()
@@ -270,9 +270,9 @@ class DownstreamSender:
                 for group, queue in self._pending.items():
                     if queue:
                         frames = [queue.popleft()]
-                        count = len(frames[0].productions)
-                        while queue and count + len(queue[0].productions) <= self._max_batch:
-                            count += len(queue[0].productions)
+                        count = len(frames[0])
+                        while queue and count + len(queue[0]) <= self._max_batch:
+                            count += len(queue[0])
                             frames.append(queue.popleft())
                         seq = next(self._seq)
                         self._inflight[seq] = (group, frames, now)
@@ -297,12 +297,16 @@ class DownstreamSender:
             if entry is None:
                 return
             group, frames, _ = entry
-            items = [p for frame in frames for p in frame.productions]
+            total = sum(len(frame) for frame in frames)
             unanswered: list[Production] = []
-            if not ack.rejected and len(ack.committed_ids) + len(ack.duplicate_ids) == len(items):
-                done = items  # the common case: the receiver answered every record
+            if not ack.rejected and len(ack.committed_ids) + len(ack.duplicate_ids) == total:
+                # The common case: the receiver answered every record.
+                done = [key for frame in frames for key in frame.outbox_keys]
             else:
-                done, unanswered, refused, fenced_message = _sort_answers(ack, items)
+                items = [p for frame in frames for p in frame.productions]
+                answers = _sort_answers(ack, items)
+                done = [p.outbox_key for p in answers[0]]
+                _, unanswered, refused, fenced_message = answers
             held = self._held.setdefault(group, Positions())
             for frame in frames:
                 held.remove(frame.positions)
@@ -315,11 +319,11 @@ class DownstreamSender:
                     frame.positions = span  # as wide as the batch's: a floor never passes them
                     held.add(span)
                 heapq.heappush(self._retries, (due, next(self._seq), group, again))
-            self._queued -= len(items) - len(unanswered)
+            self._queued -= total - len(unanswered)
             self._cond.notify_all()
         origin = group[0]
         if done:
-            self._callbacks.acked(origin, [p.outbox_key for p in done])
+            self._callbacks.acked(origin, done)
         for production, reason, message in refused:
             self._callbacks.refused(origin, production, reason, message)
         if fenced_message:
@@ -336,7 +340,7 @@ class DownstreamSender:
         order they were first sent (a consumer keeping the latest value per key needs it)."""
         for seq in sorted(seqs, reverse=True):
             group, frames, _ = self._inflight.pop(seq)
-            self.retried += sum(len(frame.productions) for frame in frames)
+            self.retried += sum(len(frame) for frame in frames)
             self._pending.setdefault(group, deque()).extendleft(reversed(frames))
 
 

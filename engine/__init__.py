@@ -19,7 +19,7 @@ from engine._driver import (
     refusal,
     sender_progress,
 )
-from engine._frames import Frame, encode_batch, frames_of
+from engine._frames import Frame, decode_frame, encode_batch, frames_of
 from engine._in_flight import OldestInFlight
 from engine._local_network import InFlight, LocalNetwork, receive
 from engine._outcome import BatchOutcome
@@ -62,6 +62,7 @@ __all__ = [
     "compute_watermarks",
     "event_time_problem",
     "feeders",
+    "decode_frame",
     "encode_batch",
     "frames_of",
     "input_watermark",

@@ -12,12 +12,12 @@ bytes as they are, after a header (:func:`encode_batch`).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from itertools import repeat
 
 from engine._production_ids import Production, outbox_key_prefix
 from engine._tuples import new_tuple
-from millrace.wire.v1 import delivery_pb2
+from millrace.wire.v1 import delivery_pb2, record_pb2
 
 _U64 = struct.Struct(">Q")
 _FRAME_TAG = b"\x00"  # no consumer name is empty, so no identity starts with 0x00
@@ -33,7 +33,6 @@ def frame_seq(key: bytes) -> int:
     return int(_U64.unpack_from(key, 1)[0])
 
 
-@dataclass(slots=True)
 class Frame:
     """Productions to one destination, in production order, with their wire encoding.
 
@@ -41,75 +40,74 @@ class Frame:
     (what the outbox stores): a sender sends it as it is, after a header with the
     batch's other fields, since concatenated protobuf messages parse as their merge.
     None when not encoded yet (a sender encodes it when it sends).
+
+    A frame made natively (``engine/_routing.py``) comes as its payload with its outbox
+    keys and oldest event time: what the outbox ledger and the senders account by. Its
+    :attr:`productions` are parsed from the payload only when something asks for them
+    (a partial ack, a refusal, the test harness).
     """
 
-    consumer: str
-    interval: int
-    productions: list[Production]
-    payload: bytes | None = None
-    positions: tuple[int, int] | None = None
-    """``(first, last)`` position of its productions in its sender's sequence (an
-    interval's frame sequence, a stream's log offsets); None: not numbered."""
+    __slots__ = ("_keys", "_oldest", "_productions", "consumer", "interval", "payload", "positions")
+
+    def __init__(
+        self,
+        consumer: str,
+        interval: int,
+        productions: list[Production] | None,
+        payload: bytes | None = None,
+        positions: tuple[int, int] | None = None,
+        *,
+        outbox_keys: list[bytes] | None = None,
+        oldest_event_time_ms: int | None = None,
+    ) -> None:
+        """Either ``productions``, or ``payload`` with ``outbox_keys`` and
+        ``oldest_event_time_ms``."""
+        if productions is None and (payload is None or outbox_keys is None):
+            raise ValueError("a frame needs its productions, or its payload and outbox keys")
+        self.consumer = consumer
+        self.interval = interval
+        self._productions = productions
+        self.payload = payload
+        self.positions = positions
+        """``(first, last)`` position of its productions in its sender's sequence (an
+        interval's frame sequence, a stream's log offsets); None: not numbered."""
+        self._keys = outbox_keys
+        self._oldest = oldest_event_time_ms
+
+    @property
+    def productions(self) -> list[Production]:
+        """Its productions, in production order."""
+        if self._productions is None:
+            assert self.payload is not None and self._keys is not None
+            self._productions = _productions_of(self.payload, self._keys)
+        return self._productions
+
+    @property
+    def outbox_keys(self) -> list[bytes]:
+        """Its productions' outbox keys, in production order."""
+        if self._keys is None:
+            self._keys = [p.outbox_key for p in self.productions]
+        return self._keys
+
+    @property
+    def oldest_event_time_ms(self) -> int | None:
+        """The smallest event time among its productions (None: it has none)."""
+        if self._oldest is None and self.productions:
+            self._oldest = min(p.record.event_time_ms for p in self.productions)
+        return self._oldest
+
+    def __len__(self) -> int:
+        """How many productions it holds."""
+        return len(self._keys) if self._keys is not None else len(self.productions)
+
+    def __repr__(self) -> str:
+        return f"Frame({self.consumer!r}, {self.interval}, {len(self)} productions)"
 
     def encoded(self) -> bytes:
         """``payload``, encoding it first if needed."""
         if self.payload is None:
             self.payload = encode_frame(self.consumer, self.interval, self.productions)
         return self.payload
-
-
-class FrameBuilder:
-    """Collects one commit's productions, building each record in place in its
-    destination's batch (copying a record into a batch costs more than making it)."""
-
-    def __init__(self) -> None:
-        self.productions: list[Production] = []
-        """Every production, in the order they were made."""
-        self._batches: dict[tuple[str, int], tuple[delivery_pb2.DeliveryBatch, list[Production]]]
-        self._batches = {}
-
-    def add(  # noqa: PLR0917 - called per production: positional arguments are cheaper
-        self,
-        consumer: str,
-        interval: int,
-        outbox_key: bytes,
-        record_id: bytes,
-        key: bytes,
-        value: bytes,
-        event_time_ms: int,
-        producer: str,
-        stream: str,
-    ) -> None:
-        """Add the production of one record to ``consumer``'s ``interval``."""
-        entry = self._batches.get((consumer, interval))
-        if entry is None:
-            batch = delivery_pb2.DeliveryBatch()
-            batch.target.computation = consumer
-            batch.target.index = interval
-            entry = self._batches[(consumer, interval)] = (batch, [])
-        record = entry[0].records.add(
-            record_id=record_id,
-            key=key,
-            value=value,
-            event_time_ms=event_time_ms,
-            producer=producer,
-            stream=stream,
-        )
-        production = new_tuple(Production, (consumer, interval, record, outbox_key))
-        entry[1].append(production)
-        self.productions.append(production)
-
-    def frames(self, keep: Callable[[Production], bool]) -> list[Frame]:
-        """One frame per destination with the productions ``keep`` keeps (encoded as built
-        when it keeps them all)."""
-        frames = []
-        for (consumer, interval), (batch, productions) in self._batches.items():
-            kept = [p for p in productions if keep(p)]
-            if len(kept) == len(productions):
-                frames.append(Frame(consumer, interval, productions, batch.SerializeToString()))
-            elif kept:
-                frames.append(Frame(consumer, interval, kept, None))
-        return frames
 
 
 def encode_frame(consumer: str, interval: int, productions: Sequence[Production]) -> bytes:
@@ -122,12 +120,29 @@ def encode_frame(consumer: str, interval: int, productions: Sequence[Production]
 
 def decode_frame(value: bytes) -> Frame:
     """Inverse of :func:`encode_frame`; keeps ``value`` as the payload."""
-    batch = delivery_pb2.DeliveryBatch()
-    batch.ParseFromString(value)
+    batch = delivery_pb2.DeliveryBatch.FromString(value)
     consumer, interval = batch.target.computation, batch.target.index
-    prefix = outbox_key_prefix(consumer, interval)
-    productions = [Production(consumer, interval, r, prefix + r.record_id) for r in batch.records]
-    return Frame(consumer, interval, productions, value)
+    return Frame(consumer, interval, _productions(consumer, interval, batch.records), value)
+
+
+def _productions_of(value: bytes, outbox_keys: Sequence[bytes]) -> list[Production]:
+    batch = delivery_pb2.DeliveryBatch.FromString(value)
+    return _productions(batch.target.computation, batch.target.index, batch.records, outbox_keys)
+
+
+def _productions(
+    consumer: str,
+    interval: int,
+    records: Sequence[record_pb2.Record],
+    outbox_keys: Sequence[bytes] | None = None,
+) -> list[Production]:
+    """Records of a frame as productions, each built without a Python call (records are
+    parsed in C; the outbox keys are derived unless given)."""
+    if outbox_keys is None:
+        prefix = outbox_key_prefix(consumer, interval)
+        outbox_keys = [prefix + r.record_id for r in records]
+    tuples = zip(repeat(consumer), repeat(interval), records, outbox_keys, strict=False)
+    return list(map(new_tuple, repeat(Production), tuples))
 
 
 def encode_batch(header: delivery_pb2.DeliveryBatch, frames: Sequence[Frame]) -> bytes:

@@ -39,6 +39,24 @@ class OldestInFlight:
         if count and oldest is not None:
             self._groups[group] = [oldest, count, time.monotonic()]
 
+    def add_keys(self, keys: list[bytes], oldest_ms: int | None, group: Hashable) -> None:
+        """Track productions ``keys`` as one group whose oldest event time is
+        ``oldest_ms``; keys already tracked stay in their first group (then the group
+        keeps ``oldest_ms``: held a little longer, never too little)."""
+        group_of = self._group_of
+        before = len(group_of)
+        if group_of.keys().isdisjoint(keys):
+            group_of.update(dict.fromkeys(keys, group))
+        else:
+            group_of.update(dict.fromkeys([k for k in keys if k not in group_of], group))
+        count = len(group_of) - before
+        if count and oldest_ms is not None:
+            self._groups[group] = [oldest_ms, count, time.monotonic()]
+
+    def tracks_any(self, keys: list[bytes]) -> bool:
+        """True when any of ``keys`` is unacknowledged here."""
+        return not self._group_of.keys().isdisjoint(keys)
+
     def add(self, key: bytes, event_time_ms: int) -> None:
         """Track one unacknowledged production."""
         self.add_group([(key, event_time_ms)])

@@ -20,9 +20,9 @@ import struct
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 
-from engine._frames import Frame, FrameBuilder, decode_frame, frame_key, frame_seq
+from engine._frames import Frame, decode_frame, frame_key, frame_seq
 from engine._in_flight import OldestInFlight
-from engine._production_ids import Production
+from engine._routing import FrameBuilder
 from statestore import StateStore, Transaction
 
 _NEXT_FRAME = "outbox-next-frame"
@@ -80,15 +80,14 @@ class OutboxLedger:
             txn.remove_outbox(key)
         if built is None:
             return []
-        tracked = self.in_flight.tracks
+        in_flight = self.in_flight
 
-        def keep(production: Production) -> bool:
+        def dropped(keys: list[bytes]) -> bool:
             # An identity already in flight has its frame; another would never be deleted.
-            key = production.outbox_key
-            return key not in skip and not tracked(key)
+            return in_flight.tracks_any(keys) or (bool(skip) and not skip.isdisjoint(keys))
 
         staged = []
-        for frame in built.frames(keep):
+        for frame in built.frames(dropped):
             seq = self._next_frame
             self._next_frame += 1  # gaps after a failed commit are harmless: only order counts
             frame.positions = (seq, seq)
@@ -105,9 +104,7 @@ class OutboxLedger:
             self._track(key, frame)
 
     def _track(self, key: bytes, frame: Frame) -> None:
-        self.in_flight.add_group(
-            ((p.outbox_key, p.record.event_time_ms) for p in frame.productions), key
-        )
+        self.in_flight.add_keys(frame.outbox_keys, frame.oldest_event_time_ms, key)
 
     def _read(self) -> Staged:
         """The outbox's frames in production order (by sequence)."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from engine._frames import Frame
 from engine._production_ids import Production
+from engine._routing import FrameBuilder
 
 
 @dataclass
@@ -17,8 +18,8 @@ class BatchOutcome:
     rejected: list[tuple[bytes, int, str]] = field(default_factory=list)
     retry: list[bytes] = field(default_factory=list)
     dead_lettered: list[bytes] = field(default_factory=list)
-    productions: list[Production] = field(default_factory=list)
-    """Every production made, in the order they were made."""
+    built: FrameBuilder | None = None
+    """Every production made (framed natively; parsed only when asked for)."""
     frames: list[Frame] = field(default_factory=list)
     """What the commit checkpointed, one frame per destination: what to send."""
     late_ms: list[int] = field(default_factory=list)
@@ -26,3 +27,13 @@ class BatchOutcome:
     timers_fired: int = 0
     timers_failed: int = 0
     """Timers whose user code raised: kept for a retry next round, or dead-lettered."""
+
+    @property
+    def productions(self) -> list[Production]:
+        """Every production made, destination by destination, each in the order made."""
+        return self.built.productions if self.built is not None else []
+
+    @property
+    def produced(self) -> int:
+        """How many productions were made (without parsing them)."""
+        return len(self.built) if self.built is not None else 0

@@ -30,12 +30,12 @@ from engine._batch_scope import BatchScope, offer_batch
 from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
-from engine._frames import Frame, FrameBuilder
+from engine._frames import Frame
 from engine._keying import RecordKeying
 from engine._outbox_ledger import OutboxLedger
 from engine._outcome import BatchOutcome
 from engine._production_ids import Production, next_timer_cause, record_id_prefix
-from engine._routing import ProductionRouter
+from engine._routing import FrameBuilder, ProductionRouter
 from engine._scope import RecordScope
 from engine._sender_epochs import SenderEpochs
 from millrace.wire.v1 import admin_pb2, record_pb2
@@ -128,8 +128,7 @@ class IntervalProcessor:
         record ids are kept until the senders can no longer resend them.
         """
         outcome = BatchOutcome()
-        built = FrameBuilder()
-        outcome.productions = built.productions
+        built = self._router.builder()
         txn = self.store.begin(self.epoch)
         now = self._clock()
         committed = outcome.committed
@@ -159,7 +158,7 @@ class IntervalProcessor:
             scope.apply()
             committed.append(rid)
             if scope.emitted:
-                self._router.route(scope.emitted, self._record_id_prefix + rid, built)
+                built.add(self._record_id_prefix + rid, scope.emitted)
             if scope.late_ms:
                 outcome.late_ms.extend(scope.late_ms)
         if repeats:
@@ -169,8 +168,11 @@ class IntervalProcessor:
         txn.mark_seen(committed)
         if progress:
             txn.note_progress(progress)
-        delivered = send_first(outcome.productions) if send_first and outcome.productions else set()
+        delivered: set[bytes] = set()
+        if send_first and (productions := built.productions):
+            delivered = send_first(productions)
         self._commit(txn, outcome, built, skip=delivered, durable=durable)
+        outcome.built = built
         self._failures.committed(committed)
         self.records_committed += len(committed)
         return outcome
@@ -217,8 +219,7 @@ class IntervalProcessor:
         timer succeeds or is dead-lettered (after ``max_attempts`` rounds). Retry it
         in a later round, not at once: the failure may be transient."""
         outcome = BatchOutcome()
-        built = FrameBuilder()
-        outcome.productions = built.productions
+        built = self._router.builder()
         now = self._clock()
         due = due_timers(self.store, now, self.input_watermark, limit)
         if not due:
@@ -246,10 +247,10 @@ class IntervalProcessor:
             scope.apply()
             outcome.late_ms.extend(scope.late_ms)
             if scope.emitted:
-                cause = next_timer_cause(txn, self.name, timer.key)
-                self._router.route(scope.emitted, cause, built)
+                built.add(next_timer_cause(txn, self.name, timer.key), scope.emitted)
             outcome.timers_fired += 1
         self._commit(txn, outcome, built, durable=durable)
+        outcome.built = built
         return outcome
 
     def _timer_failed(self, txn: Transaction, ident: bytes, timer: Timer, exc: Exception) -> None:

@@ -19,8 +19,6 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from xxhash import xxh3_128_digest
-
 from engine._scope import RESERVED_PREFIX
 from millrace.wire.v1 import record_pb2
 from statestore import Transaction
@@ -31,12 +29,13 @@ _U64 = struct.Struct(">Q")
 
 def record_id_prefix(computation: str) -> bytes:
     """What every production id caused by one of ``computation``'s records starts from;
-    append the input record id to get the cause for :func:`production_id`."""
+    append the input record id to get the cause of its productions (the ``index``-th
+    is named ``xxh3_128(cause | index u32)``, natively: ``engine/_routing.py``)."""
     return b"r" + computation.encode() + b"\x00"
 
 
 def timer_id_prefix(computation: str, key: bytes, fire: int) -> bytes:
-    """The cause, for :func:`production_id`, of ``key``'s ``fire``-th producing timer fire."""
+    """The cause of the productions of ``key``'s ``fire``-th producing timer fire."""
     return b"t" + computation.encode() + b"\x00" + _U32.pack(len(key)) + key + _U64.pack(fire)
 
 
@@ -54,11 +53,6 @@ def next_timer_cause(txn: Transaction, computation: str, key: bytes) -> bytes:
     fire = (_U64.unpack(raw)[0] if raw else 0) + 1
     txn.put(counter, _U64.pack(fire))
     return timer_id_prefix(computation, key, fire)
-
-
-def production_id(cause: bytes, index: int) -> bytes:
-    """Id of the ``index``-th production of ``cause`` (128-bit xxh3)."""
-    return xxh3_128_digest(cause + _U32.pack(index))
 
 
 def outbox_key_prefix(consumer: str, interval: int) -> bytes:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from computations import Topology, interval_of
-from engine._frames import FrameBuilder
-from engine._production_ids import Production, outbox_key_prefix, production_id
+from engine._frames import Frame
+from engine._production_ids import Production, outbox_key_prefix
 from engine._scope import Emitted
+from millrace.dataplane import ProductionPlan
 from millrace.wire.v1 import record_pb2
 
 SINK_PREFIX = "sink:"
@@ -90,25 +91,103 @@ def source_productions(routes: list[Route], record: record_pb2.Record) -> list[P
 
 
 class ProductionRouter:
-    """Routes the output streams of one computation (its name goes in every record)."""
+    """Routes the output streams of one computation (its name goes in every record).
+
+    What user code emitted is framed natively, a commit at a time
+    (:class:`millrace.dataplane.ProductionPlan`): production ids, each consumer's
+    interval (by the hash of the record's key, or, for a consumer with a key extractor
+    of its own, the interval :meth:`Route.interval_for` gives), one ``DeliveryBatch``
+    frame per destination."""
 
     def __init__(self, topology: Topology, computation: str) -> None:
-        self._producer = computation
-        self._routes = {
+        routes = {
             stream: routes_of(topology, stream)
             for stream in topology.computations[computation].outputs
         }
+        self.consumers = tuple(dict.fromkeys(r.consumer for rs in routes.values() for r in rs))
+        index = {name: i for i, name in enumerate(self.consumers)}
+        self.given = {
+            stream: given
+            for stream, rs in routes.items()
+            if (given := tuple(r for r in rs if _given(r)))
+        }
+        """Per stream, the routes whose interval Python picks (their own key extractor)."""
+        self.plan = ProductionPlan(
+            computation,
+            self.consumers,
+            [
+                (stream, [(index[r.consumer], r.intervals, _given(r)) for r in rs])
+                for stream, rs in routes.items()
+            ],
+        )
 
-    def route(self, emitted: list[Emitted], cause: bytes, frames: FrameBuilder) -> None:
-        """Add to ``frames`` one production per emitted record and consuming interval.
-        ``cause`` names what emitted them (an input record, a timer fire): the n-th
-        record's id is :func:`~engine._production_ids.production_id` of it and n."""
-        producer = self._producer
-        add = frames.add
-        for index, (stream, key, value, timestamp) in enumerate(emitted):
-            record_id = production_id(cause, index)
-            for route in self._routes[stream]:
-                interval = 0 if route.intervals == 1 else route.interval_for(key, value)
-                outbox_key = route.key_prefixes[interval] + record_id
-                add(route.consumer, interval, outbox_key, record_id, key, value, timestamp,
-                    producer, stream)  # fmt: skip
+    def builder(self) -> FrameBuilder:
+        """A new commit's productions."""
+        return FrameBuilder(self)
+
+
+def _given(route: Route) -> bool:
+    return route.intervals > 1 and not route.keyed_as_sent
+
+
+class FrameBuilder:
+    """One commit's productions: what user code emitted, per cause, framed in one native
+    call when first asked for (``cause`` names what emitted them, an input record or a
+    timer fire: the n-th record's id is ``xxh3_128(cause | n)``, see
+    :mod:`engine._production_ids`)."""
+
+    __slots__ = ("_built", "_causes", "_emitted", "_given", "_router")
+
+    def __init__(self, router: ProductionRouter) -> None:
+        self._router = router
+        self._causes: list[bytes] = []
+        self._emitted: list[list[Emitted]] = []
+        self._given: list[int] = []
+        self._built: list[Frame] | None = None
+
+    def add(self, cause: bytes, emitted: list[Emitted]) -> None:
+        """What ``cause`` emitted, in order."""
+        self._causes.append(cause)
+        self._emitted.append(emitted)
+        self._built = None
+        if self._router.given:
+            given = self._router.given
+            for stream, key, value, _ in emitted:
+                for route in given.get(stream, ()):
+                    self._given.append(route.interval_for(key, value))
+
+    def built(self) -> list[Frame]:
+        """One frame per destination, in order of its first production."""
+        if self._built is None:
+            consumers = self._router.consumers
+            self._built = [
+                Frame(consumers[c], interval, None, payload, outbox_keys=keys,
+                      oldest_event_time_ms=oldest)
+                for c, interval, payload, keys, oldest in self._router.plan.frames(
+                    self._causes, self._emitted, self._given
+                )
+            ]  # fmt: skip
+        return self._built
+
+    def __len__(self) -> int:
+        """How many productions (a record emitted to two consumers counts twice)."""
+        return sum(len(frame) for frame in self.built())
+
+    @property
+    def productions(self) -> list[Production]:
+        """Every production, destination by destination, each in the order made."""
+        return [p for frame in self.built() for p in frame.productions]
+
+    def frames(self, skip: Callable[[list[bytes]], bool]) -> list[Frame]:
+        """One frame per destination, without the productions ``skip`` says (given a
+        frame's outbox keys, True when any is to be skipped; then it is asked again for
+        each key alone): encoded as built when it keeps them all."""
+        frames = []
+        for frame in self.built():
+            if not skip(frame.outbox_keys):
+                frames.append(frame)
+                continue
+            kept = [p for p in frame.productions if not skip([p.outbox_key])]
+            if kept:
+                frames.append(Frame(frame.consumer, frame.interval, kept, None))
+        return frames

@@ -27,7 +27,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,15 +37,13 @@ from engine import (
     SINK_PREFIX,
     Frame,
     OldestInFlight,
-    Production,
     Route,
-    new_tuple,
+    decode_frame,
     routes_of,
     source_name,
 )
 from injector.log import LogTailLostError, StreamLog
 from millrace.dataplane import LogBatch
-from millrace.wire.v1 import delivery_pb2
 
 log = logging.getLogger(__name__)
 
@@ -289,21 +286,13 @@ class Forwarder:
                     producer=INJECTOR,
                     stream=stream,
                 )
-                for interval, payload, slots in built:
-                    batch = delivery_pb2.DeliveryBatch.FromString(payload)
-                    prefix = route.key_prefixes[interval]
-                    keys = [prefix + r.record_id for r in batch.records]
-                    productions = list(
-                        map(
-                            new_tuple,
-                            repeat(Production),
-                            zip(repeat(name), repeat(interval), batch.records, keys),
-                        )
-                    )
+                for _, payload, slots in built:
+                    frame = decode_frame(payload)
+                    keys = [p.outbox_key for p in frame.productions]
                     consumer.in_flight.add_group(zip(keys, [times[i] for i in slots], strict=True))
                     # Offsets are the positions receivers forget record ids by.
-                    positions = (first + slots[0], first + slots[-1])
-                    frames.append(Frame(name, interval, productions, payload, positions))
+                    frame.positions = (first + slots[0], first + slots[-1])
+                    frames.append(frame)
         for frame in frames:
             self._sender(frame.consumer, frame.interval).submit_frames(self._origin, [frame])
 

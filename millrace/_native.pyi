@@ -9,6 +9,7 @@ __all__ = [
     "BloomPositions",
     "LogBatch",
     "LogEntryError",
+    "ProductionPlan",
     "RecordBatch",
     "UndecodableRequestError",
     "decode_ingest_request",
@@ -46,6 +47,21 @@ class BloomBits:
     def add(self, positions: BloomPositions) -> None: ...
     def ones(self) -> int: ...
     def to_bytes(self) -> bytes: ...
+
+@final
+class ProductionPlan:
+    def __new__(
+        cls,
+        producer: str,
+        consumers: Sequence[str],
+        streams: Sequence[tuple[str, Sequence[tuple[int, int, bool]]]],
+    ) -> Self: ...
+    def frames(
+        self,
+        causes: Iterable[bytes],
+        emitted: Iterable[Iterable[tuple[str, bytes, bytes, int]]],
+        given: Sequence[int],
+    ) -> list[tuple[int, int, bytes, list[bytes], int]]: ...
 
 @final
 class LogBatch:

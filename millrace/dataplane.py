@@ -21,6 +21,9 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   ``DeliveryBatch`` frames per destination interval.
 - :class:`BloomHasher`, :class:`BloomPositions`, :class:`BloomBits`: the dedup's
   Bloom filters, hashed and probed a batch of ids at a time (``statestore/_bloom.py``).
+- :class:`ProductionPlan`: a computation's productions of one commit (ids, routes,
+  one ``DeliveryBatch`` frame per destination with the outbox keys), from what user
+  code emitted per cause (``engine/_routing.py``).
 - :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
   each group's count and integer columns (``dataflow/_vectorized.py``).
 
@@ -34,6 +37,7 @@ from millrace._native import (
     BloomPositions,
     LogBatch,
     LogEntryError,
+    ProductionPlan,
     RecordBatch,
     UndecodableRequestError,
     decode_commit,
@@ -54,6 +58,7 @@ __all__ = [
     "BloomPositions",
     "LogBatch",
     "LogEntryError",
+    "ProductionPlan",
     "RecordBatch",
     "UndecodableRequestError",
     "decode_commit",

@@ -92,7 +92,7 @@ class NodeMetrics:
         self.records_committed.labels(computation).inc(len(outcome.committed))
         self.duplicates.labels(computation).inc(len(outcome.duplicates))
         self.dead_letters.labels(computation).inc(len(outcome.dead_lettered))
-        self.records_out.labels(computation).inc(len(outcome.productions))
+        self.records_out.labels(computation).inc(outcome.produced)
         self.timers_fired.labels(computation).inc(outcome.timers_fired)
         if outcome.late_ms:
             late = self.late_lateness.labels(computation)

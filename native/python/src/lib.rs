@@ -15,6 +15,7 @@ mod bloom;
 mod fold;
 mod ingest;
 mod log;
+mod productions;
 mod records;
 
 create_exception!(
@@ -49,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bloom::PyBloomHasher>()?;
     m.add_class::<bloom::PyBloomPositions>()?;
     m.add_class::<bloom::PyBloomBits>()?;
+    m.add_class::<productions::PyProductionPlan>()?;
     m.add("LogEntryError", m.py().get_type::<LogEntryError>())?;
     m.add_function(wrap_pyfunction!(log::scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(log::scan_requests, m)?)?;
