@@ -57,13 +57,13 @@ def run_once(events: int, work: Path) -> tuple[float, float, int]:
         for at in range(0, len(records), BATCH):
             started = time.process_time()
             outcome = processor.process_records(records[at : at + BATCH])
-            processor.acknowledge([p.outbox_key for p in outcome.productions])
+            processor.acknowledge(outcome.outbox_keys)
             middle = time.process_time()
             newest = max(newest, *stamps[at : at + BATCH])
             processor.advance_watermark(newest - LAG_MS)
             while True:
                 outcome = processor.fire_timers()
-                processor.acknowledge([p.outbox_key for p in outcome.productions])
+                processor.acknowledge(outcome.outbox_keys)
                 fired += outcome.timers_fired
                 if outcome.timers_fired < 1000:
                     break

@@ -66,7 +66,7 @@ def _run(
     for records in batches:
         processor.acknowledge(acked, flush=False)  # the deletes ride with the commit
         outcome = processor.process_records(records)
-        acked = [p.outbox_key for p in outcome.productions]
+        acked = outcome.outbox_keys
     return acked
 
 

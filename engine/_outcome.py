@@ -37,3 +37,11 @@ class BatchOutcome:
     def produced(self) -> int:
         """How many productions were made (without parsing them)."""
         return len(self.built) if self.built is not None else 0
+
+    @property
+    def outbox_keys(self) -> list[bytes]:
+        """Every production's outbox key, as :attr:`productions` orders them (without
+        parsing them)."""
+        if self.built is None:
+            return []
+        return [key for frame in self.built.built() for key in frame.outbox_keys]

@@ -10,14 +10,14 @@
 //! destination as target and the records in the order they were made. Frames come in
 //! order of their destination's first production.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
-use prost::Message;
+use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 use xxhash_rust::xxh3::xxh3_128;
 
 use crate::frames::interval_of;
-use crate::wire::{DeliveryFrame, KeyInterval, Record};
+use crate::wire::KeyInterval;
+#[cfg(doc)]
+use crate::wire::{DeliveryFrame, Record};
 
 /// How a route picks the interval of a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,10 +72,19 @@ pub struct OutFrame {
     pub interval: u32,
     /// The frame's `DeliveryBatch` bytes (target and records).
     pub payload: Vec<u8>,
-    /// Each record's outbox key: `consumer | 0x00 | interval u32 | production id`.
-    pub outbox_keys: Vec<Vec<u8>>,
+    /// The start of its records' outbox keys: `consumer | 0x00 | interval u32`.
+    pub prefix: Vec<u8>,
+    /// Its records' production ids, in order (outbox key: `prefix | id`).
+    pub ids: Vec<[u8; 16]>,
     /// The smallest event time of its records.
     pub oldest_event_time_ms: i64,
+}
+
+impl OutFrame {
+    /// Each record's outbox key, in order.
+    pub fn outbox_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        self.ids.iter().map(|id| [&self.prefix[..], id].concat())
+    }
 }
 
 /// Why a commit's productions could not be framed.
@@ -107,10 +116,15 @@ impl std::error::Error for PlanError {}
 /// The id of the `index`-th record `cause` emitted: the canonical (big-endian) bytes of
 /// `xxh3_128(cause | index u32 big-endian)`, as Python's `xxhash.xxh3_128_digest`.
 pub fn production_id(cause: &[u8], index: u32) -> [u8; 16] {
-    let mut named = Vec::with_capacity(cause.len() + 4);
-    named.extend_from_slice(cause);
-    named.extend_from_slice(&index.to_be_bytes());
-    xxh3_128(&named).to_be_bytes()
+    named_id(&mut Vec::new(), cause, index)
+}
+
+/// [`production_id`], naming the cause in `scratch` (reused from record to record).
+fn named_id(scratch: &mut Vec<u8>, cause: &[u8], index: u32) -> [u8; 16] {
+    scratch.clear();
+    scratch.extend_from_slice(cause);
+    scratch.extend_from_slice(&index.to_be_bytes());
+    xxh3_128(scratch).to_be_bytes()
 }
 
 /// The start of the outbox key of every production to `consumer`'s `interval`.
@@ -122,103 +136,227 @@ pub fn outbox_key_prefix(consumer: &str, interval: u32) -> Vec<u8> {
     prefix
 }
 
+/// A commit's frames as they are built: records are encoded into their destination's
+/// frame as they come, from borrowed bytes (no record is held or copied on the way).
+pub struct FrameSet<'p> {
+    plan: &'p Plan,
+    frames: Vec<Building>,
+    /// The frame the previous record went to (a commit has a handful of
+    /// destinations, mostly in runs: a scan beats hashing).
+    last: usize,
+    scratch: Vec<u8>,
+}
+
 struct Building {
     consumer: usize,
     interval: u32,
     prefix: Vec<u8>,
-    records: Vec<Record>,
-    outbox_keys: Vec<Vec<u8>>,
+    /// The `DeliveryBatch` bytes so far: the target, then each record.
+    payload: Vec<u8>,
+    ids: Vec<[u8; 16]>,
+    oldest_event_time_ms: i64,
+}
+
+impl<'p> FrameSet<'p> {
+    pub fn new(plan: &'p Plan) -> Self {
+        Self {
+            plan,
+            frames: Vec::new(),
+            last: usize::MAX,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The `index`-th record `cause` emitted, to every route of its `stream`; `given`
+    /// yields the intervals of the [`Routing::Given`] routes.
+    #[allow(clippy::too_many_arguments)] // one record's fields: a struct would be built per record
+    pub fn add(
+        &mut self,
+        cause: &[u8],
+        index: u32,
+        stream: usize,
+        key: &[u8],
+        value: &[u8],
+        event_time_ms: i64,
+        given: &mut impl Iterator<Item = u32>,
+    ) -> Result<(), PlanError> {
+        let plan = self.plan;
+        let id = named_id(&mut self.scratch, cause, index);
+        let (stream_name, routes) = &plan.streams[stream];
+        for route in routes {
+            let interval = match route.routing {
+                Routing::ByKey if route.intervals <= 1 => 0,
+                Routing::ByKey => interval_of(key, route.intervals),
+                Routing::Given => {
+                    let interval = given.next().ok_or(PlanError::MissingInterval)?;
+                    if interval >= route.intervals.max(1) {
+                        return Err(PlanError::IntervalOutOfRange {
+                            interval,
+                            intervals: route.intervals,
+                        });
+                    }
+                    interval
+                }
+            };
+            let frame = self.frame_for(route.consumer, interval);
+            frame.ids.push(id);
+            frame.oldest_event_time_ms = frame.oldest_event_time_ms.min(event_time_ms);
+            let fields = RecordFields {
+                record_id: &id,
+                key,
+                value,
+                event_time_ms,
+                producer: plan.producer.as_bytes(),
+                stream: stream_name.as_bytes(),
+            };
+            fields.encode_as_field(RECORDS_TAG, &mut frame.payload);
+        }
+        Ok(())
+    }
+
+    fn frame_for(&mut self, consumer: usize, interval: u32) -> &mut Building {
+        let is_it = |f: &Building| f.consumer == consumer && f.interval == interval;
+        if !self.frames.get(self.last).is_some_and(is_it) {
+            self.last = match self.frames.iter().position(is_it) {
+                Some(slot) => slot,
+                None => {
+                    let name = &self.plan.consumers[consumer];
+                    let target = KeyInterval {
+                        computation: name.clone(),
+                        index: interval,
+                        count: 0,
+                    };
+                    let mut payload = Vec::new();
+                    prost::encoding::message::encode(TARGET_TAG, &target, &mut payload);
+                    self.frames.push(Building {
+                        consumer,
+                        interval,
+                        prefix: outbox_key_prefix(name, interval),
+                        payload,
+                        ids: Vec::new(),
+                        oldest_event_time_ms: i64::MAX,
+                    });
+                    self.frames.len() - 1
+                }
+            };
+        }
+        &mut self.frames[self.last]
+    }
+
+    /// The frames, in order of each destination's first record.
+    pub fn finish(self) -> Vec<OutFrame> {
+        self.frames
+            .into_iter()
+            .map(|frame| OutFrame {
+                consumer: frame.consumer,
+                interval: frame.interval,
+                payload: frame.payload,
+                prefix: frame.prefix,
+                ids: frame.ids,
+                oldest_event_time_ms: frame.oldest_event_time_ms,
+            })
+            .collect()
+    }
+}
+
+/// `DeliveryBatch.target` and `DeliveryBatch.records` (see [`DeliveryFrame`]).
+const TARGET_TAG: u32 = 3;
+const RECORDS_TAG: u32 = 5;
+
+/// A `Record` over borrowed bytes, encoded with prost's primitives field by field as
+/// the derived [`Record`] is (proto3: fields at their default are left out), so that
+/// no owned record is built per production; tests compare it with [`Record`]'s
+/// encoding and with Python protobuf's.
+struct RecordFields<'a> {
+    record_id: &'a [u8],
+    key: &'a [u8],
+    value: &'a [u8],
+    event_time_ms: i64,
+    producer: &'a [u8],
+    stream: &'a [u8],
+}
+
+impl RecordFields<'_> {
+    fn byte_fields(&self) -> [(u32, &[u8]); 5] {
+        [
+            (1, self.record_id),
+            (2, self.key),
+            (3, self.value),
+            (5, self.producer),
+            (6, self.stream),
+        ]
+    }
+
+    fn encoded_len(&self) -> usize {
+        let bytes: usize = self
+            .byte_fields()
+            .iter()
+            .filter(|(_, b)| !b.is_empty())
+            .map(|&(tag, b)| {
+                prost::encoding::key_len(tag) + encoded_len_varint(b.len() as u64) + b.len()
+            })
+            .sum();
+        let time = match self.event_time_ms {
+            0 => 0,
+            t => prost::encoding::int64::encoded_len(4, &t),
+        };
+        bytes + time
+    }
+
+    /// This record as field `tag` of the message `buf` holds.
+    fn encode_as_field(&self, tag: u32, buf: &mut Vec<u8>) {
+        encode_key(tag, WireType::LengthDelimited, buf);
+        encode_varint(self.encoded_len() as u64, buf);
+        let [id, key, value, producer, stream] = self.byte_fields();
+        for (tag, bytes) in [id, key, value] {
+            put_bytes(tag, bytes, buf);
+        }
+        if self.event_time_ms != 0 {
+            prost::encoding::int64::encode(4, &self.event_time_ms, buf);
+        }
+        for (tag, bytes) in [producer, stream] {
+            put_bytes(tag, bytes, buf);
+        }
+    }
+}
+
+fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
+    if !bytes.is_empty() {
+        encode_key(tag, WireType::LengthDelimited, buf);
+        encode_varint(bytes.len() as u64, buf);
+        buf.extend_from_slice(bytes);
+    }
 }
 
 /// The frames of one commit's productions; `given` supplies, in production order, the
 /// interval of each (record, [`Routing::Given`] route) pair.
 pub fn build(plan: &Plan, caused: &[Caused], given: &[u32]) -> Result<Vec<OutFrame>, PlanError> {
-    let mut frames: Vec<Building> = Vec::new();
-    let mut slot_of: HashMap<(usize, u32), usize> = HashMap::new();
-    let mut given = given.iter();
+    let mut set = FrameSet::new(plan);
+    let mut given = given.iter().copied();
     for Caused { cause, emitted } in caused {
         for (index, record) in (0u32..).zip(emitted) {
-            let id = Bytes::copy_from_slice(&production_id(cause, index));
-            let (stream, routes) = &plan.streams[record.stream];
-            for route in routes {
-                let interval = match route.routing {
-                    Routing::ByKey if route.intervals <= 1 => 0,
-                    Routing::ByKey => interval_of(&record.key, route.intervals),
-                    Routing::Given => {
-                        let &interval = given.next().ok_or(PlanError::MissingInterval)?;
-                        if interval >= route.intervals.max(1) {
-                            return Err(PlanError::IntervalOutOfRange {
-                                interval,
-                                intervals: route.intervals,
-                            });
-                        }
-                        interval
-                    }
-                };
-                let slot = *slot_of
-                    .entry((route.consumer, interval))
-                    .or_insert_with(|| {
-                        frames.push(Building {
-                            consumer: route.consumer,
-                            interval,
-                            prefix: outbox_key_prefix(&plan.consumers[route.consumer], interval),
-                            records: Vec::new(),
-                            outbox_keys: Vec::new(),
-                        });
-                        frames.len() - 1
-                    });
-                let frame = &mut frames[slot];
-                let mut outbox_key = Vec::with_capacity(frame.prefix.len() + id.len());
-                outbox_key.extend_from_slice(&frame.prefix);
-                outbox_key.extend_from_slice(&id);
-                frame.outbox_keys.push(outbox_key);
-                frame.records.push(Record {
-                    record_id: id.clone(),
-                    key: record.key.clone(),
-                    value: record.value.clone(),
-                    event_time_ms: record.event_time_ms,
-                    producer: plan.producer.clone(),
-                    stream: stream.clone(),
-                });
-            }
+            set.add(
+                cause,
+                index,
+                record.stream,
+                &record.key,
+                &record.value,
+                record.event_time_ms,
+                &mut given,
+            )?;
         }
     }
     let left = given.count();
     if left > 0 {
         return Err(PlanError::UnusedIntervals(left));
     }
-    Ok(frames
-        .into_iter()
-        .map(|frame| {
-            let oldest_event_time_ms = frame
-                .records
-                .iter()
-                .map(|r| r.event_time_ms)
-                .min()
-                .unwrap_or(i64::MAX);
-            let payload = DeliveryFrame {
-                target: Some(KeyInterval {
-                    computation: plan.consumers[frame.consumer].clone(),
-                    index: frame.interval,
-                    count: 0,
-                }),
-                records: frame.records,
-            }
-            .encode_to_vec();
-            OutFrame {
-                consumer: frame.consumer,
-                interval: frame.interval,
-                payload,
-                outbox_keys: frame.outbox_keys,
-                oldest_event_time_ms,
-            }
-        })
-        .collect())
+    Ok(set.finish())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     fn plan() -> Plan {
         Plan {
@@ -276,12 +414,12 @@ mod tests {
         let frames = build(&plan(), &caused, &[2, 0]).unwrap();
         let mut seen = Vec::new();
         for frame in &frames {
-            let decoded = DeliveryFrame::decode(frame.payload.as_slice()).unwrap();
+            let decoded = crate::wire::DeliveryFrame::decode(frame.payload.as_slice()).unwrap();
             let target = decoded.target.unwrap();
             assert_eq!(target.computation, plan().consumers[frame.consumer]);
             assert_eq!(target.index, frame.interval);
             let prefix = outbox_key_prefix(&target.computation, frame.interval);
-            for (record, key) in decoded.records.iter().zip(&frame.outbox_keys) {
+            for (record, key) in decoded.records.iter().zip(frame.outbox_keys()) {
                 assert_eq!(key[..prefix.len()], prefix[..]);
                 assert_eq!(key[prefix.len()..], record.record_id[..]);
                 if frame.consumer == 0 {
@@ -333,6 +471,41 @@ mod tests {
                 intervals: 3
             }
         );
+    }
+
+    #[test]
+    fn records_encode_as_the_derived_message_does() {
+        type Case<'a> = (&'a [u8], &'a [u8], i64, &'a [u8]);
+        let cases: [Case<'_>; 4] = [
+            (b"k", b"v", 7, b"s"),
+            (b"", b"", 0, b""),
+            (b"key", &[0xff; 300], -1, b"stream"),
+            (b"", b"x", i64::MIN, b""),
+        ];
+        for (key, value, event_time_ms, stream) in cases {
+            let fields = RecordFields {
+                record_id: b"0123456789abcdef",
+                key,
+                value,
+                event_time_ms,
+                producer: b"p",
+                stream,
+            };
+            let mut ours = Vec::new();
+            fields.encode_as_field(RECORDS_TAG, &mut ours);
+            let derived = crate::wire::DeliveryFrame {
+                target: None,
+                records: vec![crate::wire::Record {
+                    record_id: Bytes::from_static(b"0123456789abcdef"),
+                    key: Bytes::copy_from_slice(key),
+                    value: Bytes::copy_from_slice(value),
+                    event_time_ms,
+                    producer: "p".into(),
+                    stream: String::from_utf8(stream.to_vec()).unwrap(),
+                }],
+            };
+            assert_eq!(ours, derived.encode_to_vec());
+        }
     }
 
     #[test]
