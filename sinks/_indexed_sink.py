@@ -1,9 +1,10 @@
 """What every exactly-once sink shares: dedup by record id, positions, the latest per key.
 
 A sink numbers the records it has written 0, 1, 2, ... (their *positions*,
-what ``Subscribe`` resumes from) and remembers every record id it has
-written, so a resent record is acknowledged as a duplicate and never written
-twice. Subclasses store the records and implement ``__len__`` and ``read``.
+what ``Subscribe`` resumes from) and remembers the record ids it has written
+(:class:`~sinks._sink_index.SinkIndex`, on disk beside the output), so a resent
+record is acknowledged as a duplicate and never written twice. Subclasses store
+the records, keep the index, and implement ``__len__`` and ``read``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from deployment import brief
 from engine import SINK_PREFIX, any_valid_epoch, event_time_problem
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
+from sinks._sink_index import SinkIndex
 
 MAX_RECORD_ID_BYTES = 1024
 NOT_OWNER = delivery_pb2.NOT_OWNER
@@ -64,11 +66,11 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
     """The sink stream served (set by ``millrace sink``): batches for another target are
     refused NOT_OWNER. Empty: any target (a sink used on its own)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards the read index: positions and _latest
+    def __init__(self, index_path: Path) -> None:
+        """``index_path``: the directory of the output's :class:`SinkIndex`."""
+        self._lock = threading.Lock()  # guards the index and the read side
         self._grew = threading.Condition(self._lock)
-        self._seen: set[bytes] = set()
-        self._latest: dict[bytes, int] = {}  # key -> position of its latest record
+        self._index = SinkIndex(index_path)
         self.written = 0
         self.duplicates = 0
 
@@ -105,13 +107,18 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
                     record_id=record.record_id, reason=UNKNOWN_SENDER_EPOCH, message=message
                 )
             return ack, fresh
+        valid = []
         for record in batch.records:
-            rid = record.record_id
             problem = _record_problem(record)
-            if problem is not None:
-                ack.rejected.add(record_id=rid, reason=MALFORMED_RECORD, message=problem)
-                continue
-            if rid in self._seen or rid in pending:
+            if problem is None:
+                valid.append(record)
+            else:
+                ack.rejected.add(record_id=record.record_id, reason=MALFORMED_RECORD,
+                                 message=problem)  # fmt: skip
+        written = self._index.seen([record.record_id for record in valid])
+        for record, seen in zip(valid, written, strict=True):
+            rid = record.record_id
+            if seen or rid in pending:
                 ack.duplicate_ids.append(rid)
             else:
                 pending.add(rid)
@@ -128,7 +135,7 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
     def latest(self, key: bytes) -> tuple[int, record_pb2.Record] | None:
         """The latest record with ``key`` and its position (the materialized view)."""
         with self._lock:
-            position = self._latest.get(key)
+            position = self._index.latest(key)
         if position is None:
             return None
         return self.read(position, 1)[0]

@@ -3,14 +3,17 @@
 Per delivery batch: drop ids already written, append one line per new record
 (``{"record_id", "key", "value", "ts", "producer"}``; key and value as UTF-8
 text when valid, else ``{"base64": ...}``) with unbuffered writes, fsync,
+then index them (``.NAME.index`` beside the file, :mod:`sinks._sink_index`),
 then ack. A write or fsync that fails (``ENOSPC``, ``EIO``) is cut back on
 the spot to the file's last durable length, nothing of the batch is
 acknowledged, and the sink answers ``UNAVAILABLE`` until a write succeeds
-again: the sender resends, and nothing is lost or doubled. On start the file
-is read back: a torn last line (a crash mid-write) is truncated, a malformed
-line elsewhere is skipped with a warning (never taken for a record), and the
-ids of every record are remembered, so a record resent after a crash is
-acknowledged as a duplicate and never written twice.
+again: the sender resends, and nothing is lost or doubled. On start, the part
+of the file the index does not cover yet is read back: a torn last line (a
+crash mid-write) is truncated, a malformed line is skipped with a warning (never
+taken for a record), and the ids of its records are indexed, so a record resent
+after a crash is acknowledged as a duplicate and never written twice. Memory
+stays bounded however long the file grows: ids, positions and the latest
+record per key are on disk.
 """
 
 from __future__ import annotations
@@ -19,14 +22,15 @@ import base64
 import json
 import logging
 import os
-from array import array
 from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from deployment import AppendOnlyFile, abort, line_blocks
+from engine import sender_progress
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 
 RECOVER_READ_BYTES = 8 << 20
 """Bytes of the file read at a time when the sink starts."""
+READ_BYTES = 1 << 20
+"""Bytes of the file read at a time by ``read``."""
 
 
 def _text(data: bytes) -> Any:
@@ -64,22 +70,32 @@ class FileSink(IndexedSink):
     """Serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``."""
 
     def __init__(self, path: str | Path) -> None:
-        super().__init__()
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_beside(self.path)
-        self._starts = array("q")  # file offset of the record at each position
-        self.malformed_lines = 0
-        self.truncated_bytes = self._recover()
-        self._file = AppendOnlyFile(self.path)
+        try:
+            super().__init__(self.path.with_name(f".{self.path.name}.index"))
+            self.malformed_lines = 0
+            try:
+                self.truncated_bytes = self._recover()
+                self._file = AppendOnlyFile(self.path)
+            except BaseException:
+                self._index.close()
+                raise
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
 
     def _recover(self) -> int:
-        """Index the file's records (read a block at a time); cut a torn last line.
-        Returns the bytes cut."""
-        if not self.path.exists():
+        """Index the records the index does not cover yet (read a block at a time); cut
+        a torn last line. Returns the bytes cut."""
+        size = self.path.stat().st_size if self.path.exists() else 0
+        self._index.check_output(size, f"the sink file {self.path}")
+        if size == self._index.end:
             return 0
-        complete = 0  # where the complete lines read so far end
+        complete = self._index.end  # where the complete lines read so far end
         with open(self.path, "rb") as handle:
+            handle.seek(complete)
             for block in line_blocks(handle.read, RECOVER_READ_BYTES):
                 if not block.endswith(b"\n"):  # a crash mid-line
                     _cut_to(self.path, complete)
@@ -90,6 +106,9 @@ class FileSink(IndexedSink):
 
     def _index_lines(self, lines: bytes, base: int) -> None:
         """Index the complete ``lines``, found at file offset ``base``."""
+        ids: list[bytes] = []
+        keys: list[bytes] = []
+        offsets: list[int] = []
         start = 0
         while start < len(lines):
             stop = lines.index(b"\n", start)
@@ -103,10 +122,20 @@ class FileSink(IndexedSink):
                            "offset": base + start},
                 )  # fmt: skip
             else:
-                self._seen.add(bytes.fromhex(body["record_id"]))
-                self._latest[_bytes(body["key"])] = len(self._starts)
-                self._starts.append(base + start)
+                ids.append(bytes.fromhex(body["record_id"]))
+                keys.append(_bytes(body["key"]))
+                offsets.append(base + start)
             start = stop + 1
+        self._index.add(ids, keys, offsets, base + len(lines))
+
+    def _catch_up(self) -> None:
+        """Under the lock: index what the file holds past the index (a batch whose
+        indexing failed after it was written), before anything is deduplicated."""
+        if self._index.end < self._file.size:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._index.end)
+                data = handle.read(self._file.size - self._index.end)
+            self._index_lines(data, self._index.end)
 
     def Deliver(  # noqa: N802 - the rpc's name
         self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
@@ -123,22 +152,32 @@ class FileSink(IndexedSink):
         """Append the batch's new records durably; the ack lists new and duplicate ids.
 
         Raises :class:`SinkUnavailableError` (nothing of the batch acknowledged or
-        kept) while the file cannot be written.
+        kept) while the file or its index cannot be written.
         """
         pending: set[bytes] = set()
         with self._lock:
-            ack, fresh = self._split(batch, pending)
-            if fresh:
-                lines = [sink_line(record) for record in fresh]
-                offset = self._file.size
-                self._append(b"".join(lines))
-                self._seen |= pending
-                for record, line in zip(fresh, lines, strict=True):
-                    self._latest[record.key] = len(self._starts)
-                    self._starts.append(offset)
-                    offset += len(line)
-                self.written += len(fresh)
-                self._grew.notify_all()
+            try:
+                self._catch_up()
+                ack, fresh = self._split(batch, pending)
+                if fresh:
+                    lines = [sink_line(record) for record in fresh]
+                    offset = self._file.size
+                    self._append(b"".join(lines))
+                    offsets = list(accumulate((len(line) for line in lines[:-1]), initial=offset))
+                    marks = [] if (mark := sender_progress(batch)) is None else [mark]
+                    ids, keys = [r.record_id for r in fresh], [r.key for r in fresh]
+                    self._index.add(ids, keys, offsets, self._file.size, marks)
+                    self.written += len(fresh)
+                    self._grew.notify_all()
+            except SinkUnavailableError:
+                raise
+            except Exception as exc:  # the index's store failed: the file is ahead of it
+                log.error("sink index of %s: %s", self.path, exc)
+                raise SinkUnavailableError(
+                    f"the index of sink file {self.path} cannot be written: {exc}; refusing "
+                    "records until it can (resend: what the file already holds is "
+                    "acknowledged as a duplicate then)"
+                ) from exc
         return ack
 
     def _append(self, data: bytes) -> None:
@@ -156,30 +195,37 @@ class FileSink(IndexedSink):
     # -- reading (Subscribe, View) --------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return self._index.count
 
     def read(self, position: int, limit: int) -> list[tuple[int, record_pb2.Record]]:
-        """Up to ``limit`` records from ``position`` on, with their positions."""
+        """Up to ``limit`` records from ``position`` on, with their positions: read from
+        the checkpoint at or below ``position`` on, a block at a time."""
         with self._lock:
-            end = min(len(self._starts), position + limit)
-            if position >= end:
+            if position >= self._index.count or limit <= 0:
                 return []
-            starts = self._starts[position:end]
-            stop = self._starts[end] if end < len(self._starts) else self._file.size
-        first = starts[0]
+            at, offset = self._index.checkpoint(position)
+            stop, wanted = self._index.end, min(self._index.count, position + limit)
+        out: list[tuple[int, record_pb2.Record]] = []
         with open(self.path, "rb") as handle:
-            handle.seek(first)
-            data = handle.read(stop - first)
-        out = []
-        for number, start in enumerate(starts):
-            at = start - first
-            out.append((position + number, _record(data[at : data.index(b"\n", at)])))
+            handle.seek(offset)
+            for block in line_blocks(lambda n: handle.read(min(n, stop - handle.tell())),
+                                     READ_BYTES):  # fmt: skip
+                for line in block.split(b"\n")[:-1]:
+                    body = _parse(line)
+                    if body is None:
+                        continue  # a malformed line holds no position
+                    if at >= position:
+                        out.append((at, _record_of(body)))
+                    at += 1
+                    if at >= wanted:
+                        return out
         return out
 
     def close(self) -> None:
-        """Close the file and release its lock."""
+        """Close the file and its index, and release its lock."""
         with self._lock:
             self._file.close()
+            self._index.close()
             if self._lock_fd >= 0:
                 os.close(self._lock_fd)
                 self._lock_fd = -1

@@ -9,11 +9,14 @@ previous group was being written): drop ids already written, then
 2. rename it to ``part-<seq>.parquet`` and fsync the directory,
 3. ack every batch of the group.
 
-A part file therefore exists whole or not at all. On open, leftover ``*.tmp``
+A part file therefore exists whole or not at all. After step 2, its record ids,
+keys and positions are indexed (``.NAME.index`` beside the directory,
+:mod:`sinks._sink_index`: on disk, memory bounded). On open, leftover ``*.tmp``
 files (a crash before step 2) are deleted and the ``record_id`` and ``key``
-columns of every part are read back, so a record resent after a crash is
-acknowledged as a duplicate and never written twice. Small files are the price
-of acking each group; nothing compacts them.
+columns of the parts the index does not cover yet are read back and indexed, so
+a record resent after a crash is acknowledged as a duplicate and never written
+twice. Memory holds one small entry per part file. Small files are the price of
+acking each group; nothing compacts them.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deployment import abort, fsync_directory
+from engine import sender_progress
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 
@@ -95,14 +99,19 @@ class ParquetSink(IndexedSink):
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
             fsync_directory(self.directory.parent)
-        super().__init__()
         self._lock_fd = lock_beside(self.directory)
+        super().__init__(self.directory.with_name(f".{self.directory.name}.index"))
         self._commit_lock = threading.Lock()  # one writer at a time
         self._parts: list[_Part] = []
         self._firsts: list[int] = []  # _parts[i].first, for bisecting positions
         self._count = 0
         self._cached: tuple[int, pa.Table] | None = None  # the part read last
-        self.removed_tmp_files = self._recover()
+        try:
+            self.removed_tmp_files = self._recover()
+        except BaseException:
+            self._index.close()
+            os.close(self._lock_fd)
+            raise
         self._next_seq = self._parts[-1].seq + 1 if self._parts else 0
 
     def _recover(self) -> int:
@@ -111,19 +120,28 @@ class ParquetSink(IndexedSink):
             path.unlink()
         if leftovers:
             fsync_directory(self.directory)
-        for seq, path in _numbered_parts(self.directory):
-            columns = pq.read_table(path, columns=["record_id", "key"])
-            self._seen.update(columns.column("record_id").to_pylist())
-            self._add_part(seq, columns.column("key").to_pylist())
+        parts = _numbered_parts(self.directory)
+        self._index.check_output(
+            parts[-1][0] + 1 if parts else 0, f"the sink directory {self.directory}"
+        )
+        for seq, path in parts:
+            if seq < self._index.end:
+                self._add_part(seq, pq.read_metadata(path).num_rows)
+            else:
+                self._index_part(seq, path)
         return len(leftovers)
 
-    def _add_part(self, seq: int, keys: list[bytes]) -> None:
-        first = self._count
-        self._parts.append(_Part(seq, first, len(keys)))
-        self._firsts.append(first)
-        for offset, key in enumerate(keys):
-            self._latest[key] = first + offset
-        self._count += len(keys)
+    def _index_part(self, seq: int, path: Path) -> None:
+        """Index a committed part the index does not cover yet."""
+        columns = pq.read_table(path, columns=["record_id", "key"])
+        ids, keys = columns.column("record_id").to_pylist(), columns.column("key").to_pylist()
+        self._index.add(ids, keys, None, seq + 1)
+        self._add_part(seq, len(ids))
+
+    def _add_part(self, seq: int, rows: int) -> None:
+        self._parts.append(_Part(seq, self._count, rows))
+        self._firsts.append(self._count)
+        self._count += rows
 
     def Deliver(  # noqa: N802 - the rpc's name
         self, request_iterator: Iterator[delivery_pb2.DeliveryBatch], context: Any
@@ -152,10 +170,12 @@ class ParquetSink(IndexedSink):
         with self._commit_lock:
             fresh: list[record_pb2.Record] = []
             pending: set[bytes] = set()
-            for batch in batches:
-                ack, new = self._split(batch, pending)
-                fresh += new
-                acks.append(ack)
+            with self._lock:
+                self._catch_up()
+                for batch in batches:
+                    ack, new = self._split(batch, pending)
+                    fresh += new
+                    acks.append(ack)
             if fresh:
                 seq = self._next_seq
                 self._next_seq += 1
@@ -167,12 +187,27 @@ class ParquetSink(IndexedSink):
                         f"{exc.strerror or exc}; refusing records until a write succeeds "
                         "(nothing of this batch was kept; resend it)"
                     ) from exc
-                self._seen |= pending
-                self.written += len(fresh)
+                marks = [m for b in batches if (m := sender_progress(b)) is not None]
+                ids, keys = [r.record_id for r in fresh], [r.key for r in fresh]
                 with self._lock:
-                    self._add_part(seq, [r.key for r in fresh])
+                    try:
+                        self._index.add(ids, keys, None, seq + 1, marks)
+                    except Exception as exc:  # the part is durable: indexed by _catch_up
+                        raise SinkUnavailableError(
+                            f"the index of sink directory {self.directory} cannot be written: "
+                            f"{exc}; refusing records until it can"
+                        ) from exc
+                    self._add_part(seq, len(fresh))
+                    self.written += len(fresh)
                     self._grew.notify_all()
         return acks
+
+    def _catch_up(self) -> None:
+        """Under the locks: index a committed part whose indexing failed."""
+        for seq in range(self._index.end, self._next_seq):
+            path = self.directory / _part_name(seq)
+            if path.exists():
+                self._index_part(seq, path)
 
     def _commit_part(self, seq: int, records: list[record_pb2.Record]) -> None:
         """Steps 1 and 2: the part file is durable, under its final name, or absent."""
@@ -237,7 +272,10 @@ class ParquetSink(IndexedSink):
         return table
 
     def close(self) -> None:
-        """Release the directory's lock (no file is held open between groups)."""
+        """Close the index and release the directory's lock (no file is held open
+        between groups)."""
+        with self._commit_lock, self._lock:
+            self._index.close()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1

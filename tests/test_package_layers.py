@@ -17,7 +17,7 @@ LAYERS: dict[str, set[str]] = {
     "deployment": {"computations", "engine"},
     "delivery": {"engine", "deployment", "statestore"},
     "node": {"computations", "engine", "delivery", "deployment", "statestore"},
-    "sinks": {"engine", "deployment"},
+    "sinks": {"engine", "deployment", "statestore"},  # the sink index is a store
     "injector": {"computations", "engine", "delivery", "deployment", "statestore"},
     # Spark is a driver of the engine, like a node: backfills run IntervalDriver.
     "spark_jobs": {"statestore", "computations", "engine", "deployment", "injector", "sinks"},
