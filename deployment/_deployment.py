@@ -28,6 +28,7 @@ A deployment file (TOML) names a topology and places it::
     address = "127.0.0.1:7300"
     path = "out/window_totals.jsonl"    # for `millrace sink`: the exactly-once file
     format = "jsonl"                    # or "parquet": `path` is then a directory of part files
+    dedup_retention_ms = 3600000        # how long its index keeps record ids at least
 
     [security]                          # optional: TLS/mTLS and a shared token
     token = "s3cret"                    # (see deployment.security; env MILLRACE_TOKEN ...)
@@ -138,6 +139,9 @@ class Deployment:
     sink_formats: Mapping[str, str] = field(default_factory=dict)
     """Sink stream -> output format of ``millrace sink`` (one of :data:`SINK_FORMATS`);
     a stream not listed is written as ``"jsonl"`` (see :meth:`sink_format`)."""
+    sink_dedup_retention_ms: Mapping[str, int] = field(default_factory=dict)
+    """Sink stream -> how long its index keeps record ids at least (when set; else the
+    store's default, an hour)."""
     authority: str | None = None
     injector: InjectorPlacement | None = None
     security: Security = field(default_factory=Security)
@@ -203,6 +207,11 @@ class Deployment:
         sink_paths = {
             str(s): str(body["path"]) for s, body in raw.get("sinks", {}).items() if "path" in body
         }
+        sink_dedup_retention_ms = {
+            str(s): int(body["dedup_retention_ms"])
+            for s, body in raw.get("sinks", {}).items()
+            if body.get("dedup_retention_ms") is not None
+        }
         sink_formats = {
             str(s): body["format"] for s, body in raw.get("sinks", {}).items() if "format" in body
         }
@@ -228,6 +237,7 @@ class Deployment:
             sinks=sinks,
             sink_paths=sink_paths,
             sink_formats=sink_formats,
+            sink_dedup_retention_ms=sink_dedup_retention_ms,
             authority=authority,
             injector=injector,
             security=security,

@@ -18,6 +18,7 @@ from deployment import brief
 from engine import SINK_PREFIX, any_valid_epoch, event_time_problem
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from sinks._sink_index import SinkIndex
+from statestore import StoreConfig
 
 MAX_RECORD_ID_BYTES = 1024
 NOT_OWNER = delivery_pb2.NOT_OWNER
@@ -66,11 +67,12 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
     """The sink stream served (set by ``millrace sink``): batches for another target are
     refused NOT_OWNER. Empty: any target (a sink used on its own)."""
 
-    def __init__(self, index_path: Path) -> None:
-        """``index_path``: the directory of the output's :class:`SinkIndex`."""
+    def __init__(self, index_path: Path, index_config: StoreConfig | None = None) -> None:
+        """``index_path``: the directory of the output's :class:`SinkIndex`, a store of
+        ``index_config`` (its dedup retention)."""
         self._lock = threading.Lock()  # guards the index and the read side
         self._grew = threading.Condition(self._lock)
-        self._index = SinkIndex(index_path)
+        self._index = SinkIndex(index_path, config=index_config)
         self.written = 0
         self.duplicates = 0
 

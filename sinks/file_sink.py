@@ -33,6 +33,7 @@ from deployment import AppendOnlyFile, abort, line_blocks
 from engine import sender_progress
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
+from statestore import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,14 @@ def read_sink_records(path: str | Path) -> list[record_pb2.Record]:
 class FileSink(IndexedSink):
     """Serve with ``delivery_pb2_grpc.add_DeliveryServicer_to_server``."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, index_config: StoreConfig | None = None) -> None:
+        """``index_config``: the settings of its index's store (unsynced: the file is the
+        truth; the dedup retention)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_beside(self.path)
         try:
-            super().__init__(self.path.with_name(f".{self.path.name}.index"))
+            super().__init__(self.path.with_name(f".{self.path.name}.index"), index_config)
             self.malformed_lines = 0
             try:
                 self.truncated_bytes = self._recover()

@@ -39,6 +39,7 @@ from deployment import abort, fsync_directory
 from engine import sender_progress
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
+from statestore import StoreConfig
 
 SCHEMA = pa.schema(
     [
@@ -94,13 +95,14 @@ class ParquetSink(IndexedSink):
     only wait for the index update after a part is durable, never for a write.
     """
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, index_config: StoreConfig | None = None) -> None:
+        """``index_config``: the settings of its index's store (see ``FileSink``)."""
         self.directory = Path(directory)
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
             fsync_directory(self.directory.parent)
         self._lock_fd = lock_beside(self.directory)
-        super().__init__(self.directory.with_name(f".{self.directory.name}.index"))
+        super().__init__(self.directory.with_name(f".{self.directory.name}.index"), index_config)
         self._commit_lock = threading.Lock()  # one writer at a time
         self._parts: list[_Part] = []
         self._firsts: list[int] = []  # _parts[i].first, for bisecting positions

@@ -49,3 +49,12 @@ class StoreConfig:
             raise ValueError(f"bloom_capacity must be positive, got {self.bloom_capacity}")
         if not 0 < self.bloom_error_rate < 1:
             raise ValueError(f"bloom_error_rate must be in (0, 1), got {self.bloom_error_rate}")
+
+    @classmethod
+    def for_retention(cls, retention_ms: int | None, *, sync: bool = True) -> StoreConfig:
+        """The defaults with ``dedup_retention_ms`` (None: the default), its segments
+        narrowed to a sixth of it when it is shorter than the default's six."""
+        if retention_ms is None:
+            return cls(sync=sync)
+        segment = min(cls.dedup_segment_ms, max(1, retention_ms // 6))
+        return cls(sync=sync, dedup_retention_ms=retention_ms, dedup_segment_ms=segment)

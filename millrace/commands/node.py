@@ -131,15 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
 def store_config(placement: NodePlacement, *, sync: bool) -> StoreConfig:
     """The stores' settings of a node (``dedup_retention_ms`` from its placement)."""
-    retention = placement.dedup_retention_ms
-    if retention is None:
-        return StoreConfig(sync=sync)
-    default = StoreConfig()
-    return StoreConfig(
-        sync=sync,
-        dedup_retention_ms=retention,
-        dedup_segment_ms=min(default.dedup_segment_ms, max(1, retention // 6)),
-    )
+    return StoreConfig.for_retention(placement.dedup_retention_ms, sync=sync)
 
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "[::]", "::", ""})

@@ -27,6 +27,7 @@ from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
 from sinks import FileSink, SinkLockedError
 from sinks.parquet_sink import ParquetSink
 from sinks.read_service import SubscribeService, ViewService
+from statestore import StoreConfig
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,7 +65,13 @@ def run(args: argparse.Namespace) -> int:
         default = default.with_name(f"{args.stream}.jsonl")
     path = Path(args.path or deployment.sink_paths.get(args.stream) or default)
     try:
-        sink: FileSink | ParquetSink = ParquetSink(path) if parquet else FileSink(path)
+        config = StoreConfig.for_retention(deployment.sink_dedup_retention_ms.get(args.stream),
+                                           sync=False)  # fmt: skip
+        sink: FileSink | ParquetSink = (
+            ParquetSink(path, index_config=config)
+            if parquet
+            else FileSink(path, index_config=config)
+        )
     except SinkLockedError as exc:
         print(f"millrace sink: {exc}", file=sys.stderr)
         return 2
