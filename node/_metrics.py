@@ -18,6 +18,7 @@ from computations import MIN_TIME
 from delivery import DownstreamSender
 from engine import BatchOutcome, IntervalProcessor
 from statestore import wall_clock_ms
+from statestore.errors import StateStoreError
 
 
 class NodeMetrics:
@@ -147,6 +148,12 @@ class _Gauges(Collector):
             "millrace_interval_fenced", "1 once a newer owner fenced this interval", labels=labels
         )
         epoch = GaugeMetricFamily("millrace_interval_epoch", "Owner epoch", labels=labels)
+        rows = GaugeMetricFamily(
+            "millrace_store_rows",
+            "Rows in the interval's store per column family (RocksDB's estimate): state, "
+            "dedup ids, timers, outbox frames, metadata",
+            labels=[*labels, "column"],
+        )
         now_ms = wall_clock_ms()
         for (name, interval), processor in self._processors.items():
             status = processor.status()
@@ -165,6 +172,11 @@ class _Gauges(Collector):
             dedup["bloom_negatives"].add_metric(values, stats.bloom_negatives)
             dedup["store_confirmations"].add_metric(values, stats.confirmations)
             dedup["false_positives"].add_metric(values, stats.false_positives)
+            try:
+                for column, count in processor.store.estimated_rows().items():
+                    rows.add_metric([*values, column], count)
+            except StateStoreError:
+                pass  # closed under the scrape: the interval is being handed over
         retries = CounterMetricFamily(
             "millrace_delivery_retries", "Productions resent after no ack", labels=["destination"]
         )
@@ -180,5 +192,5 @@ class _Gauges(Collector):
         for address, (retried, waiting) in sorted(by_address.items()):
             retries.add_metric([address], retried)
             queued.add_metric([address], waiting)
-        yield from (outbox, age, timers, watermark, lag, fenced, epoch, *dedup.values())
+        yield from (outbox, age, timers, watermark, lag, fenced, epoch, rows, *dedup.values())
         yield from (retries, queued)

@@ -59,6 +59,9 @@ class Engine(Protocol):
     ) -> Iterator[tuple[bytes, bytes]]:
         """Entries with ``start <= key < end`` (no upper bound when ``end`` is None), in order."""
 
+    def estimate_rows(self, column: Column) -> int:
+        """About how many keys ``column`` holds (cheap: RocksDB's own estimate)."""
+
     def new_batch(self) -> Batch:
         """An empty batch for :meth:`write`."""
 

@@ -86,6 +86,9 @@ class MemoryEngine:
             snapshot = [(key, col.values[key]) for key in col.keys[lo:hi]]
         yield from snapshot
 
+    def estimate_rows(self, column: Column) -> int:
+        return len(self._columns[column].values)
+
     def new_batch(self) -> MemoryBatch:
         return MemoryBatch()
 

@@ -113,6 +113,9 @@ class RocksDBEngine:
             yield it.key(), it.value()
             it.next()
 
+    def estimate_rows(self, column: Column) -> int:
+        return int(self._columns[column].property_int_value("rocksdb.estimate-num-keys") or 0)
+
     def new_batch(self) -> RocksBatch:
         return RocksBatch(self._handles)
 

@@ -289,6 +289,12 @@ class StateStore:
         """How many productions await acknowledgement (a scan: for tools and tests)."""
         return sum(1 for _ in self.outbox())
 
+    def estimated_rows(self) -> dict[str, int]:
+        """About how many rows each column family holds (``state``, ``dedup``, ``timers``,
+        ``outbox``, ``meta``): RocksDB's estimate, read without a scan."""
+        self._require_open()
+        return {column.family: self._engine.estimate_rows(column) for column in Column}
+
     def dedup_stats(self) -> DedupStats:
         """Counters of the dedup index."""
         return self._dedup.stats()

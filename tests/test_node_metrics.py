@@ -94,6 +94,7 @@ address = "{sink.address}"
         assert "millrace_outbox_size" in values
         assert "millrace_outbox_oldest_age_seconds" in values
         assert "millrace_timers_pending" in values
+        assert values["millrace_store_rows"] >= 100, "the 100 record ids, at least"
         assert "millrace_delivery_retries_total" in values
     finally:
         driver.stop()
