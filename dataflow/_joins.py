@@ -21,7 +21,6 @@ time is the later of the two; an unmatched record keeps its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -35,7 +34,7 @@ from computations import (
     FiredTimer,
     Record,
 )
-from dataflow._outputs import json_bytes, send_late
+from dataflow._outputs import json_bytes, json_output, send_late
 
 
 class JoinType(Enum):
@@ -137,5 +136,5 @@ class IntervalJoin(Computation):
             "right": None if right is None else {"t": right["t"], "value": right["v"]},
         }
         times = [side["t"] for side in (left, right) if side is not None]
-        value = json.dumps(body, separators=(",", ":")).encode()
+        value = json_output(body)
         ctx.produce(self.output, ctx.key, value, max(times))

@@ -1,8 +1,11 @@
-"""What every dataflow computation shares in its outputs: bytes as JSON, late records."""
+"""What every dataflow computation shares in its outputs: bytes as JSON, strict JSON, late
+records."""
 
 from __future__ import annotations
 
 import base64
+import json
+import math
 from typing import Any
 
 from computations import JSON, Context, Record
@@ -22,6 +25,34 @@ def json_bytes(data: bytes) -> Any:
 def from_json_bytes(value: Any) -> bytes:
     """Inverse of :func:`json_bytes`."""
     return base64.b64decode(value["base64"]) if isinstance(value, dict) else value.encode()
+
+
+_STRICT = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def json_output(body: Any) -> bytes:
+    """``body`` as compact, strict JSON. A float that is not finite (a record's value
+    may hold ``NaN`` or ``Infinity``, which ``json.loads`` reads) is written as the
+    string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``: strict parsers refuse the bare
+    words."""
+    try:
+        return _STRICT(body).encode()
+    except ValueError:  # a non-finite float somewhere in it
+        return _STRICT(finite(body)).encode()
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float as its string; ``value`` itself when it has
+    none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, list):
+        items = [finite(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        fields = {key: finite(item) for key, item in value.items()}
+        return value if all(fields[k] is v for k, v in value.items()) else fields
+    return value
 
 
 def send_late(ctx: Context, record: Record, late_output: str | None) -> None:

@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Any
 
 from computations import JsonSerde
-from dataflow._outputs import from_json_bytes, json_bytes
+from dataflow._outputs import finite, from_json_bytes, json_bytes
 from dataflow._windows import Window
 
 FORMAT_VERSION = 1
@@ -66,9 +66,9 @@ class Pane:
         }
         encoded = _ENCODING.dumps(body)
         if b"Infinity" in encoded or b"NaN" in encoded:  # the usual pane has neither
-            finite = _strict(self.value)
-            if finite is not self.value:
-                body["value"], body["nonfinite"] = finite, True
+            finite_value = finite(self.value)
+            if finite_value is not self.value:
+                body["value"], body["nonfinite"] = finite_value, True
                 encoded = _ENCODING.dumps(body)
         return encoded
 
@@ -88,20 +88,6 @@ class Pane:
 
 
 _NONFINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
-
-
-def _strict(value: Any) -> Any:
-    """``value`` with every non-finite float as its string; ``value`` itself when it has
-    none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-    if isinstance(value, list):
-        items = [_strict(item) for item in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    if isinstance(value, dict):
-        fields = {key: _strict(item) for key, item in value.items()}
-        return value if all(fields[k] is v for k, v in value.items()) else fields
-    return value
 
 
 def _floats(value: Any) -> Any:

@@ -35,12 +35,11 @@ deleted).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from computations import JSON, Computation, Context, FiredTimer, Record
-from dataflow._outputs import json_bytes, send_late
+from dataflow._outputs import json_bytes, json_output, send_late
 from dataflow._tables import Changelog, parse_change
 from dataflow._versions import as_of, insert, prune, row_of
 
@@ -186,5 +185,5 @@ class TableJoin(Computation):
         if not found and not self.left_join:
             return
         body = {"v": 1, "key": json_bytes(ctx.key), "record": value, "row": row}
-        encoded = json.dumps(body, separators=(",", ":")).encode()
+        encoded = json_output(body)
         ctx.produce(self.output, ctx.key, encoded, t)

@@ -27,12 +27,12 @@ last output of each key is the join of the two tables' last rows.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from computations import JSON, Computation, Context, Record
 from dataflow._joins import JoinType
+from dataflow._outputs import json_output
 from dataflow._tables import Changelog, parse_change
 
 LEFT = "left"
@@ -106,7 +106,7 @@ class TableTableJoin(Computation):
         if has_joined_row(self.how, *self._present(side, mine, theirs)):
             left, right = (mine, theirs) if side == LEFT else (theirs, mine)
             body = {"left": self._row(left), "right": self._row(right)}
-            ctx.produce(self.output, ctx.key, json.dumps(body, separators=(",", ":")).encode(), t)
+            ctx.produce(self.output, ctx.key, json_output(body), t)
         elif had:
             ctx.produce(self.output, ctx.key, TOMBSTONE, t)
 

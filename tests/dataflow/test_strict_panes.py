@@ -1,5 +1,6 @@
-"""Panes are strict JSON (issue 30: a float sum that overflowed was written as
-``Infinity``, which strict JSON parsers refuse); a non-finite float comes back as itself."""
+"""Panes and joins' outputs are strict JSON (issue 30: a float sum that overflowed was
+written as ``Infinity``, which strict JSON parsers refuse); a non-finite float in a pane
+comes back as itself."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from computations.testing import TestHarness
-from dataflow import Pane, Window
+from dataflow import Pane, TableJoin, Window
 from dataflow._panes import Timing
+from tests.dataflow.test_tables import topology as table_topology
 from tests.dataflow.test_windowed_aggregation import topology
 
 
@@ -72,3 +74,19 @@ def test_an_overflowing_float_sum_is_a_strict_pane() -> None:
     body = strict_loads(output.value)
     assert (body["value"], body["nonfinite"]) == ("Infinity", True)
     assert Pane.decode(output.value).value == math.inf
+
+
+class StrictJoin(TableJoin):
+    stream = "orders"
+    table = "customers"
+    output = "enriched"
+
+
+def test_a_join_with_rows_holding_non_finite_floats_is_strict_json() -> None:
+    harness = TestHarness(table_topology(f"{__name__}:StrictJoin"))
+    harness.feed("customers", b"a", b'{"x": NaN, "y": [Infinity, 1.5]}', 1)
+    harness.run()
+    harness.feed("orders", b"a", b"order", 2)
+    harness.run()
+    [output] = harness.outputs("enriched")
+    assert strict_loads(output.value)["row"] == {"x": "NaN", "y": ["Infinity", 1.5]}
