@@ -27,6 +27,7 @@ from statestore.errors import StateStoreError, StoreCorruptedError, StoreLockedE
 # Small memtables stay in CPU cache: inserting a 2,000-key batch of random keys
 # takes half the time of the 64 MiB default (bench/statestore_bench.py).
 _WRITE_BUFFER_BYTES = 4 << 20
+_MAX_TOTAL_WAL_BYTES = 16 << 20
 
 
 def _options() -> Options:
@@ -39,6 +40,11 @@ def _options() -> Options:
     # ~0.13 ms instead of ~0.22 ms per sync on this machine. Recycled records
     # carry their log number, so a crash never replays a stale one.
     options.set_recycle_log_file_num(4)
+    # A column family written rarely (timers or the outbox of a computation that has
+    # none, a sink index's state) keeps its memtable, and with it every WAL file since
+    # its first write, for a long time: the soak saw a sink index's WALs grow steadily.
+    # Past this total, RocksDB flushes the column families holding the oldest WAL.
+    options.set_max_total_wal_size(_MAX_TOTAL_WAL_BYTES)
     # Whole-key Bloom filters on every SST: a read of a key that is not there (a new
     # window, a first-seen key) skips the files instead of searching each one.
     table = BlockBasedOptions()
