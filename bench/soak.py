@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from examples.clickstream.demo import END_PAGE, TOPOLOGY, free_port, top_pages, window_counts  # noqa: E402
 from injector.client import IngestClient  # noqa: E402
-from millrace.local_cluster import start, stop  # noqa: E402
+from millrace.local_cluster import pid_of, start, stop  # noqa: E402
 
 USERS = 300
 PAGES = [f"/page/{i}" for i in range(40)]
@@ -165,18 +165,6 @@ class Feeder(threading.Thread):
         self._client.ingest("clicks", [(b"demo", value, end)], idempotency_key="soak-end")
         self.oracle.per_user["demo"][END_PAGE] += 1
         self._client.close()
-
-
-def pid_of(deployment: Path, service: str) -> int | None:
-    """The pid of a service ``millrace up`` runs (None between a kill and its restart)."""
-    pattern = (
-        f"millrace injector --config {deployment}"
-        if service == "injector"
-        else f"millrace node --config {deployment} --name {service}"
-    )
-    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
-    pids = [int(p) for p in found.stdout.split()]
-    return pids[0] if pids else None
 
 
 def process_figures(pid: int) -> dict[str, float]:

@@ -46,3 +46,16 @@ def stop(processes: Sequence[subprocess.Popen[str]], timeout: float = 30) -> Non
             process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def pid_of(deployment: Path, service: str) -> int | None:
+    """The pid of a service ``millrace up`` runs for ``deployment`` (``"injector"`` or a
+    node's name); None while there is none (between a kill and its restart)."""
+    pattern = (
+        f"millrace injector --config {deployment}"
+        if service == "injector"
+        else f"millrace node --config {deployment} --name {service}"
+    )
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    pids = [int(p) for p in found.stdout.split()]
+    return pids[0] if pids else None

@@ -32,24 +32,13 @@ from examples.clickstream.generate import (
     generate,
     write_jsonl,
 )
-from millrace.local_cluster import millrace, start, stop
+from millrace.local_cluster import millrace, pid_of, start, stop
 from tests.support import ROOT, chaos_kills, chaos_rng
 
 pytestmark = pytest.mark.slow
 
 KILLS = chaos_kills(10)
 SERVICES = ("injector", "page-counts-0", "page-counts-1", "user-pages")
-
-
-def pid_of(deployment: Path, service: str) -> int | None:
-    pattern = (
-        f"millrace injector --config {deployment}"
-        if service == "injector"
-        else f"millrace node --config {deployment} --name {service}"
-    )
-    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
-    pids = [int(p) for p in found.stdout.split()]
-    return pids[0] if pids else None
 
 
 def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
