@@ -10,7 +10,6 @@
 //! destination as target and the records in the order they were made. Frames come in
 //! order of their destination's first production.
 
-use bytes::Bytes;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -45,23 +44,6 @@ pub struct Plan {
     pub consumers: Vec<String>,
     /// Per output stream: its name and its routes.
     pub streams: Vec<(String, Vec<Route>)>,
-}
-
-/// One emitted record.
-#[derive(Clone, Debug)]
-pub struct Emitted {
-    /// Index into [`Plan::streams`].
-    pub stream: usize,
-    pub key: Bytes,
-    pub value: Bytes,
-    pub event_time_ms: i64,
-}
-
-/// The records one cause emitted, in order.
-#[derive(Clone, Debug)]
-pub struct Caused {
-    pub cause: Bytes,
-    pub emitted: Vec<Emitted>,
 }
 
 /// One destination's frame of a commit.
@@ -328,35 +310,57 @@ fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
     }
 }
 
-/// The frames of one commit's productions; `given` supplies, in production order, the
-/// interval of each (record, [`Routing::Given`] route) pair.
-pub fn build(plan: &Plan, caused: &[Caused], given: &[u32]) -> Result<Vec<OutFrame>, PlanError> {
-    let mut set = FrameSet::new(plan);
-    let mut given = given.iter().copied();
-    for Caused { cause, emitted } in caused {
-        for (index, record) in (0u32..).zip(emitted) {
-            set.add(
-                cause,
-                index,
-                record.stream,
-                &record.key,
-                &record.value,
-                record.event_time_ms,
-                &mut given,
-            )?;
-        }
-    }
-    let left = given.count();
-    if left > 0 {
-        return Err(PlanError::UnusedIntervals(left));
-    }
-    Ok(set.finish())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use prost::Message;
+
+    /// One emitted record.
+    #[derive(Clone, Debug)]
+    pub struct Emitted {
+        /// Index into [`Plan::streams`].
+        pub stream: usize,
+        pub key: Bytes,
+        pub value: Bytes,
+        pub event_time_ms: i64,
+    }
+
+    /// The records one cause emitted, in order.
+    #[derive(Clone, Debug)]
+    pub struct Caused {
+        pub cause: Bytes,
+        pub emitted: Vec<Emitted>,
+    }
+
+    /// The frames of one commit's productions; `given` supplies, in production order, the
+    /// interval of each (record, [`Routing::Given`] route) pair.
+    pub fn build(
+        plan: &Plan,
+        caused: &[Caused],
+        given: &[u32],
+    ) -> Result<Vec<OutFrame>, PlanError> {
+        let mut set = FrameSet::new(plan);
+        let mut given = given.iter().copied();
+        for Caused { cause, emitted } in caused {
+            for (index, record) in (0u32..).zip(emitted) {
+                set.add(
+                    cause,
+                    index,
+                    record.stream,
+                    &record.key,
+                    &record.value,
+                    record.event_time_ms,
+                    &mut given,
+                )?;
+            }
+        }
+        let left = given.count();
+        if left > 0 {
+            return Err(PlanError::UnusedIntervals(left));
+        }
+        Ok(set.finish())
+    }
 
     fn plan() -> Plan {
         Plan {
