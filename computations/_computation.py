@@ -136,6 +136,28 @@ class BatchContext(Protocol):
         reads and changes state and timers like any context, but may not produce."""
         ...
 
+    def read_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> list[bytes | None]:
+        """The stored bytes of state ``tags[i]`` of ``keys[i]`` for each ``i`` (None where
+        there is none), read in one go: what ``for_key(keys[i]).get_state(tags[i])``
+        returns, this call's changes included, without a context per key."""
+        ...
+
+    def write_states(
+        self, keys: Sequence[bytes], tags: Sequence[str], values: Sequence[bytes]
+    ) -> None:
+        """``for_key(keys[i]).put_state(tags[i], values[i])`` for each ``i``, bytes."""
+        ...
+
+    def set_timers(
+        self,
+        keys: Sequence[bytes],
+        tags: Sequence[str],
+        times_ms: Sequence[int],
+        domain: TimeDomain = TimeDomain.EVENT_TIME,
+    ) -> None:
+        """``for_key(keys[i]).set_timer(tags[i], times_ms[i], domain)`` for each ``i``."""
+        ...
+
 
 class Computation(ABC):
     """Base class of user computations. Implement ``process_record``; override

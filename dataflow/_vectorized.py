@@ -1,11 +1,15 @@
 """The vectorized path of :class:`WindowedAggregation`: a delivered batch folded per
-(key, window) with column operations, then one state read and write per window.
+(key, window) with column operations, then into every window's state at once.
 
 What runs per record runs natively, in one call per batch
 (:func:`millrace.dataplane.fold_groups`, ``native/core/src/fold.rs``): window starts,
 integer values read as ``json`` reads them, a sort grouping the batch by (key,
-window), each group's count and exact integer sum, min and max. Python runs once per
-group: read the window's state, fold the group in, write it back.
+window), each group's count and exact integer sum, min and max. The groups' window
+states are then read in one store read (``BatchContext.read_states``), folded natively
+for the built-in combiners (:func:`millrace.dataplane.fold_window_states`,
+``native/core/src/window_state.rs``) and written back in one call; a group that cannot
+be folded there exactly (a float accumulator, a user's combiner, an early trigger by
+processing time) is folded here in Python, one group at a time.
 
 It only *folds*; it never emits. A key whose records could emit a pane or be
 late (a window the watermark has passed, a fired window, an early trigger
@@ -20,7 +24,7 @@ state and outputs equal the one-at-a-time path's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from computations import (
@@ -34,9 +38,16 @@ from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from dataflow._triggers import firing
 from dataflow._window_ops import WindowOps
 from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window
-from millrace.dataplane import fold_groups
+from millrace.dataplane import fold_groups, fold_window_states
 
 _INT_FOLDS = (Count, Sum, Min, Max, Mean)
+_NATIVE_PARTS: dict[type[Combiner], str] = {
+    Count: "count",
+    Sum: "sum",
+    Min: "min",
+    Max: "max",
+    Mean: "mean",
+}
 GLOBAL = GlobalWindows().assign(0)[0]
 
 
@@ -56,38 +67,120 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     if values is None:
         return records
     folds = _Folds(values, slots, bounds, counts, lambda: _values(agg, records))
-    watermark = batch.low_watermark
-    passed = MIN_EVENT_TIME_MS - 1 if watermark is None else watermark
-    early = firing(agg.trigger.early)
-    due_at, interval_ms = early.count, early.interval_ms
     size = window[1] if window[0] != "global" else 0
-    fold, serde = folds.folder(combiner), agg.state_serde
-    left_keys: set[bytes] = set()
-    for g, (key, start) in enumerate(zip(keys, starts, strict=True)):
-        if key in left_keys:
-            continue
-        end = start + size if size else GLOBAL.end
-        if passed > min(end - 1, MAX_EVENT_TIME_MS):
-            left_keys.add(key)  # the window has passed: late panes, or late records
-            continue
-        ctx = batch.for_key(key)
-        tag = f"w:{start}/{end}"
-        state = ctx.get_state(tag, serde)
-        if state is None:
-            if due_at is not None and counts[g] >= due_at:
-                left_keys.add(key)  # an early pane is due
-                continue
-            state = agg._open(ctx, Window(start, end), combiner.create(), watermark)
-        elif state["fired"] or (due_at is not None and state["since"] + counts[g] >= due_at):
-            left_keys.add(key)  # a late pane, or an early pane is due
-            continue
-        state["acc"] = fold(state["acc"], g)
-        state["since"] += counts[g]
-        if interval_ms is not None and not state.get("early_at"):
-            state["early_at"] = ctx.processing_time_ms + interval_ms
-            ctx.set_timer("early:" + tag[2:], state["early_at"], TimeDomain.PROCESSING_TIME)
-        ctx.put_state(tag, state, serde)
+    step = _FoldStep(agg, batch, keys=keys, starts=starts, folds=folds, size=size)
+    parts = _native_parts(combiner)
+    if parts is not None and step.interval_ms is None and (columns or not combiner.needs_value):
+        step.in_python(step.natively(columns, *parts))
+    else:
+        step.in_python(range(len(keys)))
+    left_keys = step.left_keys
     return [r for r in records if r.key in left_keys] if left_keys else ()
+
+
+class _FoldStep:
+    """One batch's groups folded into their windows' states: natively
+    (:func:`~millrace.dataplane.fold_window_states`) where the combiner is built in and
+    its values are integers, else one group at a time in Python."""
+
+    def __init__(
+        self,
+        agg: WindowOps,
+        batch: BatchContext,
+        *,
+        keys: list[bytes],
+        starts: list[int],
+        folds: _Folds,
+        size: int,
+    ) -> None:
+        self.agg, self.batch, self.keys, self.starts, self.folds = agg, batch, keys, starts, folds
+        self.size = size
+        watermark = batch.low_watermark
+        self.passed = MIN_EVENT_TIME_MS - 1 if watermark is None else watermark
+        early = firing(agg.trigger.early)
+        self.due_at, self.interval_ms = early.count, early.interval_ms
+        self.left_keys: set[bytes] = set()
+
+    def window(self, g: int) -> Window:
+        start = self.starts[g]
+        return Window(start, start + self.size if self.size else GLOBAL.end)
+
+    def natively(self, columns: Any, names: list[str], combined: bool) -> list[int]:
+        """Folds every group natively that it can; returns the groups left to Python."""
+        agg, batch, keys = self.agg, self.batch, self.keys
+        size, starts = self.size, self.starts
+        # Window.tag's form, without a Window per group.
+        windows = (
+            [f"{s}/{s + size}" for s in starts] if size else [f"{s}/{GLOBAL.end}" for s in starts]
+        )
+        tags = ["w:" + w for w in windows]
+        written, states, opened, left, python = fold_window_states(
+            batch.read_states(keys, tags),
+            self.folds.counts,
+            self.starts,
+            columns,
+            parts=names,
+            combined=combined,
+            early_count=self.due_at,
+            size_ms=self.size,
+            end_ms=GLOBAL.end,
+            passed_ms=self.passed,
+            max_ms=MAX_EVENT_TIME_MS,
+        )
+        batch.write_states([keys[g] for g in written], [tags[g] for g in written], states)
+        if opened:  # as WindowOps._open sets them
+            opened_keys = [keys[g] for g in opened]
+            last = [self.window(g).last_ms for g in opened]
+            batch.set_timers(opened_keys, ["on:" + windows[g] for g in opened], last)
+            if agg.allowed_lateness_ms:
+                expiry = [agg._expiry(self.window(g)) for g in opened]
+                batch.set_timers(opened_keys, ["gc:" + windows[g] for g in opened], expiry)
+        self.left_keys.update(keys[g] for g in left)
+        return python
+
+    def in_python(self, groups: Iterable[int]) -> None:
+        """Folds ``groups`` one at a time, as ``process_record`` would."""
+        agg, batch, keys, left_keys = self.agg, self.batch, self.keys, self.left_keys
+        counts, due_at, interval_ms = self.folds.counts, self.due_at, self.interval_ms
+        passed = self.passed
+        combiner = agg.aggregate
+        fold, serde = self.folds.folder(combiner), agg.state_serde
+        watermark = batch.low_watermark
+        for g in groups:
+            key = keys[g]
+            if key in left_keys:
+                continue
+            window = self.window(g)
+            if passed > window.last_ms:
+                left_keys.add(key)  # the window has passed: late panes, or late records
+                continue
+            ctx = batch.for_key(key)
+            tag = "w:" + window.tag()
+            state = ctx.get_state(tag, serde)
+            if state is None:
+                if due_at is not None and counts[g] >= due_at:
+                    left_keys.add(key)  # an early pane is due
+                    continue
+                state = agg._open(ctx, window, combiner.create(), watermark)
+            elif state["fired"] or (due_at is not None and state["since"] + counts[g] >= due_at):
+                left_keys.add(key)  # a late pane, or an early pane is due
+                continue
+            state["acc"] = fold(state["acc"], g)
+            state["since"] += counts[g]
+            if interval_ms is not None and not state.get("early_at"):
+                state["early_at"] = ctx.processing_time_ms + interval_ms
+                ctx.set_timer("early:" + tag[2:], state["early_at"], TimeDomain.PROCESSING_TIME)
+            ctx.put_state(tag, state, serde)
+
+
+def _native_parts(combiner: Combiner) -> tuple[list[str], bool] | None:
+    """The combiner as :func:`~millrace.dataplane.fold_window_states` names it (its
+    parts, and whether they are combined), or None when it has no native fold."""
+    if type(combiner) is Combined:
+        names = [_NATIVE_PARTS.get(type(part)) for part in combiner.parts.values()]
+        return None if None in names else ([n for n in names if n], True)
+    name = _NATIVE_PARTS.get(type(combiner))
+    return None if name is None else ([name], False)
 
 
 def _native_window(

@@ -9,14 +9,16 @@ raised.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from computations import Computation
 from engine._keying import Admitted
 from engine._outcome import BatchOutcome
-from engine._scope import RecordScope
+from engine._scope import RecordScope, state_key
+from statestore import Transaction
+from statestore.types import TimeDomain, Timer
 
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -61,16 +63,29 @@ def offer_batch(
 
 
 class BatchScope:
-    """Implements :class:`computations.BatchContext`."""
+    """Implements :class:`computations.BatchContext`.
+
+    A key's changes live in its :class:`RecordScope` once :meth:`for_key` made one;
+    until then, what the bulk calls (:meth:`write_states`, :meth:`set_timers`) changed
+    is kept per key here, without a scope (they run per (key, window) of a batch), and
+    moves into the key's scope if one is made later."""
 
     def __init__(
-        self, new_scope: Callable[[bytes], RecordScope], low_watermark: int | None, now_ms: int
+        self,
+        new_scope: Callable[[bytes], RecordScope],
+        txn: Transaction,
+        low_watermark: int | None,
+        now_ms: int,
     ) -> None:
         """``new_scope``: a key's scope, one that may not produce."""
         self._new_scope = new_scope
+        self._txn = txn
         self._low_watermark = low_watermark
         self._now_ms = now_ms
         self.scopes: dict[bytes, RecordScope] = {}
+        self._states: dict[bytes, dict[str, bytes]] = {}
+        self._timers: dict[bytes, dict[tuple[TimeDomain, str], int]] = {}
+        self._rules: RecordScope | None = None
 
     @property
     def low_watermark(self) -> int | None:
@@ -84,7 +99,51 @@ class BatchScope:
         scope = self.scopes.get(key)
         if scope is None:
             scope = self.scopes[key] = self._new_scope(key)
+            for tag, value in self._states.pop(key, {}).items():
+                scope.put_state(tag, value)
+            for (domain, tag), time_ms in self._timers.pop(key, {}).items():
+                scope.set_timer(tag, time_ms, domain)
         return scope
+
+    def read_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> list[bytes | None]:
+        raws = self._txn.get_many([state_key(k, t) for k, t in zip(keys, tags, strict=True)])
+        if self.scopes or self._states:  # this call's own changes first
+            for i, (key, tag) in enumerate(zip(keys, tags, strict=True)):
+                if (scope := self.scopes.get(key)) is not None:
+                    raws[i] = scope.get_state(tag)
+                elif (own := self._states.get(key)) is not None and tag in own:
+                    raws[i] = own[tag]
+        return raws
+
+    def write_states(
+        self, keys: Sequence[bytes], tags: Sequence[str], values: Sequence[bytes]
+    ) -> None:
+        scopes, states = self.scopes, self._states
+        for key, tag, value in zip(keys, tags, values, strict=True):
+            if (scope := scopes.get(key)) is not None:
+                scope.put_state(tag, value)
+            elif (own := states.get(key)) is not None:
+                own[tag] = bytes(value)
+            else:
+                states[key] = {tag: bytes(value)}
+
+    def set_timers(
+        self,
+        keys: Sequence[bytes],
+        tags: Sequence[str],
+        times_ms: Sequence[int],
+        domain: TimeDomain = TimeDomain.EVENT_TIME,
+    ) -> None:
+        domain = TimeDomain(domain)
+        rules = self._rules = self._rules or self._new_scope(b"")
+        scopes, timers = self.scopes, self._timers
+        for key, tag, time_ms in zip(keys, tags, times_ms, strict=True):
+            if (scope := scopes.get(key)) is not None:
+                scope.set_timer(tag, time_ms, domain)
+            elif (own := timers.get(key)) is not None:
+                own[(domain, tag)] = rules.checked_timer_time(tag, time_ms)
+            else:
+                timers[key] = {(domain, tag): rules.checked_timer_time(tag, time_ms)}
 
     def apply(self, skip: AbstractSet[bytes] = frozenset()) -> list[int]:
         """Move every key's changes but ``skip``'s into the transaction; returns the
@@ -94,4 +153,15 @@ class BatchScope:
             if key not in skip:
                 scope.apply()
                 late.extend(scope.late_ms)
+        txn = self._txn
+        txn.put_many(
+            (state_key(key, tag), value)
+            for key, own in self._states.items()
+            if key not in skip
+            for tag, value in own.items()
+        )
+        for key, own_timers in self._timers.items():
+            if key not in skip:
+                for (domain, tag), time_ms in own_timers.items():
+                    txn.set_timer(Timer(domain=domain, key=key, tag=tag, time_ms=time_ms))
         return late

@@ -137,6 +137,7 @@ class IntervalProcessor:
         if self._batches and admitted:
             batch = BatchScope(
                 lambda key: self._scope(txn, key, 0, now, may_produce=False),
+                txn,
                 self.input_watermark,
                 now,
             )

@@ -113,6 +113,11 @@ class RecordScope:
         self._state[tag] = None
 
     def set_timer(self, tag: str, time_ms: int, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
+        self._timers[(TimeDomain(domain), tag)] = self.checked_timer_time(tag, time_ms)
+
+    def checked_timer_time(self, tag: str, time_ms: int) -> int:
+        """``time_ms`` as an int, if this computation may set timer ``tag`` for then;
+        else :class:`~computations.errors.TimerError`."""
         if not self._handles_timers:
             raise TimerError(
                 f"computation {self._computation!r} sets timer {tag!r} "
@@ -120,7 +125,7 @@ class RecordScope:
             )
         if not MIN_EVENT_TIME_MS <= int(time_ms) <= MAX_EVENT_TIME_MS:
             raise TimerError(f"timer {tag!r}: {event_time_problem(int(time_ms))}")
-        self._timers[(TimeDomain(domain), tag)] = int(time_ms)
+        return int(time_ms)
 
     def delete_timer(self, tag: str, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
         self._timers[(TimeDomain(domain), tag)] = None

@@ -16,6 +16,7 @@ __all__ = [
     "decode_commit",
     "encode_log_request",
     "fold_groups",
+    "fold_window_states",
     "ingest_request",
     "ingest_response",
     "parse_json_lines",
@@ -103,6 +104,20 @@ def fold_groups(
     ]
     | None
 ): ...
+def fold_window_states(
+    raws: Sequence[bytes | None],
+    counts: Sequence[int],
+    starts: Sequence[int],
+    columns: tuple[Sequence[int], Sequence[int], Sequence[int]] | None,
+    *,
+    parts: Sequence[str],
+    combined: bool,
+    early_count: int | None,
+    size_ms: int,
+    end_ms: int,
+    passed_ms: int,
+    max_ms: int,
+) -> tuple[list[int], list[bytes], list[int], list[int], list[int]]: ...
 def decode_commit(body: bytes) -> tuple[int, int, bytes, bytes, int]: ...
 def scan_columns(
     data: bytes, *, position: int, expected: int, complete: bool

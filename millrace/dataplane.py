@@ -25,7 +25,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   one ``DeliveryBatch`` frame per destination with the outbox keys), from what user
   code emitted per cause (``engine/_routing.py``).
 - :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
-  each group's count and integer columns (``dataflow/_vectorized.py``).
+  each group's count and integer columns, and :func:`fold_window_states`, those
+  groups folded into their windows' stored states (``dataflow/_vectorized.py``).
 
 Each call takes a whole batch and releases the GIL while it works on owned data.
 Importing starts nothing (no thread, no runtime): Spark forks its Python workers.
@@ -44,6 +45,7 @@ from millrace._native import (
     decode_ingest_request,
     encode_log_request,
     fold_groups,
+    fold_window_states,
     ingest_request,
     ingest_response,
     parse_json_lines,
@@ -65,6 +67,7 @@ __all__ = [
     "decode_ingest_request",
     "encode_log_request",
     "fold_groups",
+    "fold_window_states",
     "ingest_request",
     "ingest_response",
     "parse_json_lines",

@@ -41,6 +41,10 @@ class StoreView(Protocol):
         """A committed state value."""
         ...
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """Many committed state values."""
+        ...
+
     def get_meta(self, name: str) -> bytes | None:
         """A committed metadata entry."""
         ...

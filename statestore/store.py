@@ -249,6 +249,29 @@ class StateStore:
                 cache.popitem(last=False)
         return value
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The committed values of many state keys: those not cached in one engine read."""
+        self._require_open()
+        if not self._cache_limit:
+            return self._engine.multi_get(Column.STATE, keys)
+        cache = self._cache
+        values: list[bytes | None] = []
+        missing: list[int] = []
+        for i, key in enumerate(keys):
+            if key in cache:
+                cache.move_to_end(key)
+                values.append(cache[key])
+            else:
+                values.append(None)
+                missing.append(i)
+        if missing:
+            read = self._engine.multi_get(Column.STATE, [keys[i] for i in missing])
+            for i, value in zip(missing, read, strict=True):
+                values[i] = cache[keys[i]] = value
+            while len(cache) > self._cache_limit:
+                cache.popitem(last=False)
+        return values
+
     def scan_state(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed state entries whose key starts with ``prefix``, in key order."""
         self._require_open()

@@ -72,10 +72,24 @@ class Transaction:
             return self._state[key]
         return self._store.get(key)
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of many state keys as this transaction sees them (one store read)."""
+        self._require_open()
+        own = self._state
+        values = self._store.get_many(keys)
+        if own:
+            values = [own.get(k, v) for k, v in zip(keys, values, strict=True)]
+        return values
+
     def put(self, key: bytes, value: bytes) -> None:
         """Set a state key."""
         self._require_open()
         self._state[key] = value
+
+    def put_many(self, entries: Iterable[tuple[bytes, bytes]]) -> None:
+        """Set many state keys."""
+        self._require_open()
+        self._state.update(entries)
 
     def delete(self, key: bytes) -> None:
         """Remove a state key."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from computations import JSON, BatchContext, Computation, Context, Record, Topology
+from computations import JSON, BatchContext, Computation, Context, FiredTimer, Record, Topology
 from computations.testing import TestHarness
 
 
@@ -73,3 +73,65 @@ def test_every_record_counts_once_whatever_process_batch_does(mode: str) -> None
     else:
         assert set(via.values()) == {"record"}
     assert harness.outputs("out") == []
+
+
+class BulkCounting(Computation):
+    """Counts records per key through the bulk calls (``read_states``, ``write_states``,
+    ``set_timers``), mixed with ``for_key`` for key ``b``; leaves key ``c``. Each key's
+    timer emits its count."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.put_state("n", str(int(ctx.get_state("n") or b"0") + 1).encode())
+        ctx.set_timer("t", 100)
+
+    def process_batch(self, batch: BatchContext, records: Sequence[Record]) -> Sequence[Record]:
+        counts: dict[bytes, int] = {}
+        for record in records:
+            counts[record.key] = counts.get(record.key, 0) + 1
+        keys = list(counts)
+        tags = ["n"] * len(keys)
+        if b"b" in counts:  # a write through the key's context first: the bulk read sees it
+            ctx = batch.for_key(b"b")
+            ctx.put_state("n", str(int(ctx.get_state("n") or b"0") + 1).encode())
+            counts[b"b"] -= 1
+        stored = batch.read_states(keys, tags)
+        written = [
+            str(int(raw or b"0") + counts[k]).encode() for k, raw in zip(keys, stored, strict=True)
+        ]
+        batch.write_states(keys, tags, written)
+        assert batch.read_states(keys, tags) == written
+        for key, value in zip(keys, written, strict=True):
+            assert batch.for_key(key).get_state("n") == value  # a context made after sees it
+        batch.set_timers(keys, ["t"] * len(keys), [100] * len(keys))
+        return [r for r in records if r.key == b"c"][:1]
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        ctx.produce("out", ctx.key, ctx.get_state("n") or b"")
+
+
+def test_bulk_state_and_timer_calls_equal_the_per_key_ones() -> None:
+    harness = TestHarness(
+        Topology.from_dict(
+            {
+                "streams": {"in": {}, "out": {}},
+                "computations": {
+                    "c": {
+                        "handler": f"{__name__}:BulkCounting",
+                        "inputs": {"in": "key"},
+                        "outputs": ["out"],
+                    }
+                },
+            }
+        )
+    )
+    keys = [b"a", b"b", b"a", b"c", b"b", b"b", b"c", b"d"]
+    harness.feed_many("in", [(k, b"x", t) for t, k in enumerate(keys)])
+    harness.run()
+    harness.feed_many("in", [(k, b"x", 10 + t) for t, k in enumerate(keys[:3])])
+    harness.run()
+    counts = {k: harness.state("c", k, "n") for k in (b"a", b"b", b"c", b"d")}
+    assert counts == {b"a": b"4", b"b": b"4", b"c": b"2", b"d": b"1"}
+    harness.advance_watermark(200)
+    harness.run()
+    fired = sorted((r.key, r.value) for r in harness.outputs("out"))
+    assert fired == [(b"a", b"4"), (b"b", b"4"), (b"c", b"2"), (b"d", b"1")]

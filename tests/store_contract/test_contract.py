@@ -6,6 +6,7 @@ import pytest
 
 from statestore import (
     StateStore,
+    StoreConfig,
     TimeDomain,
     Timer,
     TransactionStateError,
@@ -33,6 +34,23 @@ def test_state_reads_see_own_writes_and_commit_publishes(store: StateStore) -> N
     txn.commit()
     assert store.get(b"a") == b"1"
     assert store.get(b"b") is None
+
+
+@pytest.mark.parametrize("cache_entries", [0, 2, 100])
+def test_many_keys_read_at_once_equal_one_by_one(factory: StoreFactory, cache_entries: int) -> None:
+    store = factory.open(StoreConfig(sync=True, state_cache_entries=cache_entries))
+    txn = store.begin()
+    txn.put_many([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
+    txn.commit()
+    keys = [b"c", b"x", b"a", b"b", b"a", b"y"]
+    for _ in range(2):  # cold, then through the cache
+        assert store.get_many(keys) == [store.get(k) for k in keys]
+        assert store.get_many(keys) == [b"3", None, b"1", b"2", b"1", None]
+    txn = store.begin()
+    txn.put(b"x", b"new")
+    txn.delete(b"a")
+    assert txn.get_many(keys) == [b"3", b"new", None, b"2", None, None]
+    assert store.get_many([]) == []
 
 
 def test_abort_discards_everything(store: StateStore) -> None:

@@ -19,6 +19,7 @@ pub mod json_lines;
 pub mod log_format;
 pub mod log_scan;
 pub mod productions;
+pub mod window_state;
 pub mod wire;
 
 pub use batch::{Record, RecordBatch};

@@ -1,8 +1,10 @@
 //! A windowed aggregation's batch fold (`fold_groups`).
 
 use millrace_core::fold::{self, WindowSpec};
+use millrace_core::window_state::{self, Aggregate, Contribution, Outcome, Part};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 /// `(keys, starts, counts, slots, bounds, columns)`: the windowed aggregation's batch
@@ -100,6 +102,106 @@ fn window_spec(window: &Bound<'_, PyTuple>) -> PyResult<WindowSpec> {
         "global" => Ok(WindowSpec::Global { start_ms: int(1)? }),
         other => Err(PyValueError::new_err(format!(
             "no native fold for windows {other:?}"
+        ))),
+    }
+}
+
+/// `(written, states, opened, left, python)`: each group of a `fold_groups` result
+/// folded into its window's state (`window_state.rs`).
+///
+/// `raws`: each group's stored state (None: no state yet); `counts`, `starts` and
+/// `columns` as `fold_groups` returned them. `parts` names the combiner's parts
+/// (`count`, `sum`, `min`, `max`, `mean`), `combined` says its accumulator is their
+/// list. A group whose window's last instant (`start + size_ms - 1`, or `end_ms - 1`
+/// without a size, at most `max_ms`) is before `passed_ms` is left. Returns the
+/// indices of the groups written and their new states, those of them whose windows
+/// opened, the groups whose keys go to `process_record`, and the groups to fold in
+/// Python.
+#[pyfunction]
+#[pyo3(signature = (raws, counts, starts, columns, *, parts, combined, early_count, size_ms, end_ms, passed_ms, max_ms))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub(crate) fn fold_window_states<'py>(
+    py: Python<'py>,
+    raws: Vec<Option<PyBackedBytes>>,
+    counts: Vec<i64>,
+    starts: Vec<i64>,
+    columns: Option<(Vec<i64>, Vec<i64>, Vec<i64>)>,
+    parts: Vec<String>,
+    combined: bool,
+    early_count: Option<i64>,
+    size_ms: i64,
+    end_ms: i64,
+    passed_ms: i64,
+    max_ms: i64,
+) -> PyResult<(
+    Vec<usize>,
+    Vec<Bound<'py, PyBytes>>,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+)> {
+    let n = raws.len();
+    if counts.len() != n
+        || starts.len() != n
+        || columns
+            .as_ref()
+            .is_some_and(|c| c.0.len() != n || c.1.len() != n || c.2.len() != n)
+    {
+        return Err(PyValueError::new_err("one entry per group in each list"));
+    }
+    let aggregate = Aggregate {
+        parts: parts.iter().map(|p| part(p)).collect::<PyResult<_>>()?,
+        combined,
+    };
+    let outcomes = py.detach(|| {
+        (0..n)
+            .map(|g| {
+                let end = if size_ms > 0 {
+                    starts[g].checked_add(size_ms)
+                } else {
+                    Some(end_ms)
+                };
+                match end {
+                    Some(end) if passed_ms <= (end - 1).min(max_ms) => {}
+                    _ => return Outcome::Leave, // passed, or beyond event time
+                }
+                let group = Contribution {
+                    count: counts[g],
+                    values: columns.as_ref().map(|(s, lo, hi)| (s[g], lo[g], hi[g])),
+                };
+                window_state::fold(raws[g].as_deref(), &aggregate, group, early_count)
+            })
+            .collect::<Vec<_>>()
+    });
+    let (mut written, mut states, mut opened, mut left, mut python) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (g, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Outcome::Folded(state) => {
+                written.push(g);
+                states.push(PyBytes::new(py, &state));
+            }
+            Outcome::Opened(state) => {
+                written.push(g);
+                opened.push(g);
+                states.push(PyBytes::new(py, &state));
+            }
+            Outcome::Leave => left.push(g),
+            Outcome::Python => python.push(g),
+        }
+    }
+    Ok((written, states, opened, left, python))
+}
+
+fn part(name: &str) -> PyResult<Part> {
+    match name {
+        "count" => Ok(Part::Count),
+        "sum" => Ok(Part::Sum),
+        "min" => Ok(Part::Min),
+        "max" => Ok(Part::Max),
+        "mean" => Ok(Part::Mean),
+        other => Err(PyValueError::new_err(format!(
+            "no native fold for the combiner {other:?}"
         ))),
     }
 }

@@ -1,0 +1,85 @@
+//! `window_state::fold` on stored bytes nobody checked: arbitrary bytes and damaged
+//! valid states never panic, and what it writes is a state it reads back, with the
+//! group counted once.
+
+use millrace_core::window_state::{self, Aggregate, Contribution, Outcome, Part};
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn count_sum() -> Aggregate {
+    Aggregate {
+        parts: vec![Part::Count, Part::Sum],
+        combined: true,
+    }
+}
+
+fn written(outcome: &Outcome) -> Option<&[u8]> {
+    match outcome {
+        Outcome::Folded(state) | Outcome::Opened(state) => Some(state),
+        Outcome::Leave | Outcome::Python => None,
+    }
+}
+
+fn valid_state() -> impl Strategy<Value = Vec<u8>> {
+    (
+        any::<i32>(),
+        any::<i32>(),
+        any::<bool>(),
+        0..5i64,
+        0..1000i64,
+        proptest::option::of(any::<i64>()),
+    )
+        .prop_map(|(count, sum, fired, pane, since, early_at)| {
+            let early = early_at.map_or(String::new(), |t| format!(r#""early_at":{t},"#));
+            format!(
+                r#"{{"acc":[{count},{sum}],{early}"fired":{fired},"pane":{pane},"since":{since}}}"#
+            )
+            .into_bytes()
+        })
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(raw in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let group = Contribution { count: 1, values: Some((5, 5, 5)) };
+        let _ = window_state::fold(Some(&raw), &count_sum(), group, Some(3));
+    }
+
+    #[test]
+    fn a_damaged_state_never_panics(raw in valid_state(), at in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let mut raw = raw;
+        let i = at.index(raw.len());
+        raw[i] = byte;
+        let group = Contribution { count: 2, values: Some((-7, -9, 2)) };
+        let _ = window_state::fold(Some(&raw), &count_sum(), group, None);
+    }
+
+    #[test]
+    fn a_folded_state_is_the_stored_one_with_the_group_added(
+        raw in valid_state(), count in 1..100i64, sum in any::<i32>()
+    ) {
+        let group = Contribution { count, values: Some((i64::from(sum), 0, 0)) };
+        let before: Value = serde_json::from_slice(&raw).unwrap();
+        let outcome = window_state::fold(Some(&raw), &count_sum(), group, None);
+        if before["fired"] == Value::Bool(true) {
+            prop_assert_eq!(outcome, Outcome::Leave);
+            return Ok(());
+        }
+        let state = written(&outcome).expect("a valid open state folds");
+        let after: Value = serde_json::from_slice(state).unwrap();
+        let n = |v: &Value| v.as_i64().unwrap();
+        prop_assert_eq!(n(&after["acc"][0]), n(&before["acc"][0]) + count);
+        prop_assert_eq!(n(&after["acc"][1]), n(&before["acc"][1]) + i64::from(sum));
+        prop_assert_eq!(n(&after["since"]), n(&before["since"]) + count);
+        prop_assert_eq!(&after["pane"], &before["pane"]);
+        prop_assert_eq!(&after["early_at"], &before["early_at"]);
+        // Sorted keys, no spaces: the bytes msgspec writes for the same state.
+        let text = String::from_utf8(state.to_vec()).unwrap();
+        let at: Vec<usize> = ["\"acc\":", "\"early_at\":", "\"fired\":", "\"pane\":", "\"since\":"]
+            .iter()
+            .filter_map(|key| text.find(key))
+            .collect();
+        prop_assert!(at.windows(2).all(|w| w[0] < w[1]), "{}", text);
+        prop_assert!(!text.contains(' '));
+    }
+}
