@@ -20,7 +20,7 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 ``engine``, the process that hosts it ``node``.
 """
 
-from computations._computation import BatchContext, Computation, Context
+from computations._computation import BatchContext, Computation, Context, TimerBatchContext
 from computations._keys import KeyExtractor, interval_of, intervals_of, key_hash
 from computations._records import FiredTimer, Record
 from computations._serde import (
@@ -57,6 +57,7 @@ __all__ = [
     "Record",
     "Serde",
     "TimeDomain",
+    "TimerBatchContext",
     "TimerError",
     "Topology",
     "TopologyError",

@@ -148,6 +148,10 @@ class BatchContext(Protocol):
         """``for_key(keys[i]).put_state(tags[i], values[i])`` for each ``i``, bytes."""
         ...
 
+    def delete_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> None:
+        """``for_key(keys[i]).delete_state(tags[i])`` for each ``i``."""
+        ...
+
     def set_timers(
         self,
         keys: Sequence[bytes],
@@ -156,6 +160,25 @@ class BatchContext(Protocol):
         domain: TimeDomain = TimeDomain.EVENT_TIME,
     ) -> None:
         """``for_key(keys[i]).set_timer(tags[i], times_ms[i], domain)`` for each ``i``."""
+        ...
+
+
+class TimerBatchContext(BatchContext, Protocol):
+    """What :meth:`Computation.process_timers` may do: a :class:`BatchContext` over the
+    round's timers, whose productions each name the timer that made them."""
+
+    def produce_many(
+        self,
+        timers: Sequence[int],
+        stream: str,
+        keys: Sequence[bytes],
+        values: Sequence[bytes],
+        times_ms: Sequence[int],
+    ) -> None:
+        """For each ``i``, what the ``timers[i]``-th timer of the call produces: a record
+        of ``keys[i]``, ``values[i]`` (bytes) and event time ``times_ms[i]`` to output
+        ``stream``, as ``Context.produce`` would while firing that timer (in the order
+        given). The timer's key must be ``keys[i]``'s or the timer left."""
         ...
 
 
@@ -185,6 +208,23 @@ class Computation(ABC):
         did is kept and every record is processed one at a time. The default takes
         nothing."""
         return records
+
+    def process_timers(
+        self, batch: TimerBatchContext, timers: Sequence[FiredTimer]
+    ) -> Sequence[FiredTimer]:
+        """Optional fast path: one round's due timers (of every key, in firing order),
+        to fire many at once. Returns the timers it leaves: every timer of a key with a
+        left timer then goes through :meth:`process_timer`, in order, and what this
+        call did to that key is discarded. A production names the timer that made it
+        (:meth:`TimerBatchContext.produce_many`), so results and ids equal the
+        one-at-a-time path's. If it raises, nothing it did is kept and every timer
+        fires one at a time. The default takes nothing."""
+        return timers
+
+    def handles_timer_batches(self) -> bool:
+        """True when :meth:`process_timers` may take timers: by default, when the class
+        overrides it (asked once, after :meth:`setup`)."""
+        return type(self).process_timers is not Computation.process_timers
 
     def handles_batches(self) -> bool:
         """True when :meth:`process_batch` may take records: by default, when the class

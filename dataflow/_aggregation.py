@@ -46,6 +46,7 @@ from computations import (
     Record,
     Serde,
     TimeDomain,
+    TimerBatchContext,
 )
 from dataflow._builtins import parse_aggregate
 from dataflow._combiners import Combiner, Count
@@ -55,7 +56,7 @@ from dataflow._panes import Pane, Timing
 from dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
 from dataflow._state_serde import window_state_serde
 from dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
-from dataflow._vectorized import fold_batch
+from dataflow._vectorized import fire_on_time, fold_batch
 from dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_window
 
 
@@ -151,6 +152,17 @@ class WindowedAggregation(Computation):
         return fold_batch(self, batch, records)
 
     def handles_batches(self) -> bool:
+        """Unless ``vectorized`` is off."""
+        return self.vectorized
+
+    def process_timers(
+        self, batch: TimerBatchContext, timers: Sequence[FiredTimer]
+    ) -> Sequence[FiredTimer]:
+        """The vectorized path's timers (``dataflow/_vectorized.py``): fires on-time
+        panes of windows that end with them; leaves the rest to :meth:`process_timer`."""
+        return fire_on_time(self, batch, timers)
+
+    def handles_timer_batches(self) -> bool:
         """Unless ``vectorized`` is off."""
         return self.vectorized
 

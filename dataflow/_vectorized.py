@@ -31,14 +31,17 @@ from computations import (
     MAX_EVENT_TIME_MS,
     MIN_EVENT_TIME_MS,
     BatchContext,
+    FiredTimer,
     Record,
     TimeDomain,
+    TimerBatchContext,
 )
 from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
-from dataflow._triggers import firing
+from dataflow._panes import Pane, Timing
+from dataflow._triggers import Accumulation, firing
 from dataflow._window_ops import WindowOps
 from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window
-from millrace.dataplane import fold_groups, fold_window_states
+from millrace.dataplane import fold_groups, fold_window_states, on_time_panes
 
 _INT_FOLDS = (Count, Sum, Min, Max, Mean)
 _NATIVE_PARTS: dict[type[Combiner], str] = {
@@ -181,6 +184,62 @@ def _native_parts(combiner: Combiner) -> tuple[list[str], bool] | None:
         return None if None in names else ([n for n in names if n], True)
     name = _NATIVE_PARTS.get(type(combiner))
     return None if name is None else ([name], False)
+
+
+def fire_on_time(
+    agg: WindowOps, batch: TimerBatchContext, timers: Sequence[FiredTimer]
+) -> Sequence[FiredTimer]:
+    """Fire a round's on-time timers of windows that end with their on-time pane (no
+    allowed lateness, no retractions, no early clock running): each emits its pane and
+    drops its window's state, as ``process_timer`` does; the panes of the built-in
+    combiners are written natively (:func:`~millrace.dataplane.on_time_panes`). Returns
+    the other timers, which leave their keys to ``process_timer``."""
+    if (
+        agg.allowed_lateness_ms
+        or agg.accumulation is Accumulation.RETRACTING
+        or _native_window(agg) is None
+    ):
+        return timers
+    left_keys = {
+        t.key for t in timers if t.domain is not TimeDomain.EVENT_TIME or t.tag[:3] != "on:"
+    }
+    taken = [i for i, t in enumerate(timers) if t.key not in left_keys]
+    keys = [timers[i].key for i in taken]
+    windows = [timers[i].tag[3:] for i in taken]
+    tags = ["w:" + w for w in windows]
+    raws = batch.read_states(keys, tags)
+    combiner = agg.aggregate
+    parts = _native_parts(combiner)
+    fired: list[int] = []
+    panes: list[bytes] = []
+    times: list[int] = []
+    python: Sequence[int] = range(len(taken))
+    if parts is not None:
+        names = list(combiner.parts) if type(combiner) is Combined else []
+        fired, panes, times, left, python = on_time_panes(
+            raws, keys, windows, parts=parts[0], names=names, combined=parts[1],
+            max_ms=MAX_EVENT_TIME_MS,
+        )  # fmt: skip
+        left_keys.update(keys[j] for j in left)
+    serde = agg.state_serde
+    for j in python:
+        raw = raws[j]
+        if raw is None:
+            continue  # gone: nothing to fire
+        state = serde.loads(raw)
+        if "early_at" in state:
+            left_keys.add(keys[j])  # its early timer is to be deleted: process_timer does that
+            continue
+        window = Window.from_tag(windows[j])
+        result = combiner.result(state["acc"])
+        fired.append(j)
+        panes.append(Pane(keys[j], window, state["pane"], Timing.ON_TIME, result).encode())
+        times.append(window.last_ms)
+    batch.produce_many(
+        [taken[j] for j in fired], agg.output, [keys[j] for j in fired], panes, times
+    )
+    batch.delete_states(keys, tags)
+    return [t for t in timers if t.key in left_keys]
 
 
 def _native_window(

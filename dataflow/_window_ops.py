@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from computations import Context, Record, Serde
 from dataflow._combiners import Combiner
-from dataflow._triggers import AfterWatermark
+from dataflow._triggers import Accumulation, AfterWatermark
 from dataflow._windows import Window, WindowAssigner
 
 
@@ -24,6 +24,8 @@ class WindowOps(Protocol):
     trigger: AfterWatermark
     input_panes: bool
     allowed_lateness_ms: int
+    output: str
+    accumulation: Accumulation
 
     @property
     def state_serde(self) -> Serde[Any]:

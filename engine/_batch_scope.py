@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from computations import Computation
+from computations import Computation, FiredTimer
+from computations.errors import ProduceError
 from engine._keying import Admitted
 from engine._outcome import BatchOutcome
-from engine._scope import RecordScope, state_key
+from engine._scope import Emitted, RecordScope, checked_time, state_key
+from engine._tuples import new_tuple
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer
 
@@ -62,6 +64,32 @@ def offer_batch(
     return rest
 
 
+def offer_timers(
+    user: Computation,
+    batch: TimerBatchScope,
+    offered: Sequence[FiredTimer],
+    held: Mapping[bytes, Any],
+    outcome: BatchOutcome,
+) -> set[bytes] | None:
+    """Offer the round's due timers (held keys' excepted) to ``user.process_timers``;
+    apply what it did to the keys it took whole and return the keys it left (None:
+    it took nothing, or raised: every timer fires one at a time)."""
+    try:
+        left = user.process_timers(batch, offered)
+        if len(left) == len(offered):
+            return None  # it took nothing
+        left_keys = {t.key for t in left}
+    except Exception:  # raised, or returned something that is not timers
+        name = type(user).__name__
+        if name not in _warned:
+            _warned.add(name)
+            _log.exception("%s.process_timers failed: its timers fire one at a time", name)
+        return None
+    left_keys.update(held)
+    outcome.late_ms.extend(batch.apply(skip=left_keys))
+    return left_keys
+
+
 class BatchScope:
     """Implements :class:`computations.BatchContext`.
 
@@ -83,8 +111,8 @@ class BatchScope:
         self._low_watermark = low_watermark
         self._now_ms = now_ms
         self.scopes: dict[bytes, RecordScope] = {}
-        self._states: dict[bytes, dict[str, bytes]] = {}
-        self._timers: dict[bytes, dict[tuple[TimeDomain, str], int]] = {}
+        self._states: dict[bytes, dict[str, bytes | None]] = {}
+        self._timers: dict[bytes, dict[tuple[TimeDomain, str], int | None]] = {}
         self._rules: RecordScope | None = None
 
     @property
@@ -100,9 +128,15 @@ class BatchScope:
         if scope is None:
             scope = self.scopes[key] = self._new_scope(key)
             for tag, value in self._states.pop(key, {}).items():
-                scope.put_state(tag, value)
+                if value is None:
+                    scope.delete_state(tag)
+                else:
+                    scope.put_state(tag, value)
             for (domain, tag), time_ms in self._timers.pop(key, {}).items():
-                scope.set_timer(tag, time_ms, domain)
+                if time_ms is None:
+                    scope.delete_timer(tag, domain)
+                else:
+                    scope.set_timer(tag, time_ms, domain)
         return scope
 
     def read_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> list[bytes | None]:
@@ -126,6 +160,16 @@ class BatchScope:
                 own[tag] = bytes(value)
             else:
                 states[key] = {tag: bytes(value)}
+
+    def delete_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> None:
+        scopes, states = self.scopes, self._states
+        for key, tag in zip(keys, tags, strict=True):
+            if (scope := scopes.get(key)) is not None:
+                scope.delete_state(tag)
+            elif (own := states.get(key)) is not None:
+                own[tag] = None
+            else:
+                states[key] = {tag: None}
 
     def set_timers(
         self,
@@ -154,7 +198,7 @@ class BatchScope:
                 scope.apply()
                 late.extend(scope.late_ms)
         txn = self._txn
-        txn.put_many(
+        txn.write_many(  # deletes too: a None value is one
             (state_key(key, tag), value)
             for key, own in self._states.items()
             if key not in skip
@@ -163,5 +207,57 @@ class BatchScope:
         for key, own_timers in self._timers.items():
             if key not in skip:
                 for (domain, tag), time_ms in own_timers.items():
-                    txn.set_timer(Timer(domain=domain, key=key, tag=tag, time_ms=time_ms))
+                    if time_ms is None:
+                        txn.delete_timer(domain, key, tag)
+                    else:
+                        txn.set_timer(Timer(domain=domain, key=key, tag=tag, time_ms=time_ms))
         return late
+
+
+class TimerBatchScope(BatchScope):
+    """Implements :class:`computations.TimerBatchContext`: a :class:`BatchScope` over one
+    round's timers, collecting each timer's productions."""
+
+    def __init__(
+        self,
+        new_scope: Callable[[bytes], RecordScope],
+        txn: Transaction,
+        low_watermark: int | None,
+        now_ms: int,
+        offered: Sequence[Timer],
+    ) -> None:
+        """``offered``: the timers offered, in order; each is deleted (as a timer
+        that fires is) unless the call sets it again."""
+        super().__init__(new_scope, txn, low_watermark, now_ms)
+        self._timer_keys = [t.key for t in offered]
+        timers = self._timers
+        for t in offered:
+            if (own := timers.get(t.key)) is None:
+                timers[t.key] = {(t.domain, t.tag): None}
+            else:
+                own[(t.domain, t.tag)] = None
+        self.emitted: dict[int, list[Emitted]] = {}
+        """Per offered timer (by position), what it produced, in order."""
+
+    def produce_many(
+        self,
+        timers: Sequence[int],
+        stream: str,
+        keys: Sequence[bytes],
+        values: Sequence[bytes],
+        times_ms: Sequence[int],
+    ) -> None:
+        rules = self._rules = self._rules or self._new_scope(b"")
+        rules.check_output(stream)
+        emitted, timer_keys = self.emitted, self._timer_keys
+        for timer, key, value, ts in zip(timers, keys, values, times_ms, strict=True):
+            if timer_keys[timer] != key:
+                raise ProduceError(
+                    f"timer {timer} of key {timer_keys[timer]!r} produced a record of key "
+                    f"{key!r} in process_timers: leave it to process_timer"
+                )
+            made = new_tuple(Emitted, (stream, bytes(key), bytes(value), checked_time(stream, ts)))
+            if (own := emitted.get(timer)) is None:
+                emitted[timer] = [made]
+            else:
+                own.append(made)

@@ -26,7 +26,7 @@ from computations import (
     FiredTimer,
     Topology,
 )
-from engine._batch_scope import BatchScope, offer_batch
+from engine._batch_scope import BatchScope, TimerBatchScope, offer_batch, offer_timers
 from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
@@ -34,7 +34,12 @@ from engine._frames import Frame
 from engine._keying import RecordKeying
 from engine._outbox_ledger import OutboxLedger
 from engine._outcome import BatchOutcome
-from engine._production_ids import Production, next_timer_cause, record_id_prefix
+from engine._production_ids import (
+    Production,
+    next_timer_cause,
+    next_timer_causes,
+    record_id_prefix,
+)
 from engine._routing import FrameBuilder, ProductionRouter
 from engine._scope import RecordScope
 from engine._sender_epochs import SenderEpochs
@@ -87,6 +92,7 @@ class IntervalProcessor:
         self._user.setup(self.spec.params)
         self._handles_timers = handler.handles_timers()
         self._batches = self._user.handles_batches()
+        self._timer_batches = self._user.handles_timer_batches()
         self._outputs = frozenset(self.spec.outputs)
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
         keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.keyed_as_sent)
@@ -227,6 +233,8 @@ class IntervalProcessor:
             return outcome
         txn = self.store.begin(self.epoch)
         failures = self._failures
+        if self._timer_batches:
+            due = self._fire_batch(txn, due, now, outcome, built)
         for timer in due:
             ident = timer_ident(timer)
             if failures.held and failures.held_by_another(timer.key, ident, now):
@@ -253,6 +261,42 @@ class IntervalProcessor:
         self._commit(txn, outcome, built, durable=durable)
         outcome.built = built
         return outcome
+
+    def _fire_batch(
+        self,
+        txn: Transaction,
+        due: list[Timer],
+        now: int,
+        outcome: BatchOutcome,
+        built: FrameBuilder,
+    ) -> list[Timer]:
+        """Offer the due timers to ``process_timers``; returns those left to fire one at
+        a time (every timer of a key it left, and of held keys)."""
+        held = self._failures.held
+        offered = [t for t in due if t.key not in held] if held else due
+        if not offered:
+            return due
+        fired = [
+            FiredTimer(key=t.key, tag=t.tag, time_ms=t.time_ms, domain=t.domain) for t in offered
+        ]
+        batch = TimerBatchScope(
+            lambda key: self._scope(txn, key, 0, now, may_produce=False),
+            txn,
+            self.input_watermark,
+            now,
+            offered,
+        )
+        left_keys = offer_timers(self._user, batch, fired, held, outcome)
+        if left_keys is None:
+            return due
+        taken = [i for i, t in enumerate(offered) if t.key not in left_keys]
+        self._failures.committed(timer_ident(offered[i]) for i in taken)
+        producing = [i for i in taken if i in batch.emitted]
+        causes = next_timer_causes(txn, self.name, [offered[i].key for i in producing])
+        for i, cause in zip(producing, causes, strict=True):
+            built.add(cause, batch.emitted[i])
+        outcome.timers_fired += len(taken)
+        return [t for t in due if t.key in left_keys]
 
     def _timer_failed(self, txn: Transaction, ident: bytes, timer: Timer, exc: Exception) -> None:
         attempts = self._failures.failed(ident, timer.key, self._clock())

@@ -34,6 +34,14 @@ def state_prefix(key: bytes) -> bytes:
     return _U32.pack(len(key)) + key
 
 
+def checked_time(stream: str, event_time_ms: int) -> int:
+    """The event time of a record produced to ``stream``, if in range; else
+    :class:`~computations.errors.ProduceError`."""
+    if not MIN_EVENT_TIME_MS <= event_time_ms <= MAX_EVENT_TIME_MS:
+        raise ProduceError(f"produced to {stream!r}: {event_time_problem(event_time_ms)}")
+    return event_time_ms
+
+
 class Emitted(NamedTuple):
     """A produce() call, before routing."""
 
@@ -146,15 +154,19 @@ class RecordScope:
             )
         if serde is not None:
             value = serde.dumps(value)
+        self.check_output(stream)
+        ts = self._timestamp_ms if event_time_ms is None else int(event_time_ms)
+        self.emitted.append(
+            new_tuple(Emitted, (stream, bytes(key), bytes(value), checked_time(stream, ts)))
+        )
+
+    def check_output(self, stream: str) -> None:
+        """:class:`~computations.errors.ProduceError` unless ``stream`` is an output."""
         if stream not in self._outputs:
             raise ProduceError(
                 f"computation {self._computation!r} produced to {stream!r}, "
                 f"which is not among its declared outputs {sorted(self._outputs)}"
             )
-        ts = self._timestamp_ms if event_time_ms is None else int(event_time_ms)
-        if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
-            raise ProduceError(f"produced to {stream!r}: {event_time_problem(ts)}")
-        self.emitted.append(new_tuple(Emitted, (stream, bytes(key), bytes(value), ts)))
 
     def report_late(self, record: Record) -> None:
         watermark = self._low_watermark

@@ -19,6 +19,7 @@ __all__ = [
     "fold_window_states",
     "ingest_request",
     "ingest_response",
+    "on_time_panes",
     "parse_json_lines",
     "scan_columns",
     "scan_log",
@@ -116,6 +117,16 @@ def fold_window_states(
     size_ms: int,
     end_ms: int,
     passed_ms: int,
+    max_ms: int,
+) -> tuple[list[int], list[bytes], list[int], list[int], list[int]]: ...
+def on_time_panes(
+    raws: Sequence[bytes | None],
+    keys: Sequence[bytes],
+    windows: Sequence[str],
+    *,
+    parts: Sequence[str],
+    names: Sequence[str],
+    combined: bool,
     max_ms: int,
 ) -> tuple[list[int], list[bytes], list[int], list[int], list[int]]: ...
 def decode_commit(body: bytes) -> tuple[int, int, bytes, bytes, int]: ...

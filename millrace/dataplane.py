@@ -26,7 +26,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   code emitted per cause (``engine/_routing.py``).
 - :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
   each group's count and integer columns, and :func:`fold_window_states`, those
-  groups folded into their windows' stored states (``dataflow/_vectorized.py``).
+  groups folded into their windows' stored states, and :func:`on_time_panes`, the
+  on-time panes of windows whose timers fire (``dataflow/_vectorized.py``).
 
 Each call takes a whole batch and releases the GIL while it works on owned data.
 Importing starts nothing (no thread, no runtime): Spark forks its Python workers.
@@ -48,6 +49,7 @@ from millrace._native import (
     fold_window_states,
     ingest_request,
     ingest_response,
+    on_time_panes,
     parse_json_lines,
     scan_columns,
     scan_log,
@@ -70,6 +72,7 @@ __all__ = [
     "fold_window_states",
     "ingest_request",
     "ingest_response",
+    "on_time_panes",
     "parse_json_lines",
     "scan_columns",
     "scan_log",

@@ -86,8 +86,8 @@ class Transaction:
         self._require_open()
         self._state[key] = value
 
-    def put_many(self, entries: Iterable[tuple[bytes, bytes]]) -> None:
-        """Set many state keys."""
+    def write_many(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Set many state keys (a None value deletes its key)."""
         self._require_open()
         self._state.update(entries)
 

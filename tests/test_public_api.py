@@ -10,7 +10,8 @@ def test_the_user_api_is_pinned() -> None:
     assert sorted(computations.__all__) == sorted(
         [
             "BYTES", "JSON", "BytesSerde", "JsonSerde", "ProtobufSerde", "Serde",
-            "Computation", "Context", "BatchContext", "Record", "FiredTimer", "TimeDomain",
+            "Computation", "Context", "BatchContext", "TimerBatchContext", "Record", "FiredTimer",
+            "TimeDomain",
             "Topology", "ComputationSpec", "InputSpec", "KeyExtractor",
             "interval_of", "intervals_of", "key_hash",
             "ProduceError", "TimerError", "TopologyError",

@@ -40,7 +40,7 @@ def test_state_reads_see_own_writes_and_commit_publishes(store: StateStore) -> N
 def test_many_keys_read_at_once_equal_one_by_one(factory: StoreFactory, cache_entries: int) -> None:
     store = factory.open(StoreConfig(sync=True, state_cache_entries=cache_entries))
     txn = store.begin()
-    txn.put_many([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
+    txn.write_many([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
     txn.commit()
     keys = [b"c", b"x", b"a", b"b", b"a", b"y"]
     for _ in range(2):  # cold, then through the cache

@@ -18,6 +18,7 @@ pub mod ingest;
 pub mod json_lines;
 pub mod log_format;
 pub mod log_scan;
+pub mod panes;
 pub mod productions;
 pub mod window_state;
 pub mod wire;

@@ -186,7 +186,7 @@ fn fold_part(acc: &Value, part: Part, group: Contribution) -> Option<Value> {
 /// True for values this module writes back exactly as msgspec would: integers within
 /// int64, booleans, null, strings of printable ASCII without quotes or backslashes,
 /// and lists and objects of those.
-fn plain(value: &Value) -> bool {
+pub(crate) fn plain(value: &Value) -> bool {
     match value {
         Value::Null | Value::Bool(_) => true,
         Value::Number(n) => n.is_i64(),
@@ -196,7 +196,7 @@ fn plain(value: &Value) -> bool {
     }
 }
 
-fn plain_str(s: &str) -> bool {
+pub(crate) fn plain_str(s: &str) -> bool {
     s.bytes()
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
 }

@@ -1,10 +1,11 @@
 //! A windowed aggregation's batch fold (`fold_groups`).
 
 use millrace_core::fold::{self, WindowSpec};
+use millrace_core::panes::{self, Fired};
 use millrace_core::window_state::{self, Aggregate, Contribution, Outcome, Part};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 /// `(keys, starts, counts, slots, bounds, columns)`: the windowed aggregation's batch
@@ -204,4 +205,79 @@ fn part(name: &str) -> PyResult<Part> {
             "no native fold for the combiner {other:?}"
         ))),
     }
+}
+
+/// `(fired, panes, times, left, python)`: the on-time panes of windows whose timers
+/// fire (`panes.rs`), from their stored states `raws` (None: no state, nothing fires).
+///
+/// `keys` and `windows` (tags `"start/end"`) per window; `parts` and `combined` as for
+/// [`fold_window_states`], `names` the parts' names in a combined result. Returns the
+/// indices of the windows that fired, their panes and the panes' event times (the
+/// window's last instant, at most `max_ms`); the indices of those whose keys go to
+/// `process_timer` (an early clock runs), and of those to fire in Python.
+#[pyfunction]
+#[pyo3(signature = (raws, keys, windows, *, parts, names, combined, max_ms))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub(crate) fn on_time_panes<'py>(
+    py: Python<'py>,
+    raws: Vec<Option<PyBackedBytes>>,
+    keys: Vec<PyBackedBytes>,
+    windows: Vec<PyBackedStr>,
+    parts: Vec<String>,
+    names: Vec<String>,
+    combined: bool,
+    max_ms: i64,
+) -> PyResult<(
+    Vec<usize>,
+    Vec<Bound<'py, PyBytes>>,
+    Vec<i64>,
+    Vec<usize>,
+    Vec<usize>,
+)> {
+    let n = raws.len();
+    if keys.len() != n || windows.len() != n {
+        return Err(PyValueError::new_err("one entry per window in each list"));
+    }
+    let aggregate = Aggregate {
+        parts: parts.iter().map(|p| part(p)).collect::<PyResult<_>>()?,
+        combined,
+    };
+    let fired = py.detach(|| {
+        (0..n)
+            .map(|i| {
+                let Some(span) = window_span(&windows[i]) else {
+                    return (Fired::Python, 0);
+                };
+                let last = span.1.saturating_sub(1).min(max_ms);
+                let pane =
+                    panes::on_time_pane(raws[i].as_deref(), &keys[i], span, &aggregate, &names);
+                (pane, last)
+            })
+            .collect::<Vec<_>>()
+    });
+    let (mut shown, mut panes_out, mut times, mut left, mut python) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, (outcome, last)) in fired.into_iter().enumerate() {
+        match outcome {
+            Fired::Pane(pane) => {
+                shown.push(i);
+                panes_out.push(PyBytes::new(py, &pane));
+                times.push(last);
+            }
+            Fired::Empty => {}
+            Fired::Leave => left.push(i),
+            Fired::Python => python.push(i),
+        }
+    }
+    Ok((shown, panes_out, times, left, python))
+}
+
+/// `(start, end)` of a window tag `"start/end"` as `Window.tag` writes it.
+fn window_span(tag: &str) -> Option<(i64, i64)> {
+    let (start, end) = tag.split_once('/')?;
+    let canonical = |s: &str| {
+        let n: i64 = s.parse().ok()?;
+        (n.to_string() == s).then_some(n)
+    };
+    Some((canonical(start)?, canonical(end)?))
 }
