@@ -1,7 +1,8 @@
-//! `window_state::fold` on stored bytes nobody checked: arbitrary bytes and damaged
-//! valid states never panic, and what it writes is a state it reads back, with the
-//! group counted once.
+//! `window_state::fold` and `panes::on_time_pane` on stored bytes nobody checked:
+//! arbitrary bytes and damaged valid states never panic; what `fold` writes is a state
+//! it reads back, with the group counted once, and a pane is JSON.
 
+use millrace_core::panes::{self, Fired};
 use millrace_core::window_state::{self, Aggregate, Contribution, Outcome, Part};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -43,6 +44,35 @@ proptest! {
     fn arbitrary_bytes_never_panic(raw in proptest::collection::vec(any::<u8>(), 0..64)) {
         let group = Contribution { count: 1, values: Some((5, 5, 5)) };
         let _ = window_state::fold(Some(&raw), &count_sum(), group, Some(3));
+    }
+
+    #[test]
+    fn a_pane_from_any_bytes_is_json_or_no_pane(
+        raw in proptest::collection::vec(any::<u8>(), 0..64),
+        key in proptest::collection::vec(any::<u8>(), 0..8),
+        start in any::<i64>(),
+    ) {
+        let names = ["count".to_string(), "sum".to_string()];
+        let fired = panes::on_time_pane(Some(&raw), &key, (start, start), &count_sum(), &names);
+        if let Fired::Pane(pane) = fired {
+            prop_assert!(serde_json::from_slice::<Value>(&pane).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_pane_from_a_damaged_state_is_json_or_no_pane(
+        raw in valid_state(), at in any::<prop::sample::Index>(), byte in any::<u8>()
+    ) {
+        let mut raw = raw;
+        let i = at.index(raw.len());
+        raw[i] = byte;
+        let names = ["count".to_string(), "sum".to_string()];
+        let fired = panes::on_time_pane(Some(&raw), "k\u{e9}".as_bytes(), (0, 10), &count_sum(), &names);
+        if let Fired::Pane(pane) = fired {
+            let value: Value = serde_json::from_slice(&pane).unwrap();
+            prop_assert_eq!(&value["key"], "k\u{e9}");
+            prop_assert!(pane.is_ascii());
+        }
     }
 
     #[test]
