@@ -14,6 +14,7 @@ reported together, each naming its culprit::
     productions = "strong"                      # or "weak"
     weak_threshold_ms = 1000
     max_attempts = 3                            # then dead-letter the record
+    dead_letter_retention_ms = 604800000        # dead letters kept 7 days (0: forever)
     params = { window_ms = 60000 }              # passed to Computation.setup
 
 Streams no computation produces are *sources* (fed by the injector); streams
@@ -34,6 +35,9 @@ from computations.errors import TopologyError
 
 Productions = Literal["strong", "weak"]
 
+DEAD_LETTER_RETENTION_MS = 7 * 24 * 3600 * 1000
+"""How long a dead letter is kept by default: a week, as a DLQ topic's retention."""
+
 COMPUTATION_SETTINGS = frozenset(
     {
         "handler",
@@ -43,6 +47,7 @@ COMPUTATION_SETTINGS = frozenset(
         "productions",
         "weak_threshold_ms",
         "max_attempts",
+        "dead_letter_retention_ms",
         "params",
     }
 )
@@ -75,6 +80,8 @@ class ComputationSpec:
     productions: Productions = "strong"
     weak_threshold_ms: int = 1000
     max_attempts: int = 3
+    dead_letter_retention_ms: int = DEAD_LETTER_RETENTION_MS
+    """How long a dead letter is kept after it failed (0: until deleted by hand)."""
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def input_streams(self) -> tuple[str, ...]:
@@ -219,6 +226,13 @@ def _parse_computation(name: str, body: Any, problems: list[str]) -> Computation
     if not isinstance(intervals, int) or intervals < 1:
         problems.append(f"computation {name!r}: intervals must be a positive integer")
         return None
+    retention = body.get("dead_letter_retention_ms", DEAD_LETTER_RETENTION_MS)
+    if not isinstance(retention, int) or isinstance(retention, bool) or retention < 0:
+        problems.append(
+            f"computation {name!r}: dead_letter_retention_ms must be an integer >= 0 "
+            "(0 keeps dead letters until deleted)"
+        )
+        return None
     for unknown in sorted(set(body) - COMPUTATION_SETTINGS):
         problems.append(f"computation {name!r} has unknown setting {unknown!r}")
     return ComputationSpec(
@@ -230,6 +244,7 @@ def _parse_computation(name: str, body: Any, problems: list[str]) -> Computation
         productions=productions,
         weak_threshold_ms=int(body.get("weak_threshold_ms", 1000)),
         max_attempts=int(body.get("max_attempts", 3)),
+        dead_letter_retention_ms=retention,
         params=dict(body.get("params", {})),
     )
 

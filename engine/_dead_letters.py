@@ -2,7 +2,9 @@
 
 Each is an ``admin_pb2.DeadLetter`` under a reserved state key (user state keys
 start with a key length, never with the reserved prefix), written in the same
-commit that gives up on the record, so it is never lost or written twice.
+commit that gives up on the record, so it is never lost or written twice. A letter
+goes once it is older than the computation's ``dead_letter_retention_ms``
+(:func:`expired_letters`, swept by the interval's worker).
 """
 
 from __future__ import annotations
@@ -39,3 +41,14 @@ def read_letters(store: StateStore) -> list[admin_pb2.DeadLetter]:
         letter.ParseFromString(raw)
         letters.append(letter)
     return letters
+
+
+def expired_letters(store: StateStore, failed_before_ms: int) -> list[bytes]:
+    """The state keys of the dead letters that failed before ``failed_before_ms``."""
+    expired = []
+    for key, raw in store.scan_state(DEAD_LETTER_PREFIX):
+        letter = admin_pb2.DeadLetter()
+        letter.ParseFromString(raw)
+        if letter.failed_at_ms < failed_before_ms:
+            expired.append(key)
+    return expired

@@ -212,6 +212,7 @@ class IntervalWorker:
             if not self.fenced:
                 self._fire_timers()
                 self._maybe_report(urgent=False)
+                self._expire_dead_letters()
         finally:
             for _ in deliveries:
                 self._slots.release()
@@ -332,6 +333,15 @@ class IntervalWorker:
             )
             if not outcome.timers_fired or outcome.timers_failed:
                 return
+
+    def _expire_dead_letters(self) -> None:
+        expired = self.processor.expire_dead_letters()
+        if expired:
+            log.info(
+                "%s/%s: %d dead letters past their retention deleted",
+                self.origin.computation, self.origin.interval, expired,
+                extra={"event": "dead_letters_expired", "count": expired},
+            )  # fmt: skip
 
     def _maybe_report(self, *, urgent: bool) -> int:
         """Report the oldest work if due or changed; the ticket to wait for before acking
