@@ -43,10 +43,10 @@ class AckingSubmitter:
         self.forwarded = 0
 
     def submit_frames(self, origin: object, frames: Sequence[Any]) -> None:
-        for frame in frames:
+        for frame in frames:  # as delivery/_sender.py does: by the frame's outbox keys
             frame.encoded()
-            self.forwarded += len(frame.productions)
-            self.forwarder.acked_keys([p.outbox_key for p in frame.productions])
+            self.forwarded += len(frame)
+            self.forwarder.acked_keys(frame.outbox_keys)
 
 
 def run_once(records: int, work: Path) -> float:

@@ -38,7 +38,6 @@ from engine import (
     Frame,
     OldestInFlight,
     Route,
-    decode_frame,
     routes_of,
     source_name,
 )
@@ -286,12 +285,14 @@ class Forwarder:
                     producer=INJECTOR,
                     stream=stream,
                 )
-                for _, payload, slots in built:
-                    frame = decode_frame(payload)
-                    keys = [p.outbox_key for p in frame.productions]
+                for interval, payload, slots, keys, oldest in built:
                     consumer.in_flight.add_group(zip(keys, [times[i] for i in slots], strict=True))
                     # Offsets are the positions receivers forget record ids by.
-                    frame.positions = (first + slots[0], first + slots[-1])
+                    positions = (first + slots[0], first + slots[-1])
+                    frame = Frame(
+                        name, interval, None, payload, positions,
+                        outbox_keys=keys, oldest_event_time_ms=oldest,
+                    )  # fmt: skip
                     frames.append(frame)
         for frame in frames:
             self._sender(frame.consumer, frame.interval).submit_frames(self._origin, [frame])

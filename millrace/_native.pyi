@@ -86,7 +86,7 @@ class LogBatch:
         stream_tag: bytes,
         producer: str,
         stream: str,
-    ) -> list[tuple[int, bytes, list[int]]]: ...
+    ) -> list[tuple[int, bytes, list[int], list[bytes], int]]: ...
 
 def fold_groups(
     records: Iterable[tuple[object, ...]],

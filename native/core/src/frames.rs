@@ -22,6 +22,10 @@ pub struct IntervalFrame {
     pub payload: Vec<u8>,
     /// Indices (into the records) of the frame's records, in order.
     pub slots: Vec<usize>,
+    /// Each record's outbox key: `consumer | 0x00 | interval u32 | record id`.
+    pub outbox_keys: Vec<Vec<u8>>,
+    /// The smallest event time among its records.
+    pub oldest_event_time_ms: i64,
 }
 
 /// Who the frames are for and how their records are labelled.
@@ -82,10 +86,27 @@ pub fn frames(
                     })
                     .collect(),
             };
+            let mut prefix = Vec::with_capacity(spec.consumer.len() + 5);
+            prefix.extend_from_slice(spec.consumer.as_bytes());
+            prefix.push(0);
+            prefix.extend_from_slice(&interval.to_be_bytes());
+            let outbox_keys = frame
+                .records
+                .iter()
+                .map(|record| [prefix.as_slice(), &record.record_id].concat())
+                .collect();
+            let oldest_event_time_ms = frame
+                .records
+                .iter()
+                .map(|record| record.event_time_ms)
+                .min()
+                .unwrap_or(0);
             IntervalFrame {
                 interval,
                 payload: frame.encode_to_vec(),
                 slots,
+                outbox_keys,
+                oldest_event_time_ms,
             }
         })
         .collect()
@@ -138,6 +159,16 @@ mod tests {
                 assert_eq!(record.key, recs.keys[slot]);
                 assert_eq!(&record.record_id[8..], &(50 + slot as u64).to_be_bytes());
             }
+            let mut prefix = b"c\x00".to_vec();
+            prefix.extend_from_slice(&frame.interval.to_be_bytes());
+            let keys: Vec<Vec<u8>> = decoded
+                .records
+                .iter()
+                .map(|r| [prefix.as_slice(), &r.record_id].concat())
+                .collect();
+            assert_eq!(frame.outbox_keys, keys);
+            let oldest = decoded.records.iter().map(|r| r.event_time_ms).min();
+            assert_eq!(Some(frame.oldest_event_time_ms), oldest);
         }
     }
 

@@ -81,8 +81,9 @@ impl PyLogBatch {
     }
 
     /// One `DeliveryBatch` frame per destination interval of `consumer` for the records
-    /// from position `start` on: `(interval, payload, slots)` in order of first
-    /// appearance, `slots` the records' positions. `intervals`: each record's interval
+    /// from position `start` on: `(interval, payload, slots, outbox_keys, oldest)` in
+    /// order of first appearance, `slots` the records' positions, `outbox_keys` their
+    /// outbox keys and `oldest` their smallest event time. `intervals`: each record's interval
     /// (None: by the xxh3 of its key, among `count` intervals).
     #[pyo3(signature = (consumer, count, intervals, start, *, stream_tag, producer, stream))]
     #[allow(clippy::too_many_arguments)]
@@ -118,10 +119,13 @@ impl PyLogBatch {
         let built = py.detach(|| frames::frames(records, start, intervals.as_deref(), spec));
         let out = PyList::empty(py);
         for frame in built {
+            let keys = PyList::new(py, frame.outbox_keys.iter().map(|k| PyBytes::new(py, k)))?;
             out.append((
                 frame.interval,
                 PyBytes::new(py, &frame.payload),
                 frame.slots,
+                keys,
+                frame.oldest_event_time_ms,
             ))?;
         }
         Ok(out)
