@@ -39,10 +39,14 @@ class OldestInFlight:
         if count and oldest is not None:
             self._groups[group] = [oldest, count, time.monotonic()]
 
-    def add_keys(self, keys: list[bytes], oldest_ms: int | None, group: Hashable) -> None:
+    def add_keys(self, keys: list[bytes], oldest_ms: int | None, group: Hashable = None) -> None:
         """Track productions ``keys`` as one group whose oldest event time is
-        ``oldest_ms``; keys already tracked stay in their first group (then the group
-        keeps ``oldest_ms``: held a little longer, never too little)."""
+        ``oldest_ms``, named ``group`` (a fresh name when None); keys already tracked
+        stay in their first group (then the group keeps ``oldest_ms``: held a little
+        longer, never too little)."""
+        if group is None:
+            group = self._next_group
+            self._next_group += 1
         group_of = self._group_of
         before = len(group_of)
         if group_of.keys().isdisjoint(keys):

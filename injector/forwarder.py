@@ -262,11 +262,10 @@ class Forwarder:
 
     def _forward(self, records: LogBatch, first: int) -> None:
         """Frame ``records`` (consecutive offsets from ``first``) for every consumer and
-        hand the frames to the senders. The frames' bytes are built natively
-        (:meth:`LogBatch.frames`); the productions the senders account acks by are their
-        records parsed back in C."""
+        hand the frames to the senders. The frames are built natively
+        (:meth:`LogBatch.frames`) with the outbox keys and oldest event time the senders
+        and the in-flight book account by; nothing parses them back."""
         stream, count = self.stream, len(records)
-        times = records.event_times()
         frames: list[Frame] = []
         with self._lock:
             for consumer in self._consumers.values():
@@ -286,7 +285,7 @@ class Forwarder:
                     stream=stream,
                 )
                 for interval, payload, slots, keys, oldest in built:
-                    consumer.in_flight.add_group(zip(keys, [times[i] for i in slots], strict=True))
+                    consumer.in_flight.add_keys(keys, oldest)
                     # Offsets are the positions receivers forget record ids by.
                     positions = (first + slots[0], first + slots[-1])
                     frame = Frame(

@@ -75,11 +75,6 @@ impl PyLogBatch {
         PyList::new(py, self.inner.values.iter().map(|v| PyBytes::new(py, v)))
     }
 
-    /// The event times, in order.
-    fn event_times(&self) -> Vec<i64> {
-        self.inner.event_times.clone()
-    }
-
     /// One `DeliveryBatch` frame per destination interval of `consumer` for the records
     /// from position `start` on: `(interval, payload, slots, outbox_keys, oldest)` in
     /// order of first appearance, `slots` the records' positions, `outbox_keys` their
