@@ -4,20 +4,20 @@
 test process is the source (resending until acked, some records twice), hosts the
 watermark authority and the sink, and SIGKILLs and restarts the node while records
 flow. Once everything is acked and the watermark passes the last window, the sink
-holds exactly one on-time pane per key and window, equal to a batch count.
+holds exactly one on-time pane per key and window, equal to a batch count and sum
+(the vectorized path: windows folded and panes written natively).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from computations import MAX_TIME, Topology
-from dataflow import Pane, Timing, Tumbling
+from dataflow import Pane, Timing, Tumbling, Window
 from injector.authority_service import create_authority_server
 from injector.watermark_authority import WatermarkAuthority
 from tests.support import (
@@ -54,7 +54,7 @@ inputs = {{ events = "key" }}
 outputs = ["panes", "late"]
 [computations.agg.params]
 window = "tumbling:{WINDOW_MS}"
-aggregate = "count"
+aggregate = "count+sum"
 output = "panes"
 late_output = "late"
 """
@@ -103,6 +103,8 @@ def test_windowed_counts_are_exact_across_sigkills(tmp_path: Path) -> None:
     ticker = threading.Thread(target=advance_watermark, daemon=True)
     ticker.start()
     records = jittered_records(rng, RECORDS, keys=KEYS, bound_ms=BOUND_MS)
+    for record in records:  # bare JSON integers: the native fold sums them
+        record.value = str(rng.randrange(-50, 1_000)).encode()
     try:
         kill_at = sorted(rng.sample(range(1, RECORDS // 1_000), KILLS))
         for chunk, start in enumerate(range(0, RECORDS, 1_000)):
@@ -117,12 +119,17 @@ def test_windowed_counts_are_exact_across_sigkills(tmp_path: Path) -> None:
         stop.set()
         ticker.join()
         authority.set_source_watermark("events", MAX_TIME - 1)
-        expected = Counter((r.key, Tumbling(WINDOW_MS).assign(r.event_time_ms)[0]) for r in records)
+        expected: dict[tuple[bytes, Window], dict[str, int]] = {}
+        for r in records:
+            window = Tumbling(WINDOW_MS).assign(r.event_time_ms)[0]
+            totals = expected.setdefault((r.key, window), {"count": 0, "sum": 0})
+            totals["count"] += 1
+            totals["sum"] += int(r.value)
         wait_until(lambda: len(sink.records) >= len(expected), 120, "every window's pane")
         wait_quiescent([f"127.0.0.1:{port}"], 120)
         panes = [Pane.decode(r.value) for r in sink.records.values() if r.stream == "panes"]
         assert all(p.timing is Timing.ON_TIME and p.index == 0 for p in panes)
-        got = Counter({(p.key, p.window): p.value for p in panes})
+        got = {(p.key, p.window): p.value for p in panes}
         assert len(panes) == len(got), "one pane per key and window"
         assert got == expected
         assert [r for r in sink.records.values() if r.stream == "late"] == []
