@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from operator import itemgetter
 from typing import Any
 
 from computations import Computation, FiredTimer
@@ -23,6 +24,8 @@ from statestore import Transaction
 from statestore.types import TimeDomain, Timer
 
 _log = logging.getLogger(__name__)
+_RECORD_ID = itemgetter(1)
+"""An admitted item's record id."""
 _warned: set[str] = set()
 """Computation classes whose process_batch failure was logged (once each)."""
 
@@ -55,6 +58,9 @@ def offer_batch(
         return admitted  # nothing was applied: each record is processed on its own
     left_keys.update(held)
     outcome.late_ms.extend(batch.apply(skip=left_keys))
+    if not left_keys:  # it took every record
+        outcome.committed.extend(map(_RECORD_ID, admitted))
+        return []
     rest = []
     for item in admitted:
         if item[2] in left_keys:

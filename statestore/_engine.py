@@ -36,6 +36,9 @@ class Batch(Protocol):
     def put_many(self, column: Column, items: Iterable[tuple[bytes, bytes]]) -> None:
         """Set many keys (the hot path of group commit)."""
 
+    def put_keys(self, column: Column, keys: Iterable[bytes], value: bytes) -> None:
+        """Set many keys to one value (a commit's record ids)."""
+
     def delete(self, column: Column, key: bytes) -> None:
         """Remove ``key``."""
 

@@ -30,6 +30,9 @@ class MemoryBatch:
     def put_many(self, column: Column, items: Iterable[tuple[bytes, bytes]]) -> None:
         self.ops.extend(("put", column, key, value) for key, value in items)
 
+    def put_keys(self, column: Column, keys: Iterable[bytes], value: bytes) -> None:
+        self.ops.extend(("put", column, key, value) for key in keys)
+
     def delete(self, column: Column, key: bytes) -> None:
         self.ops.append(("delete", column, key, b""))
 

@@ -8,7 +8,9 @@ record, so a crash at any instant leaves all of it or none of it.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 
 from rocksdict import (
@@ -67,6 +69,10 @@ class RocksBatch:
         put, handle = self.batch.put, self._handles[column]
         for key, value in items:
             put(key, value, handle)
+
+    def put_keys(self, column: Column, keys: Iterable[bytes], value: bytes) -> None:
+        # A C-level loop: one call per key, no Python frame per key.
+        deque(map(self.batch.put, keys, repeat(value), repeat(self._handles[column])), maxlen=0)
 
     def delete(self, column: Column, key: bytes) -> None:
         self.batch.delete(key, self._handles[column])

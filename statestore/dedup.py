@@ -164,7 +164,7 @@ class DedupIndex:
                 chain, room = chain + 1, self._config.bloom_capacity
             end = start + min(room, len(record_ids) - start)
             prefix = dedup_key(segment, chain, b"")
-            batch.put_many(Column.DEDUP, [(prefix + rid, b"") for rid in record_ids[start:end]])
+            batch.put_keys(Column.DEDUP, map(prefix.__add__, record_ids[start:end]), b"")
             runs.append((chain, start, end))
             room -= end - start
             start = end

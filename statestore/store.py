@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 import struct
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -219,12 +219,8 @@ class StateStore:
     ) -> None:
         if self._cache_limit:
             cache = self._cache
-            for key, value in state.items():
-                if key in cache:
-                    cache[key] = value
-                    cache.move_to_end(key)
-                else:
-                    cache[key] = value
+            cache.update(state)
+            deque(map(cache.move_to_end, state), maxlen=0)  # written last: most recent
             while len(cache) > self._cache_limit:
                 cache.popitem(last=False)
         if staged is not None:

@@ -101,6 +101,11 @@ class Transaction:
     def seen(self, record_ids: Sequence[bytes]) -> list[bool]:
         """Per id: was it committed before, or marked in this transaction?"""
         self._require_open()
+        if not self._seen or self._seen.keys().isdisjoint(record_ids):  # the usual call
+            if not record_ids:
+                return []
+            positions = self._store._dedup.positions(record_ids)
+            return self._store._lookup_ids(record_ids, positions)
         result = [record_id in self._seen for record_id in record_ids]
         unknown = [record_id for record_id, hit in zip(record_ids, result, strict=True) if not hit]
         if unknown:
