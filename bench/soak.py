@@ -1,9 +1,13 @@
-"""Soak: the demo topology for a fixed time under load and SIGKILLs; nothing may grow.
+"""Soak: the demo topology and a join for a fixed time under load and SIGKILLs; nothing
+may grow.
 
-``millrace up`` runs the click-stream demo's injector and three nodes, two
-``millrace sink`` processes take its outputs. For ``--minutes`` a feeder ingests
-clicks at ``--rate`` per second (300 users, 40 pages: the keys stay the same
-while the records keep coming), event time running ``--speedup`` times faster
+``millrace up`` runs the click-stream demo's injector and three nodes, plus a
+fourth node joining ad impressions with the clicks of the same user
+(``dataflow:IntervalJoin``: a click up to 2 s of event time after an impression);
+three ``millrace sink`` processes take the outputs. For ``--minutes`` a feeder
+ingests clicks at ``--rate`` per second and impressions at a tenth of it (300
+users, 40 pages: the keys stay the same while the records keep coming), event time
+running ``--speedup`` times faster
 than the clock so that windows close, expire and are forgotten many times over;
 every ``--kill-every`` seconds a random service (the injector or a node) is
 SIGKILLed and ``millrace up`` restarts it. Every ``--sample-every`` seconds it
@@ -12,8 +16,9 @@ the log, the node stores and the sinks' indexes, and each store's rows per colum
 family (``millrace_store_rows``) per key.
 
 At the end the input stops, an end-of-input click closes the last windows, and the
-sinks must equal an independent count of what was ingested (every window's clicks
-and every user's top pages) with no record written twice. Then, for each sampled
+sinks must equal an independent count of what was ingested (every window's clicks,
+every user's top pages, and every impression-click pair: their number and a hash of
+the multiset) with no record written twice. Then, for each sampled
 figure, the slope over the samples after ``--warmup`` (a share of the run): a
 figure *grows with the records* when its least-squares slope would add more than
 ``--tolerance`` of its mean over the measured stretch (and more than a small
@@ -29,6 +34,7 @@ Prints a table and ``RESULT bench=soak ...`` lines; exit 1 when it fails.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import subprocess
@@ -53,7 +59,29 @@ PAGES = [f"/page/{i}" for i in range(40)]
 WEIGHTS = [1 / (i + 1) for i in range(len(PAGES))]
 MINUTE_MS = 60_000
 BASE_MS = 1_700_000_000_000
-NODES = ("page-counts-0", "page-counts-1", "user-pages")
+NODES = ("page-counts-0", "page-counts-1", "user-pages", "ad-clicks")
+SINKS = ("page_window_counts", "user_top_pages", "ad_clicks")
+JOIN_SPAN_MS = 2_000
+"""A click joins an impression of its user from up to this long before it."""
+JOIN_TOPOLOGY = f"""
+# The soak's join: each click within {JOIN_SPAN_MS} ms (event time) after an impression of
+# the same user, a pair per match.
+[streams.impressions]
+[streams.ad_clicks]
+
+[computations.ad_clicks]
+handler = "dataflow:IntervalJoin"
+inputs = {{ impressions = "key", clicks = "key" }}
+outputs = ["ad_clicks"]
+
+[computations.ad_clicks.params]
+left = "impressions"
+right = "clicks"
+lower_ms = 0
+upper_ms = {JOIN_SPAN_MS}
+allowed_lateness_ms = 3600000
+output = "ad_clicks"
+"""
 SERVICES = ("injector", *NODES)
 ABSOLUTE_FLOOR = {"rss_mib": 8.0, "fds": 4.0, "threads": 4.0, "disk_mib": 8.0, "rows": 2.0}
 """Growth below these over the measured stretch is noise, whatever the ratio."""
@@ -74,6 +102,7 @@ dedup_retention_ms = {retention_ms}
             ("page-counts-0", "page_counts", 0),
             ("page-counts-1", "page_counts", 1),
             ("user-pages", "user_pages", 0),
+            ("ad-clicks", "ad_clicks", 0),
         )
     )
     sinks = "".join(
@@ -83,7 +112,7 @@ address = "127.0.0.1:{ports[stream]}"
 path = "out/{stream}.jsonl"
 dedup_retention_ms = {retention_ms}
 """
-        for stream in ("page_window_counts", "user_top_pages")
+        for stream in SINKS
     )
     return f"""
 topology = "topology.toml"
@@ -119,6 +148,65 @@ class Oracle:
         }
 
 
+def pair_hash(user: str, impression: tuple[int, str], click: tuple[int, str]) -> int:
+    """One joined pair's share of the multiset hash (a sum mod 2^64 of these)."""
+    text = json.dumps([user, impression, click]).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+
+
+@dataclass
+class JoinOracle:
+    """The impression-click pairs of the join, counted and hashed as records are
+    ingested, keeping each user's records only as long as a later one could pair with
+    them (records arrive up to ``slack_ms`` out of order)."""
+
+    slack_ms: int
+    pairs: int = 0
+    hash_sum: int = 0
+    impressions: defaultdict[str, list[tuple[int, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    clicks: defaultdict[str, list[tuple[int, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+    def impression(self, user: str, ts: int, value: str) -> None:
+        for click in self.clicks[user]:
+            if ts <= click[0] <= ts + JOIN_SPAN_MS:
+                self._pair(user, (ts, value), click)
+        self.impressions[user].append((ts, value))
+
+    def click(self, user: str, ts: int, value: str) -> None:
+        for impression in self.impressions[user]:
+            if impression[0] <= ts <= impression[0] + JOIN_SPAN_MS:
+                self._pair(user, impression, (ts, value))
+        self.clicks[user].append((ts, value))
+
+    def forget_before(self, newest_ms: int) -> None:
+        """Drop records no record still to come can pair with."""
+        horizon = newest_ms - self.slack_ms - JOIN_SPAN_MS
+        for book in (self.impressions, self.clicks):
+            for user, kept in book.items():
+                book[user] = [r for r in kept if r[0] >= horizon]
+
+    def _pair(self, user: str, impression: tuple[int, str], click: tuple[int, str]) -> None:
+        self.pairs += 1
+        self.hash_sum = (self.hash_sum + pair_hash(user, impression, click)) % 2**64
+
+
+def joined_pairs(path: Path) -> tuple[int, int]:
+    """The number of pairs in the ``ad_clicks`` sink file and their multiset hash."""
+    pairs = hash_sum = 0
+    lines = path.read_bytes().split(b"\n")[:-1] if path.exists() else []
+    for line in lines:  # a line being written is left out
+        body = json.loads(json.loads(line)["value"])
+        left, right = body["left"], body["right"]
+        share = pair_hash(body["key"], (left["t"], left["value"]), (right["t"], right["value"]))
+        pairs += 1
+        hash_sum = (hash_sum + share) % 2**64
+    return pairs, hash_sum
+
+
 class Feeder(threading.Thread):
     """Ingests clicks at a steady rate, event time running ``speedup`` times the clock."""
 
@@ -128,6 +216,7 @@ class Feeder(threading.Thread):
         self._rate, self._speedup = rate, speedup
         self._rng = random.Random(seed)
         self.oracle = Oracle()
+        self.joined = JoinOracle(slack_ms=2_000)
         self.stopping = threading.Event()
         self.newest_ms = BASE_MS
         self.requests = 0
@@ -142,18 +231,29 @@ class Feeder(threading.Thread):
             self._send(now_ms, max(1, round(self._rate * tick)))
 
     def _send(self, now_ms: int, count: int) -> None:
-        rng, records = self._rng, []
+        rng, records, impressions = self._rng, [], []
         for _ in range(count):
             user = f"user{rng.randrange(USERS)}"
             page = rng.choices(PAGES, WEIGHTS)[0]
             ts = now_ms - rng.randrange(2_000)  # out of order, within the 3 s bound
-            records.append((user.encode(), json.dumps({"user": user, "page": page}).encode(), ts))
+            value = json.dumps({"user": user, "page": page})
+            records.append((user.encode(), value.encode(), ts))
             self.oracle.add(user, page, ts)
+            self.joined.click(user, ts, value)
             self.newest_ms = max(self.newest_ms, ts)
+        for _ in range(max(1, count // 10)):
+            user = f"user{rng.randrange(USERS)}"
+            ts = now_ms - rng.randrange(2_000)
+            value = json.dumps({"user": user, "ad": f"ad{rng.randrange(20)}"})
+            impressions.append((user.encode(), value.encode(), ts))
+            self.joined.impression(user, ts, value)
+        self.joined.forget_before(now_ms)
         # The same key on every retry: a request the injector logged before it died is
         # recognised, never appended twice.
         self._client.ingest("clicks", records, idempotency_key=f"soak-{self.requests}",
                             give_up_after_s=300)  # fmt: skip
+        self._client.ingest("impressions", impressions, give_up_after_s=300,
+                            idempotency_key=f"soak-imp-{self.requests}")  # fmt: skip
         self.requests += 1
 
     def finish(self) -> None:
@@ -225,7 +325,10 @@ def sample(
     figures["stores.disk_mib"] = disk_mib(data / "nodes")
     for stream in sinks:
         figures[f"sink-{stream}.index.disk_mib"] = disk_mib(work / "out" / f".{stream}.jsonl.index")
-    keys = {"page-counts-0": len(PAGES), "page-counts-1": len(PAGES), "user-pages": USERS}
+    keys = {
+        "page-counts-0": len(PAGES), "page-counts-1": len(PAGES), "user-pages": USERS,
+        "ad-clicks": USERS,
+    }  # fmt: skip
     for node in NODES:
         for column, count in store_rows(ports[node + "-metrics"]).items():
             # Not dedup (ids are kept by time: the retention) nor meta (a handful of keys
@@ -283,10 +386,9 @@ def main() -> int:  # noqa: PLR0915 - one linear run, read top to bottom
 
     work = args.work or Path(tempfile.mkdtemp(prefix="millrace-soak-"))
     work.mkdir(parents=True, exist_ok=True)
-    names = ["injector", "injector-metrics", "page_window_counts", "user_top_pages",
-             *NODES, *(n + "-metrics" for n in NODES)]  # fmt: skip
+    names = ["injector", "injector-metrics", *SINKS, *NODES, *(n + "-metrics" for n in NODES)]
     ports = {name: free_port() for name in names}
-    (work / "topology.toml").write_text(TOPOLOGY)
+    (work / "topology.toml").write_text(TOPOLOGY + JOIN_TOPOLOGY)
     deployment = work / "deployment.toml"
     deployment.write_text(deployment_text(ports, int(args.retention_s * 1000)))
     rng = random.Random(args.seed)
@@ -295,7 +397,7 @@ def main() -> int:  # noqa: PLR0915 - one linear run, read top to bottom
     kills: list[str] = []
     sinks: dict[str, int] = {}
     try:
-        for stream in ("page_window_counts", "user_top_pages"):
+        for stream in SINKS:
             command = ("sink", "--deployment", str(deployment), "--stream", stream)
             process = start(
                 command, "serving", f"sink {stream}", log=work / f"sink-{stream}.log", cwd=ROOT
@@ -325,25 +427,27 @@ def main() -> int:  # noqa: PLR0915 - one linear run, read top to bottom
         feeder.finish()
         expected_counts = dict(feeder.oracle.windows)
         expected_top = feeder.oracle.top_pages()
-        pages, users = (
-            work / "out" / "page_window_counts.jsonl",
-            work / "out" / "user_top_pages.jsonl",
-        )
+        expected_pairs = (feeder.joined.pairs, feeder.joined.hash_sum)
+        pages, users, joined = (work / "out" / f"{stream}.jsonl" for stream in SINKS)
         deadline = time.monotonic() + 300
         counts: dict[str, int] = {}
         tops: dict[str, object] = {}
+        pairs = (0, 0)
         while time.monotonic() < deadline:
-            counts, tops = window_counts(pages), top_pages(users)
-            if counts == expected_counts and tops == expected_top:
+            counts, tops, pairs = window_counts(pages), top_pages(users), joined_pairs(joined)
+            if counts == expected_counts and tops == expected_top and pairs == expected_pairs:
                 break
             time.sleep(2)
         duplicates = 0
-        for path in (pages, users):
+        for path in (pages, users, joined):
             ids = [json.loads(line)["record_id"] for line in path.read_bytes().splitlines()]
             duplicates += len(ids) - len(set(ids))
     finally:
         stop(processes, timeout=40)
-    exact = counts == expected_counts and tops == expected_top and not duplicates
+    exact = (
+        counts == expected_counts and tops == expected_top and pairs == expected_pairs
+        and not duplicates
+    )  # fmt: skip
     report = slope_report(samples, args.warmup, args.tolerance)
     judged = set(args.judge.split(","))
     growing = [name for name, *_, grows in report if grows and name.rsplit(".", 1)[-1] in judged]
@@ -358,7 +462,8 @@ def main() -> int:  # noqa: PLR0915 - one linear run, read top to bottom
     windows_ok = counts == expected_counts
     print(f"output: {len(counts):,} windows {'=' if windows_ok else '!='} oracle, "
           f"{len(tops):,} users' top pages {'=' if tops == expected_top else '!='} oracle, "
-          f"{duplicates} duplicate records")  # fmt: skip
+          f"{pairs[0]:,} joined pairs {'=' if pairs == expected_pairs else '!='} oracle "
+          f"({expected_pairs[0]:,}), {duplicates} duplicate records")  # fmt: skip
     for name, mean, per_minute, share, grows in report:
         print(f"RESULT bench=soak figure={name} mean={mean:.3f} slope_per_min={per_minute:.4f} "
               f"growth={share:.4f} grows={int(grows)}")  # fmt: skip

@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from operator import itemgetter
 from typing import Any
 
-from computations import Computation, FiredTimer
+from computations import Computation, FiredTimer, Record
 from computations.errors import ProduceError
 from engine._keying import Admitted
 from engine._outcome import BatchOutcome
@@ -27,7 +27,7 @@ _log = logging.getLogger(__name__)
 _RECORD_ID = itemgetter(1)
 """An admitted item's record id."""
 _warned: set[str] = set()
-"""Computation classes whose process_batch failure was logged (once each)."""
+"""Computation classes whose batch hook failure was logged (once each)."""
 
 
 def offer_batch(
@@ -45,16 +45,8 @@ def offer_batch(
     if not offered:
         return admitted
     user_records = [item[3] for item in offered]
-    try:
-        left = user.process_batch(batch, user_records)
-        if len(left) == len(offered):
-            return admitted  # it took nothing
-        left_keys = {r.key for r in left}
-    except Exception:  # raised, or returned something that is not records
-        name = type(user).__name__
-        if name not in _warned:
-            _warned.add(name)
-            _log.exception("%s.process_batch failed: its batches go one record at a time", name)
+    left_keys = _left_keys(user, "process_batch", batch, user_records)
+    if left_keys is None:
         return admitted  # nothing was applied: each record is processed on its own
     left_keys.update(held)
     outcome.late_ms.extend(batch.apply(skip=left_keys))
@@ -80,20 +72,31 @@ def offer_timers(
     """Offer the round's due timers (held keys' excepted) to ``user.process_timers``;
     apply what it did to the keys it took whole and return the keys it left (None:
     it took nothing, or raised: every timer fires one at a time)."""
-    try:
-        left = user.process_timers(batch, offered)
-        if len(left) == len(offered):
-            return None  # it took nothing
-        left_keys = {t.key for t in left}
-    except Exception:  # raised, or returned something that is not timers
-        name = type(user).__name__
-        if name not in _warned:
-            _warned.add(name)
-            _log.exception("%s.process_timers failed: its timers fire one at a time", name)
+    left_keys = _left_keys(user, "process_timers", batch, offered)
+    if left_keys is None:
         return None
     left_keys.update(held)
     outcome.late_ms.extend(batch.apply(skip=left_keys))
     return left_keys
+
+
+def _left_keys(
+    user: Computation, hook: str, batch: BatchScope, items: Sequence[Record] | Sequence[FiredTimer]
+) -> set[bytes] | None:
+    """The keys of what ``user``'s batch hook (``process_batch`` or ``process_timers``)
+    left of ``items``; None when it took nothing, or raised (logged once per class):
+    then they all go one at a time."""
+    try:
+        left = getattr(user, hook)(batch, items)
+        if len(left) == len(items):
+            return None  # it took nothing
+        return {item.key for item in left}
+    except Exception:  # raised, or returned something that is neither records nor timers
+        name = type(user).__name__
+        if name not in _warned:
+            _warned.add(name)
+            _log.exception("%s.%s failed: its work goes one at a time", name, hook)
+        return None
 
 
 class BatchScope:

@@ -1,8 +1,9 @@
 """The soak's short version (``bench/soak.py``; the 30-minute figures are in BENCHMARKS.md).
 
-Ninety seconds of the demo topology under steady load with three SIGKILLs: the
-sinks must equal the oracle with no record twice, and no process may gain open
-files or threads with the records. Memory, disk and store rows are printed but
+Ninety seconds of the demo topology and an interval join under steady load with
+three SIGKILLs: the sinks must equal the oracle (windows, top pages, joined pairs)
+with no record twice, and no process may gain open files or threads with the
+records. Memory, disk and store rows are printed but
 judged only by the long run: ninety seconds is mostly warm-up for them (RocksDB
 has not flushed a memtable yet, so its row estimates count every overwrite).
 """
