@@ -49,6 +49,10 @@ from statestore.types import TimeDomain, Timer
 
 LETTER_SWEEP_MS = 60_000
 """How often an interval looks for dead letters past their retention."""
+COMPACTION_CHECK_MS = 30_000
+"""How often an interval counts the files of its outbox and timer columns..."""
+COMPACTION_FILES = 8
+"""...and rewrites one holding more than this many (tombstones left by flushes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,7 @@ class IntervalProcessor:
         self._batches = self._user.handles_batches()
         self._timer_batches = self._user.handles_timer_batches()
         self._next_letter_sweep_ms = 0
+        self._next_compaction_ms = clock() + COMPACTION_CHECK_MS
         self._outputs = frozenset(self.spec.outputs)
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
         keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.keyed_as_sent)
@@ -416,6 +421,17 @@ class IntervalProcessor:
             txn.write_many((key, None) for key in expired)
             txn.commit(sync=False)  # a delete lost in a crash is made again next sweep
         return len(expired)
+
+    def compact_store(self) -> list[str]:
+        """Every ``COMPACTION_CHECK_MS``: drop the tombstones RocksDB would keep for good
+        in a column with more than ``COMPACTION_FILES`` files
+        (:meth:`statestore.StateStore.compact_deletions`); returns the columns
+        rewritten. Cheap to call every turn."""
+        now = self._clock()
+        if now < self._next_compaction_ms:
+            return []
+        self._next_compaction_ms = now + COMPACTION_CHECK_MS
+        return self.store.compact_deletions(max_files=COMPACTION_FILES)
 
     def dead_letters(self) -> list[admin_pb2.DeadLetter]:
         """Records and timers that failed ``max_attempts`` times, with their errors."""

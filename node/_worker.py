@@ -212,7 +212,7 @@ class IntervalWorker:
             if not self.fenced:
                 self._fire_timers()
                 self._maybe_report(urgent=False)
-                self._expire_dead_letters()
+                self._maintain()
         finally:
             for _ in deliveries:
                 self._slots.release()
@@ -334,7 +334,9 @@ class IntervalWorker:
             if not outcome.timers_fired or outcome.timers_failed:
                 return
 
-    def _expire_dead_letters(self) -> None:
+    def _maintain(self) -> None:
+        """The store's upkeep, each part on its own schedule (cheap to call every turn)."""
+        self.processor.compact_store()
         expired = self.processor.expire_dead_letters()
         if expired:
             log.info(

@@ -92,6 +92,15 @@ class MemoryEngine:
     def estimate_rows(self, column: Column) -> int:
         return len(self._columns[column].values)
 
+    def live_file_count(self) -> int:
+        return 0
+
+    def file_count(self, column: Column) -> int:
+        return 0
+
+    def compact(self, column: Column) -> None:
+        pass  # nothing left behind in memory
+
     def new_batch(self) -> MemoryBatch:
         return MemoryBatch()
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from rocksdict import (
     BlockBasedOptions,
+    BottommostLevelCompaction,
     ColumnFamily,
+    CompactOptions,
     Options,
     Rdict,
     ReadOptions,
@@ -127,6 +129,23 @@ class RocksDBEngine:
 
     def estimate_rows(self, column: Column) -> int:
         return int(self._columns[column].property_int_value("rocksdb.estimate-num-keys") or 0)
+
+    def live_file_count(self) -> int:
+        return len(self._db.live_files())
+
+    def file_count(self, column: Column) -> int:
+        family = self._columns[column]
+        return sum(
+            int(family.property_int_value(f"rocksdb.num-files-at-level{level}") or 0)
+            for level in range(7)
+        )
+
+    def compact(self, column: Column) -> None:
+        # Down to the last level included: RocksDB's own compactions never rewrite a
+        # last-level file that no newer file overlaps, whatever tombstones it holds.
+        options = CompactOptions()
+        options.set_bottommost_level_compaction(BottommostLevelCompaction.force())
+        self._columns[column].compact_range(None, None, options)
 
     def new_batch(self) -> RocksBatch:
         return RocksBatch(self._handles)

@@ -314,6 +314,27 @@ class StateStore:
         self._require_open()
         return {column.family: self._engine.estimate_rows(column) for column in Column}
 
+    def live_file_count(self) -> int:
+        """How many table files the store holds on disk (RocksDB keeps each one open)."""
+        self._require_open()
+        return self._engine.live_file_count()
+
+    def compact_deletions(self, max_files: int = 0) -> list[str]:
+        """Rewrite the columns whose keys are written once and deleted soon after (the
+        outbox's frames, the timers) when they hold more than ``max_files`` files,
+        dropping their tombstones; returns the columns rewritten. RocksDB leaves a
+        flushed file of tombstones alone once it sits in the last level with no newer
+        file over its keys: without this, such a column gains a file (and an open file)
+        with every flush, for good. It blocks the caller (not the GIL) about 0.1 s per
+        40 MB of live rows in those columns, which usually hold little."""
+        self._require_open()
+        compacted = []
+        for column in (Column.OUTBOX, Column.TIMERS):
+            if self._engine.file_count(column) > max_files:
+                self._engine.compact(column)
+                compacted.append(column.family)
+        return compacted
+
     def dedup_stats(self) -> DedupStats:
         """Counters of the dedup index."""
         return self._dedup.stats()

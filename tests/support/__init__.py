@@ -23,6 +23,7 @@ from tests.support.cluster import (
     stop_gracefully,
 )
 from tests.support.quiescence import wait_quiescent
+from tests.support.store_files import STATE, fill_outbox_with_tombstone_files
 from tests.support.waiting import wait_until
 
 __all__ = [
@@ -33,10 +34,12 @@ __all__ = [
     "MillraceChild",
     "NodeProcess",
     "ROOT",
+    "STATE",
     "SourceDriver",
     "alive",
     "chaos_kills",
     "chaos_rng",
+    "fill_outbox_with_tombstone_files",
     "forwarding_deployment",
     "free_port",
     "jittered_records",

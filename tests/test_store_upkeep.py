@@ -1,4 +1,5 @@
-"""Dead letters are kept for the computation's ``dead_letter_retention_ms``, then go.
+"""An interval's upkeep: dead letters go after ``dead_letter_retention_ms``, and the
+store's outbox and timer columns are compacted every few minutes.
 
 Real RocksDB on disk and the real worker thread (no gRPC: the test delivers a batch
 to the worker directly); the processor's clock is moved by hand.
@@ -13,11 +14,16 @@ import pytest
 
 from computations import Topology, TopologyError
 from delivery._acks import DeliveryWork
-from engine._processor import LETTER_SWEEP_MS, IntervalProcessor
+from engine._processor import (
+    COMPACTION_CHECK_MS,
+    COMPACTION_FILES,
+    LETTER_SWEEP_MS,
+    IntervalProcessor,
+)
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from node._worker import IntervalWorker, WorkerHooks
 from statestore import StateStore
-from tests.support import ManualClock, wait_until
+from tests.support import ManualClock, fill_outbox_with_tombstone_files, wait_until
 
 HOUR_MS = 3_600_000
 
@@ -95,3 +101,20 @@ def test_a_retention_of_zero_keeps_them(tmp_path: Path) -> None:
 def test_a_negative_retention_is_refused() -> None:
     with pytest.raises(TopologyError, match="dead_letter_retention_ms must be an integer >= 0"):
         topology(dead_letter_retention_ms=-1)
+
+
+def test_the_store_is_checked_for_tombstone_files_every_half_minute(tmp_path: Path) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    with StateStore.open_rocksdb(tmp_path / "s") as store:
+        processor = IntervalProcessor(
+            topology=topology(), computation="poison", interval=0, store=store, epoch=1,
+            clock=clock,
+        )  # fmt: skip
+        fill_outbox_with_tombstone_files(store)
+        assert store.live_file_count() > COMPACTION_FILES
+        assert processor.compact_store() == []  # not at start: a restart loop would repeat it
+        clock.advance(COMPACTION_CHECK_MS)
+        assert processor.compact_store() == ["outbox"]
+        assert store.live_file_count() <= 5  # the state column's own, and an empty outbox
+        clock.advance(COMPACTION_CHECK_MS)
+        assert processor.compact_store() == []  # few files: nothing to do
