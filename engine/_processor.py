@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from operator import itemgetter
 
 from computations import (
     Computation,
@@ -41,7 +42,7 @@ from engine._production_ids import (
     record_id_prefix,
 )
 from engine._routing import FrameBuilder, ProductionRouter
-from engine._scope import RecordScope
+from engine._scope import Emitted, RecordScope
 from engine._sender_epochs import SenderEpochs
 from millrace.wire.v1 import admin_pb2, record_pb2
 from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
@@ -242,9 +243,13 @@ class IntervalProcessor:
             return outcome
         txn = self.store.begin(self.epoch)
         failures = self._failures
+        # What each timer produced, by its place in ``due``: framed in firing order,
+        # whichever path fired it.
+        made: list[tuple[int, bytes, list[Emitted]]] = []
+        left = list(enumerate(due))
         if self._timer_batches:
-            due = self._fire_batch(txn, due, now, outcome, built)
-        for timer in due:
+            left = self._fire_batch(txn, left, now, outcome, made)
+        for position, timer in left:
             ident = timer_ident(timer)
             if failures.held and failures.held_by_another(timer.key, ident, now):
                 continue  # stays pending: it fires after what holds its key
@@ -265,8 +270,11 @@ class IntervalProcessor:
             scope.apply()
             outcome.late_ms.extend(scope.late_ms)
             if scope.emitted:
-                built.add(next_timer_cause(txn, self.name, timer.key), scope.emitted)
+                made.append((position, next_timer_cause(txn, self.name, timer.key), scope.emitted))
             outcome.timers_fired += 1
+        made.sort(key=itemgetter(0))
+        for _, cause, emitted in made:
+            built.add(cause, emitted)
         self._commit(txn, outcome, built, durable=durable)
         outcome.built = built
         return outcome
@@ -274,38 +282,40 @@ class IntervalProcessor:
     def _fire_batch(
         self,
         txn: Transaction,
-        due: list[Timer],
+        due: list[tuple[int, Timer]],
         now: int,
         outcome: BatchOutcome,
-        built: FrameBuilder,
-    ) -> list[Timer]:
-        """Offer the due timers to ``process_timers``; returns those left to fire one at
-        a time (every timer of a key it left, and of held keys)."""
+        made: list[tuple[int, bytes, list[Emitted]]],
+    ) -> list[tuple[int, Timer]]:
+        """Offer the due timers (with their places) to ``process_timers``; what they
+        produced goes to ``made``. Returns those left to fire one at a time (every timer
+        of a key it left, and of held keys)."""
         held = self._failures.held
-        offered = [t for t in due if t.key not in held] if held else due
+        offered = [(p, t) for p, t in due if t.key not in held] if held else due
         if not offered:
             return due
+        timers = [t for _, t in offered]
         fired = [
-            FiredTimer(key=t.key, tag=t.tag, time_ms=t.time_ms, domain=t.domain) for t in offered
+            FiredTimer(key=t.key, tag=t.tag, time_ms=t.time_ms, domain=t.domain) for t in timers
         ]
         batch = TimerBatchScope(
             lambda key: self._scope(txn, key, 0, now, may_produce=False),
             txn,
             self.input_watermark,
             now,
-            offered,
+            timers,
         )
         left_keys = offer_timers(self._user, batch, fired, held, outcome)
         if left_keys is None:
             return due
-        taken = [i for i, t in enumerate(offered) if t.key not in left_keys]
-        self._failures.committed(timer_ident(offered[i]) for i in taken)
+        taken = [i for i, t in enumerate(timers) if t.key not in left_keys]
+        self._failures.committed(timer_ident(timers[i]) for i in taken)
         producing = [i for i in taken if i in batch.emitted]
-        causes = next_timer_causes(txn, self.name, [offered[i].key for i in producing])
+        causes = next_timer_causes(txn, self.name, [timers[i].key for i in producing])
         for i, cause in zip(producing, causes, strict=True):
-            built.add(cause, batch.emitted[i])
+            made.append((offered[i][0], cause, batch.emitted[i]))
         outcome.timers_fired += len(taken)
-        return [t for t in due if t.key in left_keys]
+        return [(p, t) for p, t in due if t.key in left_keys]
 
     def _timer_failed(self, txn: Transaction, ident: bytes, timer: Timer, exc: Exception) -> None:
         attempts = self._failures.failed(ident, timer.key, self._clock())

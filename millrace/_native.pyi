@@ -127,7 +127,8 @@ def on_time_panes(
     names: Sequence[str],
     combined: bool,
     max_ms: int,
-) -> tuple[list[int], list[bytes], list[int], list[int], list[int]]: ...
+    after: str = "forget",
+) -> tuple[list[int], list[bytes], list[int], list[bytes], list[int], list[int]]: ...
 def decode_commit(body: bytes) -> tuple[int, int, bytes, bytes, int]: ...
 def scan_columns(
     data: bytes, *, position: int, expected: int, complete: bool

@@ -49,6 +49,10 @@ CONFIGS = [
     {"window": "tumbling:100", "aggregate": "count"},
     {"window": "tumbling:100", "aggregate": "count+sum+max"},  # values are bare numbers
     {"window": "hopping:90:30", "aggregate": "mean", "early_every_records": 4},
+    {"window": "tumbling:100", "aggregate": "count+sum", "field": "v",
+     "allowed_lateness_ms": 120, "accumulation": "accumulating", "late_output": "late"},
+    {"window": "tumbling:50", "aggregate": "count+max", "allowed_lateness_ms": 80,
+     "accumulation": "discarding"},
 ]  # fmt: skip
 
 VALUES: list[Any] = [1, 2, 7, 100, -3, 2**40, 2.5, 0.1, "text", True, None, "missing", "{bad"]

@@ -111,9 +111,10 @@ def test_an_on_time_pane_is_what_pane_encode_writes(
     window = Window(start, start + data.draw(st.integers(1, 10**6)))
     raw = PLAIN_STATE.dumps(stored)
     labels = list(combiner.parts) if isinstance(combiner, Combined) else []
-    fired, panes, times, left, python = on_time_panes(
+    after = data.draw(st.sampled_from(["forget", "accumulate", "discard"]))
+    fired, panes, times, kept, left, python = on_time_panes(
         [raw], [key], [window.tag()], parts=names, names=labels, combined=combined,
-        max_ms=MAX_EVENT_TIME_MS,
+        max_ms=MAX_EVENT_TIME_MS, after=after,
     )  # fmt: skip
     if python:
         return
@@ -123,13 +124,21 @@ def test_an_on_time_pane_is_what_pane_encode_writes(
     result = combiner.result(stored["acc"])
     expected = Pane(key, window, stored["pane"], Timing.ON_TIME, result).encode()
     assert (fired, panes, times) == ([0], [expected], [window.last_ms])
+    if after == "forget":
+        assert kept == []
+        return
+    # The state process_timer keeps for late records: _emit, then fired.
+    state = dict(stored, pane=stored["pane"] + 1, since=0, fired=True)
+    if after == "discard":
+        state["acc"] = combiner.create()
+    assert kept == [PLAIN_STATE.dumps(state)]
 
 
 def test_what_the_native_panes_cover_goes_native() -> None:
     """The usual states do not fall back to Python (the comparison above would pass
     vacuously if everything did)."""
     state = PLAIN_STATE.dumps({"acc": [3, 7, [10, 4]], "fired": False, "pane": 0, "since": 3})
-    fired, panes, _, _, python = on_time_panes(
+    fired, panes, _, _, _, python = on_time_panes(
         [state, None], [b"k\xc3\xa9", b"x"], ["0/10", "0/10"], parts=["count", "sum", "mean"],
         names=["n", "s", "m"], combined=True, max_ms=MAX_EVENT_TIME_MS,
     )  # fmt: skip

@@ -9,13 +9,14 @@
 
 use serde_json::{Map, Value};
 
-use crate::window_state::{plain, plain_str, Aggregate, Part};
+use crate::window_state::{empty_acc, plain, plain_str, write_sorted, Aggregate, Part};
 
 /// What firing a window's on-time timer makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fired {
-    /// The pane's record value.
-    Pane(Vec<u8>),
+    /// The pane's record value, and the window's state after it when the window is
+    /// kept for late records (None: its state goes).
+    Pane(Vec<u8>, Option<Vec<u8>>),
     /// The window has no state: nothing to fire.
     Empty,
     /// An early trigger's clock runs: its timer must go too (left to Python's path).
@@ -24,24 +25,41 @@ pub enum Fired {
     Python,
 }
 
+/// How a window lives on after its on-time pane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterPane {
+    /// Its state goes (no allowed lateness).
+    Forget,
+    /// Kept for late records, its accumulator as it is (accumulating panes)...
+    Accumulate,
+    /// ...or emptied (discarding panes).
+    Discard,
+}
+
 /// The on-time pane of `key`'s window `[start, end)` from its state `raw`; `names` are
-/// the combined parts' names (the result object's keys).
+/// the combined parts' names (the result object's keys). With `after` other than
+/// [`AfterPane::Forget`], also the state `process_timer` keeps: the pane counted,
+/// `since` 0, `fired` true (and the accumulator emptied when discarding).
 pub fn on_time_pane(
     raw: Option<&[u8]>,
     key: &[u8],
     window: (i64, i64),
     aggregate: &Aggregate,
     names: &[String],
+    after: AfterPane,
 ) -> Fired {
     let Some(raw) = raw else {
         return Fired::Empty;
     };
-    let state: Map<String, Value> = match serde_json::from_slice(raw) {
+    let mut state: Map<String, Value> = match serde_json::from_slice(raw) {
         Ok(Value::Object(state)) if state.iter().all(|(k, v)| plain_str(k) && plain(v)) => state,
         _ => return Fired::Python,
     };
     if state.contains_key("early_at") {
         return Fired::Leave;
+    }
+    if state.contains_key("late_at") || state.contains_key("last") {
+        return Fired::Python;
     }
     let (Some(acc), Some(index)) = (state.get("acc"), state.get("pane").and_then(Value::as_i64))
     else {
@@ -64,7 +82,21 @@ pub fn on_time_pane(
         return Fired::Python;
     }
     out.push(b'}');
-    Fired::Pane(out)
+    if after == AfterPane::Forget {
+        return Fired::Pane(out, None);
+    }
+    let Some(next) = index.checked_add(1) else {
+        return Fired::Python;
+    };
+    state.insert("pane".into(), next.into());
+    state.insert("since".into(), 0.into());
+    state.insert("fired".into(), Value::Bool(true));
+    if after == AfterPane::Discard {
+        state.insert("acc".into(), empty_acc(aggregate));
+    }
+    let mut kept = Vec::with_capacity(raw.len() + 8);
+    write_sorted(&Value::Object(state), &mut kept);
+    Fired::Pane(out, Some(kept))
 }
 
 fn write_result(acc: &Value, aggregate: &Aggregate, names: &[String], out: &mut Vec<u8>) -> bool {
@@ -277,25 +309,61 @@ mod tests {
         };
         let names = ["count".to_string(), "sum".to_string()];
         let raw = br#"{"acc":[3,12],"fired":false,"pane":0,"since":3}"#;
-        let fired = on_time_pane(Some(raw), b"alice", (0, 60000), &aggregate, &names);
-        assert_eq!(
-            fired,
-            Fired::Pane(
-                br#"{"v":1,"key":"alice","window":[0,60000],"pane":0,"timing":"on_time","retraction":false,"value":{"count":3,"sum":12}}"#
-                    .to_vec()
-            )
+        let fired = on_time_pane(
+            Some(raw),
+            b"alice",
+            (0, 60000),
+            &aggregate,
+            &names,
+            AfterPane::Forget,
         );
+        let pane = br#"{"v":1,"key":"alice","window":[0,60000],"pane":0,"timing":"on_time","retraction":false,"value":{"count":3,"sum":12}}"#;
+        assert_eq!(fired, Fired::Pane(pane.to_vec(), None));
+        let kept = on_time_pane(
+            Some(raw),
+            b"alice",
+            (0, 60000),
+            &aggregate,
+            &names,
+            AfterPane::Accumulate,
+        );
+        let state = br#"{"acc":[3,12],"fired":true,"pane":1,"since":0}"#;
+        assert_eq!(kept, Fired::Pane(pane.to_vec(), Some(state.to_vec())));
+        let emptied = on_time_pane(
+            Some(raw),
+            b"alice",
+            (0, 60000),
+            &aggregate,
+            &names,
+            AfterPane::Discard,
+        );
+        let state = br#"{"acc":[0,0],"fired":true,"pane":1,"since":0}"#;
+        assert_eq!(emptied, Fired::Pane(pane.to_vec(), Some(state.to_vec())));
         assert_eq!(
-            on_time_pane(None, b"a", (0, 1), &aggregate, &names),
+            on_time_pane(None, b"a", (0, 1), &aggregate, &names, AfterPane::Forget),
             Fired::Empty
         );
         let early = br#"{"acc":[3,12],"early_at":5,"fired":false,"pane":0,"since":3}"#;
         assert_eq!(
-            on_time_pane(Some(early), b"a", (0, 1), &aggregate, &names),
+            on_time_pane(
+                Some(early),
+                b"a",
+                (0, 1),
+                &aggregate,
+                &names,
+                AfterPane::Forget
+            ),
             Fired::Leave
         );
         assert_eq!(
-            on_time_pane(Some(raw), b"\xff", (0, 1), &aggregate, &names),
+            on_time_pane(
+                Some(raw),
+                b"\xff",
+                (0, 1),
+                &aggregate,
+                &names,
+                AfterPane::Forget
+            ),
             Fired::Python
         );
     }

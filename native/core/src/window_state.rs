@@ -109,16 +109,20 @@ pub fn fold(
     }
 }
 
-/// `{"acc": create(), "pane": 0, "since": 0, "fired": false}`, as `_open` makes it for a
-/// window the watermark has not passed.
-fn new_state(aggregate: &Aggregate) -> Map<String, Value> {
-    let acc = if aggregate.combined {
+/// The combiner's `create()`: an empty accumulator.
+pub(crate) fn empty_acc(aggregate: &Aggregate) -> Value {
+    if aggregate.combined {
         Value::Array(aggregate.parts.iter().map(|&p| create(p)).collect())
     } else {
         aggregate.parts.first().map_or(Value::Null, |&p| create(p))
-    };
+    }
+}
+
+/// `{"acc": create(), "pane": 0, "since": 0, "fired": false}`, as `_open` makes it for a
+/// window the watermark has not passed.
+fn new_state(aggregate: &Aggregate) -> Map<String, Value> {
     let mut state = Map::new();
-    state.insert("acc".into(), acc);
+    state.insert("acc".into(), empty_acc(aggregate));
     state.insert("fired".into(), Value::Bool(false));
     state.insert("pane".into(), 0.into());
     state.insert("since".into(), 0.into());
@@ -202,7 +206,7 @@ pub(crate) fn plain_str(s: &str) -> bool {
 }
 
 /// Compact JSON with object keys in sorted order (of [`plain`] values only).
-fn write_sorted(value: &Value, out: &mut Vec<u8>) {
+pub(crate) fn write_sorted(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),

@@ -2,7 +2,7 @@
 //! arbitrary bytes and damaged valid states never panic; what `fold` writes is a state
 //! it reads back, with the group counted once, and a pane is JSON.
 
-use millrace_core::panes::{self, Fired};
+use millrace_core::panes::{self, AfterPane, Fired};
 use millrace_core::window_state::{self, Aggregate, Contribution, Outcome, Part};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -53,9 +53,10 @@ proptest! {
         start in any::<i64>(),
     ) {
         let names = ["count".to_string(), "sum".to_string()];
-        let fired = panes::on_time_pane(Some(&raw), &key, (start, start), &count_sum(), &names);
-        if let Fired::Pane(pane) = fired {
+        let fired = panes::on_time_pane(Some(&raw), &key, (start, start), &count_sum(), &names, AfterPane::Accumulate);
+        if let Fired::Pane(pane, kept) = fired {
             prop_assert!(serde_json::from_slice::<Value>(&pane).is_ok());
+            prop_assert!(serde_json::from_slice::<Value>(&kept.unwrap_or_default()).is_ok());
         }
     }
 
@@ -67,8 +68,8 @@ proptest! {
         let i = at.index(raw.len());
         raw[i] = byte;
         let names = ["count".to_string(), "sum".to_string()];
-        let fired = panes::on_time_pane(Some(&raw), "k\u{e9}".as_bytes(), (0, 10), &count_sum(), &names);
-        if let Fired::Pane(pane) = fired {
+        let fired = panes::on_time_pane(Some(&raw), "k\u{e9}".as_bytes(), (0, 10), &count_sum(), &names, AfterPane::Forget);
+        if let Fired::Pane(pane, _) = fired {
             let value: Value = serde_json::from_slice(&pane).unwrap();
             prop_assert_eq!(&value["key"], "k\u{e9}");
             prop_assert!(pane.is_ascii());

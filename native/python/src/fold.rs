@@ -1,7 +1,7 @@
 //! A windowed aggregation's batch fold (`fold_groups`).
 
 use millrace_core::fold::{self, WindowSpec};
-use millrace_core::panes::{self, Fired};
+use millrace_core::panes::{self, AfterPane, Fired};
 use millrace_core::window_state::{self, Aggregate, Contribution, Outcome, Part};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -207,8 +207,10 @@ fn part(name: &str) -> PyResult<Part> {
     }
 }
 
-/// `(fired, panes, times, left, python)`: the on-time panes of windows whose timers
-/// fire (`panes.rs`), from their stored states `raws` (None: no state, nothing fires).
+/// `(fired, panes, times, states, left, python)`: the on-time panes of windows whose
+/// timers fire (`panes.rs`), from their stored states `raws` (None: no state, nothing
+/// fires); with `after` `"accumulate"` or `"discard"` (a window kept for late records),
+/// `states` holds each fired window's state after its pane (else it is empty).
 ///
 /// `keys` and `windows` (tags `"start/end"`) per window; `parts` and `combined` as for
 /// [`fold_window_states`], `names` the parts' names in a combined result. Returns the
@@ -216,7 +218,7 @@ fn part(name: &str) -> PyResult<Part> {
 /// window's last instant, at most `max_ms`); the indices of those whose keys go to
 /// `process_timer` (an early clock runs), and of those to fire in Python.
 #[pyfunction]
-#[pyo3(signature = (raws, keys, windows, *, parts, names, combined, max_ms))]
+#[pyo3(signature = (raws, keys, windows, *, parts, names, combined, max_ms, after = "forget"))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub(crate) fn on_time_panes<'py>(
     py: Python<'py>,
@@ -227,10 +229,12 @@ pub(crate) fn on_time_panes<'py>(
     names: Vec<String>,
     combined: bool,
     max_ms: i64,
+    after: &str,
 ) -> PyResult<(
     Vec<usize>,
     Vec<Bound<'py, PyBytes>>,
     Vec<i64>,
+    Vec<Bound<'py, PyBytes>>,
     Vec<usize>,
     Vec<usize>,
 )> {
@@ -238,6 +242,16 @@ pub(crate) fn on_time_panes<'py>(
     if keys.len() != n || windows.len() != n {
         return Err(PyValueError::new_err("one entry per window in each list"));
     }
+    let after = match after {
+        "forget" => AfterPane::Forget,
+        "accumulate" => AfterPane::Accumulate,
+        "discard" => AfterPane::Discard,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "after must be forget, accumulate or discard, not {other:?}"
+            )))
+        }
+    };
     let aggregate = Aggregate {
         parts: parts.iter().map(|p| part(p)).collect::<PyResult<_>>()?,
         combined,
@@ -249,27 +263,37 @@ pub(crate) fn on_time_panes<'py>(
                     return (Fired::Python, 0);
                 };
                 let last = span.1.saturating_sub(1).min(max_ms);
-                let pane =
-                    panes::on_time_pane(raws[i].as_deref(), &keys[i], span, &aggregate, &names);
+                let pane = panes::on_time_pane(
+                    raws[i].as_deref(),
+                    &keys[i],
+                    span,
+                    &aggregate,
+                    &names,
+                    after,
+                );
                 (pane, last)
             })
             .collect::<Vec<_>>()
     });
-    let (mut shown, mut panes_out, mut times, mut left, mut python) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut shown, mut panes_out, mut times, mut kept) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut left, mut python) = (Vec::new(), Vec::new());
     for (i, (outcome, last)) in fired.into_iter().enumerate() {
         match outcome {
-            Fired::Pane(pane) => {
+            Fired::Pane(pane, state) => {
                 shown.push(i);
                 panes_out.push(PyBytes::new(py, &pane));
                 times.push(last);
+                if let Some(state) = state {
+                    kept.push(PyBytes::new(py, &state));
+                }
             }
             Fired::Empty => {}
             Fired::Leave => left.push(i),
             Fired::Python => python.push(i),
         }
     }
-    Ok((shown, panes_out, times, left, python))
+    Ok((shown, panes_out, times, kept, left, python))
 }
 
 /// `(start, end)` of a window tag `"start/end"` as `Window.tag` writes it.
