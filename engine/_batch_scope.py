@@ -99,6 +99,14 @@ def _left_keys(
         return None
 
 
+def _keep(book: dict[bytes, dict[Any, Any]], key: bytes, item: Any, value: Any) -> None:
+    """``book[key][item] = value``, making ``key``'s entry when it has none."""
+    if (own := book.get(key)) is None:
+        book[key] = {item: value}
+    else:
+        own[item] = value
+
+
 class BatchScope:
     """Implements :class:`computations.BatchContext`.
 
@@ -165,20 +173,16 @@ class BatchScope:
         for key, tag, value in zip(keys, tags, values, strict=True):
             if (scope := scopes.get(key)) is not None:
                 scope.put_state(tag, value)
-            elif (own := states.get(key)) is not None:
-                own[tag] = bytes(value)
             else:
-                states[key] = {tag: bytes(value)}
+                _keep(states, key, tag, bytes(value))
 
     def delete_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> None:
         scopes, states = self.scopes, self._states
         for key, tag in zip(keys, tags, strict=True):
             if (scope := scopes.get(key)) is not None:
                 scope.delete_state(tag)
-            elif (own := states.get(key)) is not None:
-                own[tag] = None
             else:
-                states[key] = {tag: None}
+                _keep(states, key, tag, None)
 
     def set_timers(
         self,
@@ -188,15 +192,19 @@ class BatchScope:
         domain: TimeDomain = TimeDomain.EVENT_TIME,
     ) -> None:
         domain = TimeDomain(domain)
-        rules = self._rules = self._rules or self._new_scope(b"")
+        rules = self._rules_scope()
         scopes, timers = self.scopes, self._timers
         for key, tag, time_ms in zip(keys, tags, times_ms, strict=True):
             if (scope := scopes.get(key)) is not None:
                 scope.set_timer(tag, time_ms, domain)
-            elif (own := timers.get(key)) is not None:
-                own[(domain, tag)] = rules.checked_timer_time(tag, time_ms)
             else:
-                timers[key] = {(domain, tag): rules.checked_timer_time(tag, time_ms)}
+                _keep(timers, key, (domain, tag), rules.checked_timer_time(tag, time_ms))
+
+    def _rules_scope(self) -> RecordScope:
+        """A scope of no key, for its checks of timers and outputs."""
+        if self._rules is None:
+            self._rules = self._new_scope(b"")
+        return self._rules
 
     def apply(self, skip: AbstractSet[bytes] = frozenset()) -> list[int]:
         """Move every key's changes but ``skip``'s into the transaction; returns the
@@ -239,12 +247,8 @@ class TimerBatchScope(BatchScope):
         that fires is) unless the call sets it again."""
         super().__init__(new_scope, txn, low_watermark, now_ms)
         self._timer_keys = [t.key for t in offered]
-        timers = self._timers
         for t in offered:
-            if (own := timers.get(t.key)) is None:
-                timers[t.key] = {(t.domain, t.tag): None}
-            else:
-                own[(t.domain, t.tag)] = None
+            _keep(self._timers, t.key, (t.domain, t.tag), None)
         self.emitted: dict[int, list[Emitted]] = {}
         """Per offered timer (by position), what it produced, in order."""
 
@@ -256,8 +260,7 @@ class TimerBatchScope(BatchScope):
         values: Sequence[bytes],
         times_ms: Sequence[int],
     ) -> None:
-        rules = self._rules = self._rules or self._new_scope(b"")
-        rules.check_output(stream)
+        self._rules_scope().check_output(stream)
         emitted, timer_keys = self.emitted, self._timer_keys
         for timer, key, value, ts in zip(timers, keys, values, times_ms, strict=True):
             if timer_keys[timer] != key:
@@ -266,7 +269,4 @@ class TimerBatchScope(BatchScope):
                     f"{key!r} in process_timers: leave it to process_timer"
                 )
             made = new_tuple(Emitted, (stream, bytes(key), bytes(value), checked_time(stream, ts)))
-            if (own := emitted.get(timer)) is None:
-                emitted[timer] = [made]
-            else:
-                own.append(made)
+            emitted.setdefault(timer, []).append(made)

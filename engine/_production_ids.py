@@ -49,11 +49,7 @@ timer fires produced anything (8 bytes, big-endian), the ``fire`` of
 def next_timer_cause(txn: Transaction, computation: str, key: bytes) -> bytes:
     """The cause of a producing timer fire of ``key``: counts the fire in ``txn`` (it
     commits with the fire's effects) and names it by that count."""
-    counter = TIMER_FIRES_PREFIX + key
-    raw = txn.get(counter)
-    fire = (_U64.unpack(raw)[0] if raw else 0) + 1
-    txn.put(counter, _U64.pack(fire))
-    return timer_id_prefix(computation, key, fire)
+    return next_timer_causes(txn, computation, [key])[0]
 
 
 def next_timer_causes(txn: Transaction, computation: str, keys: Sequence[bytes]) -> list[bytes]:
@@ -63,11 +59,10 @@ def next_timer_causes(txn: Transaction, computation: str, keys: Sequence[bytes])
     fires: dict[bytes, int] = {}
     causes = []
     for key, counter, raw in zip(keys, counters, txn.get_many(counters), strict=True):
-        fire = fires.get(counter)
-        fire = fires[counter] = (
-            fire if fire is not None else _U64.unpack(raw)[0] if raw else 0
-        ) + 1
-        causes.append(timer_id_prefix(computation, key, fire))
+        if counter not in fires:
+            fires[counter] = _U64.unpack(raw)[0] if raw else 0
+        fires[counter] += 1
+        causes.append(timer_id_prefix(computation, key, fires[counter]))
     txn.write_many((counter, _U64.pack(fire)) for counter, fire in fires.items())
     return causes
 

@@ -65,9 +65,6 @@ class Engine(Protocol):
     def estimate_rows(self, column: Column) -> int:
         """About how many keys ``column`` holds (cheap: RocksDB's own estimate)."""
 
-    def live_file_count(self) -> int:
-        """How many table files the engine holds (RocksDB keeps each one open)."""
-
     def file_count(self, column: Column) -> int:
         """How many table files ``column`` has (cheap: RocksDB's own count)."""
 

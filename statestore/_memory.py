@@ -92,9 +92,6 @@ class MemoryEngine:
     def estimate_rows(self, column: Column) -> int:
         return len(self._columns[column].values)
 
-    def live_file_count(self) -> int:
-        return 0
-
     def file_count(self, column: Column) -> int:
         return 0
 

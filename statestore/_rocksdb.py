@@ -130,9 +130,6 @@ class RocksDBEngine:
     def estimate_rows(self, column: Column) -> int:
         return int(self._columns[column].property_int_value("rocksdb.estimate-num-keys") or 0)
 
-    def live_file_count(self) -> int:
-        return len(self._db.live_files())
-
     def file_count(self, column: Column) -> int:
         family = self._columns[column]
         return sum(

@@ -317,7 +317,7 @@ class StateStore:
     def live_file_count(self) -> int:
         """How many table files the store holds on disk (RocksDB keeps each one open)."""
         self._require_open()
-        return self._engine.live_file_count()
+        return sum(self._engine.file_count(column) for column in Column)
 
     def compact_deletions(self, max_files: int = 0) -> list[str]:
         """Rewrite the columns whose keys are written once and deleted soon after (the
