@@ -34,7 +34,6 @@ Prints a table and ``RESULT bench=soak ...`` lines; exit 1 when it fails.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import subprocess
@@ -43,13 +42,19 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._soak_oracles import (  # noqa: E402
+    JOIN_SPAN_MS,
+    MINUTE_MS,
+    JoinOracle,
+    Oracle,
+    joined_pairs,
+)
 from examples.clickstream.demo import END_PAGE, TOPOLOGY, free_port, top_pages, window_counts  # noqa: E402
 from injector.client import IngestClient  # noqa: E402
 from millrace.local_cluster import pid_of, start, stop  # noqa: E402
@@ -57,12 +62,9 @@ from millrace.local_cluster import pid_of, start, stop  # noqa: E402
 USERS = 300
 PAGES = [f"/page/{i}" for i in range(40)]
 WEIGHTS = [1 / (i + 1) for i in range(len(PAGES))]
-MINUTE_MS = 60_000
 BASE_MS = 1_700_000_000_000
 NODES = ("page-counts-0", "page-counts-1", "user-pages", "ad-clicks")
 SINKS = ("page_window_counts", "user_top_pages", "ad_clicks")
-JOIN_SPAN_MS = 2_000
-"""A click joins an impression of its user from up to this long before it."""
 JOIN_TOPOLOGY = f"""
 # The soak's join: each click within {JOIN_SPAN_MS} ms (event time) after an impression of
 # the same user, a pair per match.
@@ -128,86 +130,6 @@ metrics_port = {ports["injector-metrics"]}
 segment_ms = {max(1_000, retention_ms // 4)}
 retention_ms = {retention_ms}
 {nodes}{sinks}"""
-
-
-@dataclass
-class Oracle:
-    """What the sinks must hold, counted as the clicks are ingested (in bounded memory)."""
-
-    windows: Counter[str] = field(default_factory=Counter)
-    per_user: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    clicks: int = 0
-
-    def add(self, user: str, page: str, ts: int) -> None:
-        self.windows[f"{page}@{ts - ts % MINUTE_MS}"] += 1
-        self.per_user[user][page] += 1
-        self.clicks += 1
-
-    def top_pages(self) -> dict[str, list[list[object]]]:
-        """As ``examples.clickstream.generate.expected_top_pages`` ranks them."""
-        return {
-            user: [[p, n] for p, n in sorted(c.items(), key=lambda item: (-item[1], item[0]))[:3]]
-            for user, c in self.per_user.items()
-        }
-
-
-def pair_hash(user: str, impression: tuple[int, str], click: tuple[int, str]) -> int:
-    """One joined pair's share of the multiset hash (a sum mod 2^64 of these)."""
-    text = json.dumps([user, impression, click]).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
-
-
-@dataclass
-class JoinOracle:
-    """The impression-click pairs of the join, counted and hashed as records are
-    ingested, keeping each user's records only as long as a later one could pair with
-    them (records arrive up to ``slack_ms`` out of order)."""
-
-    slack_ms: int
-    pairs: int = 0
-    hash_sum: int = 0
-    impressions: defaultdict[str, list[tuple[int, str]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    clicks: defaultdict[str, list[tuple[int, str]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-
-    def impression(self, user: str, ts: int, value: str) -> None:
-        for click in self.clicks[user]:
-            if ts <= click[0] <= ts + JOIN_SPAN_MS:
-                self._pair(user, (ts, value), click)
-        self.impressions[user].append((ts, value))
-
-    def click(self, user: str, ts: int, value: str) -> None:
-        for impression in self.impressions[user]:
-            if impression[0] <= ts <= impression[0] + JOIN_SPAN_MS:
-                self._pair(user, impression, (ts, value))
-        self.clicks[user].append((ts, value))
-
-    def forget_before(self, newest_ms: int) -> None:
-        """Drop records no record still to come can pair with."""
-        horizon = newest_ms - self.slack_ms - JOIN_SPAN_MS
-        for book in (self.impressions, self.clicks):
-            for user, kept in book.items():
-                book[user] = [r for r in kept if r[0] >= horizon]
-
-    def _pair(self, user: str, impression: tuple[int, str], click: tuple[int, str]) -> None:
-        self.pairs += 1
-        self.hash_sum = (self.hash_sum + pair_hash(user, impression, click)) % 2**64
-
-
-def joined_pairs(path: Path) -> tuple[int, int]:
-    """The number of pairs in the ``ad_clicks`` sink file and their multiset hash."""
-    pairs = hash_sum = 0
-    lines = path.read_bytes().split(b"\n")[:-1] if path.exists() else []
-    for line in lines:  # a line being written is left out
-        body = json.loads(json.loads(line)["value"])
-        left, right = body["left"], body["right"]
-        share = pair_hash(body["key"], (left["t"], left["value"]), (right["t"], right["value"]))
-        pairs += 1
-        hash_sum = (hash_sum + share) % 2**64
-    return pairs, hash_sum
 
 
 class Feeder(threading.Thread):

@@ -48,6 +48,7 @@ from computations import (
     TimeDomain,
     TimerBatchContext,
 )
+from dataflow._batch_timers import fire_on_time
 from dataflow._builtins import parse_aggregate
 from dataflow._combiners import Combiner, Count
 from dataflow._merging import add_live, drop_live, merge_into
@@ -56,7 +57,7 @@ from dataflow._panes import Pane, Timing
 from dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
 from dataflow._state_serde import window_state_serde
 from dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
-from dataflow._vectorized import fire_on_time, fold_batch
+from dataflow._vectorized import fold_batch
 from dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_window
 
 

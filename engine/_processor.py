@@ -28,7 +28,7 @@ from computations import (
     Topology,
 )
 from engine._batch_scope import BatchScope, TimerBatchScope, offer_batch, offer_timers
-from engine._dead_letters import expired_letters, read_letters, stage_letter
+from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
 from engine._frames import Frame
@@ -44,16 +44,10 @@ from engine._production_ids import (
 from engine._routing import FrameBuilder, ProductionRouter
 from engine._scope import Emitted, RecordScope
 from engine._sender_epochs import SenderEpochs
+from engine._upkeep import StoreUpkeep
 from millrace.wire.v1 import admin_pb2, record_pb2
 from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
 from statestore.types import TimeDomain, Timer
-
-LETTER_SWEEP_MS = 60_000
-"""How often an interval looks for dead letters past their retention."""
-COMPACTION_CHECK_MS = 30_000
-"""How often an interval counts the files of its outbox and timer columns..."""
-COMPACTION_FILES = 8
-"""...and rewrites one holding more than this many (tombstones left by flushes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +95,7 @@ class IntervalProcessor:
         self._handles_timers = handler.handles_timers()
         self._batches = self._user.handles_batches()
         self._timer_batches = self._user.handles_timer_batches()
-        self._next_letter_sweep_ms = 0
-        self._next_compaction_ms = clock() + COMPACTION_CHECK_MS
+        self._upkeep = StoreUpkeep(store, self.spec.dead_letter_retention_ms, clock)
         self._outputs = frozenset(self.spec.outputs)
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
         keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.keyed_as_sent)
@@ -420,28 +413,12 @@ class IntervalProcessor:
         """Delete the dead letters older than the computation's
         ``dead_letter_retention_ms`` (none when it is 0); returns how many went. The
         scan runs at most once a minute: call it every turn."""
-        retention = self.spec.dead_letter_retention_ms
-        now = self._clock()
-        if not retention or now < self._next_letter_sweep_ms:
-            return 0
-        self._next_letter_sweep_ms = now + LETTER_SWEEP_MS
-        expired = expired_letters(self.store, now - retention)
-        if expired:
-            txn = self.store.begin(self.epoch)
-            txn.write_many((key, None) for key in expired)
-            txn.commit(sync=False)  # a delete lost in a crash is made again next sweep
-        return len(expired)
+        return self._upkeep.expire_dead_letters(self.epoch)
 
     def compact_store(self) -> list[str]:
-        """Every ``COMPACTION_CHECK_MS``: drop the tombstones RocksDB would keep for good
-        in a column with more than ``COMPACTION_FILES`` files
-        (:meth:`statestore.StateStore.compact_deletions`); returns the columns
-        rewritten. Cheap to call every turn."""
-        now = self._clock()
-        if now < self._next_compaction_ms:
-            return []
-        self._next_compaction_ms = now + COMPACTION_CHECK_MS
-        return self.store.compact_deletions(max_files=COMPACTION_FILES)
+        """Drop the tombstones RocksDB would keep for good (engine/_upkeep.py); returns
+        the columns rewritten. Cheap to call every turn."""
+        return self._upkeep.compact()
 
     def dead_letters(self) -> list[admin_pb2.DeadLetter]:
         """Records and timers that failed ``max_attempts`` times, with their errors."""

@@ -14,12 +14,8 @@ import pytest
 
 from computations import Topology, TopologyError
 from delivery._acks import DeliveryWork
-from engine._processor import (
-    COMPACTION_CHECK_MS,
-    COMPACTION_FILES,
-    LETTER_SWEEP_MS,
-    IntervalProcessor,
-)
+from engine._processor import IntervalProcessor
+from engine._upkeep import COMPACTION_CHECK_MS, COMPACTION_FILES, LETTER_SWEEP_MS
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from node._worker import IntervalWorker, WorkerHooks
 from statestore import StateStore
