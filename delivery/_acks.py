@@ -20,3 +20,6 @@ class DeliveryWork:
 
     batch: delivery_pb2.DeliveryBatch
     reply: Callable[[Ack], None]
+    wire: bytes | None = None
+    """The batch as it arrived (its records are read natively from these bytes);
+    None: only the parsed message is at hand."""

@@ -34,14 +34,15 @@ class Undecodable:
     error: str
 
 
-def parse_batch(data: bytes) -> delivery_pb2.DeliveryBatch | Undecodable:
-    """Deserializer that turns a parse failure into a value the handler can answer."""
+def parse_batch(data: bytes) -> tuple[delivery_pb2.DeliveryBatch, bytes] | Undecodable:
+    """Deserializer that turns a parse failure into a value the handler can answer; a
+    batch comes with its bytes, from which the worker reads its records natively."""
     batch = delivery_pb2.DeliveryBatch()
     try:
         batch.ParseFromString(data)
     except DecodeError as exc:
         return Undecodable(len(data), str(exc))
-    return batch
+    return batch, data
 
 
 _END = object()
@@ -72,7 +73,7 @@ class DeliveryService:
 
     def deliver(
         self,
-        requests: Iterator[delivery_pb2.DeliveryBatch | Undecodable],
+        requests: Iterator[tuple[delivery_pb2.DeliveryBatch, bytes] | Undecodable],
         context: grpc.ServicerContext,
     ) -> Iterator[delivery_pb2.DeliveryAck]:
         """One bidirectional stream: a reader thread dispatches, this generator answers."""
@@ -106,22 +107,23 @@ class DeliveryService:
 
     def _read(
         self,
-        requests: Iterator[delivery_pb2.DeliveryBatch | Undecodable],
+        requests: Iterator[tuple[delivery_pb2.DeliveryBatch, bytes] | Undecodable],
         replies: queue.SimpleQueue[object],
         submitted: list[int],
     ) -> None:
         reply: Callable[[delivery_pb2.DeliveryAck], None] = replies.put
         try:
-            for batch in requests:
-                if isinstance(batch, Undecodable):
-                    replies.put(batch)
+            for request in requests:
+                if isinstance(request, Undecodable):
+                    replies.put(request)
                     return
+                batch, wire = request
                 submitted[0] += 1
                 worker = self._workers.get((batch.target.computation, batch.target.index))
                 if worker is None:
                     reply(_not_hosted(batch))
                 else:
-                    worker.deliver(DeliveryWork(batch, reply))
+                    worker.deliver(DeliveryWork(batch, reply, wire))
         except grpc.RpcError:
             pass  # the stream was cancelled; the sender will resend
         finally:

@@ -25,6 +25,7 @@ from engine._frames import Frame
 from engine._outcome import BatchOutcome
 from engine._processor import IntervalProcessor
 from engine._production_ids import Production
+from engine._received import UndecodableRequestError
 from millrace.wire.v1 import delivery_pb2
 from statestore import MAX_EPOCH, SenderProgress
 
@@ -118,15 +119,25 @@ class IntervalDriver:
         self,
         batches: Sequence[Batch],
         *,
+        wires: Sequence[bytes] | None = None,
         send_first: Callable[[list[Production]], set[bytes]] | None = None,
         durable: bool = True,
     ) -> BatchOutcome:
         """Process the admitted ``batches`` in one commit (see
-        :meth:`IntervalProcessor.process_records`)."""
-        records = [record for batch in batches for record in batch.records]
+        :meth:`IntervalProcessor.process_records`). ``wires``: the batches as they
+        arrived (serialized), whose records are read natively; without them the
+        parsed batches are serialized again for it."""
+        processor = self.processor
+        if wires is None:
+            wires = [batch.SerializeToString() for batch in batches]
+        try:
+            received = processor.received(wires)
+        except UndecodableRequestError:
+            # protobuf parsed them, so its own bytes of them decode.
+            received = processor.received([batch.SerializeToString() for batch in batches])
         marks = [mark for batch in batches if (mark := sender_progress(batch)) is not None]
-        return self.processor.process_records(
-            records, send_first=send_first, durable=durable, progress=marks
+        return processor.process_records(
+            received, send_first=send_first, durable=durable, progress=marks
         )
 
     def answer(self, batches: Sequence[Batch], outcome: BatchOutcome) -> list[Ack]:

@@ -9,10 +9,9 @@ admitted: the new records with their ids and keys, in arrival order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from itertools import repeat
-from operator import attrgetter
 
 from computations import (
     MAX_EVENT_TIME_MS,
@@ -20,9 +19,9 @@ from computations import (
     KeyExtractor,
     Record,
     interval_of,
-    intervals_of,
 )
 from engine._outcome import BatchOutcome
+from engine._received import Received
 from engine._tuples import new_tuple
 from engine._watermarks import event_time_problem
 from millrace.wire.v1 import delivery_pb2, record_pb2
@@ -32,12 +31,9 @@ MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
 WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 
-Admitted = list[tuple[record_pb2.Record, bytes, bytes, Record]]
-"""New records of a batch with their ids, keys and the :class:`computations.Record`
-user code gets, in arrival order."""
-
-_RECORD_ID = attrgetter("record_id")
-_FIELDS = attrgetter("stream", "key", "value", "event_time_ms", "producer")
+Admitted = list[tuple[int, bytes, bytes, Record]]
+"""New records of a batch: their positions in the :class:`Received` columns, ids, keys
+and the :class:`computations.Record` user code gets, in arrival order."""
 
 DeadLetter = Callable[[Transaction, record_pb2.Record, str, int, BatchOutcome], None]
 """``(txn, record, error, attempts, outcome)``: keep a record that can never succeed."""
@@ -66,76 +62,76 @@ class RecordKeying:
         self._keyed_as_sent = keyed_as_sent
 
     def admit(
-        self, txn: Transaction, records: Sequence[record_pb2.Record], outcome: BatchOutcome
+        self, txn: Transaction, received: Received, outcome: BatchOutcome
     ) -> tuple[Admitted, list[bytes]]:
         """The new records with their keys; and the ids of repeated copies within the
         batch (duplicates if their first copy commits, else retried with it)."""
-        rids = list(map(_RECORD_ID, records))
+        rids = received.ids
         seen = txn.seen(rids)
-        plain = self._admit_plain(records, rids, seen)
+        plain = self._admit_plain(received, seen)
         if plain is not None:
             return plain, []
         in_batch: set[bytes] = set()
         admitted: Admitted = []
         repeats: list[bytes] = []
-        for record, rid, duplicate in zip(records, rids, seen, strict=True):
+        streams, times, producers = received.streams, received.times, received.producers
+        for i, (rid, duplicate) in enumerate(zip(rids, seen, strict=True)):
             if duplicate:
                 outcome.duplicates.append(rid)
                 continue
             if rid in in_batch:
                 repeats.append(rid)
                 continue
-            key = self._key_of(txn, record, outcome)
+            key = self._key_of(txn, received, i, outcome)
             if key is None:
                 continue
             in_batch.add(rid)
-            fields = (record.stream, key, record.value, record.event_time_ms, rid, record.producer)
-            admitted.append((record, rid, key, new_tuple(Record, fields)))
+            fields = (streams[i], key, received.values[i], times[i], rid, producers[i])
+            admitted.append((i, rid, key, new_tuple(Record, fields)))
         return admitted, repeats
 
-    def _admit_plain(
-        self, records: Sequence[record_pb2.Record], rids: list[bytes], seen: list[bool]
-    ) -> Admitted | None:
+    def _admit_plain(self, received: Received, seen: list[bool]) -> Admitted | None:
         """The usual batch -- new records with distinct ids, all of one stream keyed by its
         own key, event times in range, keys of this interval -- admitted in C-level
         passes, exactly as the loop of :meth:`admit` would; None for any other batch."""
-        count = len(records)
-        if not count or any(seen) or not all(rids) or len(set(rids)) != count:
+        count, shape = len(received), received.shape
+        if not count or not shape.ids_distinct or not shape.one_stream or any(seen):
             return None
-        streams, keys, values, times, producers = zip(*map(_FIELDS, records), strict=True)
-        stream = streams[0]
-        if stream not in self._keyed_as_sent or streams.count(stream) != count:
+        if received.streams[0] not in self._keyed_as_sent or shape.keys_in_interval != count:
             return None
-        if min(times) < MIN_EVENT_TIME_MS or max(times) > MAX_EVENT_TIME_MS:
+        if shape.min_event_ms < MIN_EVENT_TIME_MS or shape.max_event_ms > MAX_EVENT_TIME_MS:
             return None
-        intervals = self._intervals
-        if intervals > 1 and intervals_of(keys, intervals).count(self._interval) != count:
-            return None
-        fields = zip(streams, keys, values, times, rids, producers, strict=True)
+        rids, keys = received.ids, received.keys
+        fields = zip(
+            received.streams, keys, received.values, received.times, rids, received.producers,
+            strict=True,
+        )  # fmt: skip
         users = map(new_tuple, repeat(Record, count), fields)
-        return list(zip(records, rids, keys, users, strict=True))
+        return list(zip(range(count), rids, keys, users, strict=True))
 
     def _key_of(
-        self, txn: Transaction, record: record_pb2.Record, outcome: BatchOutcome
+        self, txn: Transaction, received: Received, i: int, outcome: BatchOutcome
     ) -> bytes | None:
-        """The record's key for this computation, or None after rejecting/dead-lettering it."""
-        rid = record.record_id
-        extract = self._extract.get(record.stream)
+        """Record ``i``'s key for this computation, or None after rejecting or
+        dead-lettering it."""
+        rid, stream, time_ms = received.ids[i], received.streams[i], received.times[i]
+        extract = self._extract.get(stream)
         if not rid:
             outcome.rejected.append((rid, MALFORMED_RECORD, "record has no record_id"))
             return None
         if extract is None:
-            message = f"computation {self._name!r} does not read stream {record.stream!r}"
+            message = f"computation {self._name!r} does not read stream {stream!r}"
             outcome.rejected.append((rid, UNKNOWN_STREAM, message))
             return None
-        if not MIN_EVENT_TIME_MS <= record.event_time_ms <= MAX_EVENT_TIME_MS:
-            problem = event_time_problem(record.event_time_ms)
+        if not MIN_EVENT_TIME_MS <= time_ms <= MAX_EVENT_TIME_MS:
+            problem = event_time_problem(time_ms)
             outcome.rejected.append((rid, MALFORMED_RECORD, f"record {rid!r}: {problem}"))
             return None
         try:
-            key = extract(record.key, record.value)
+            key = extract(received.keys[i], received.values[i])
         except Exception as exc:
             # The payload can never be keyed: keep it, with the reason, for the operator.
+            record = received.wire_record(i)
             self._dead_letter(txn, record, f"key extraction failed: {exc!r}", 1, outcome)
             return None
         intervals = self._intervals

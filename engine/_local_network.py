@@ -111,7 +111,11 @@ def receive(
     acks: dict[int, Ack] = {id(batch): ack for batch, ack in admission.refused}
     outcome = None
     if admission.accepted:
-        outcome = driver.process(admission.accepted)
+        wire_of = {
+            id(batch): message.data for batch, message in zip(batches, messages, strict=True)
+        }
+        wires = [wire_of[id(batch)] for batch in admission.accepted]
+        outcome = driver.process(admission.accepted, wires=wires)
         acks.update(
             zip(
                 (id(b) for b in admission.accepted),

@@ -41,6 +41,7 @@ from engine._production_ids import (
     next_timer_causes,
     record_id_prefix,
 )
+from engine._received import Received
 from engine._routing import FrameBuilder, ProductionRouter
 from engine._scope import Emitted, RecordScope
 from engine._sender_epochs import SenderEpochs
@@ -117,15 +118,22 @@ class IntervalProcessor:
 
     # -- 1. records --------------------------------------------------------
 
+    def received(self, wires: Sequence[bytes]) -> Received:
+        """The records of serialized ``DeliveryBatch`` messages, decoded for this
+        interval's admission."""
+        return Received.decode(wires, interval=self.interval, intervals=self.spec.intervals)
+
     def process_records(
         self,
-        records: Sequence[record_pb2.Record],
+        records: Received | Sequence[record_pb2.Record],
         *,
         send_first: Callable[[list[Production]], set[bytes]] | None = None,
         durable: bool = True,
         progress: Sequence[SenderProgress] = (),
     ) -> BatchOutcome:
         """Dedup, run user code, commit everything in one write. See the module docstring.
+
+        ``records``: as :meth:`received` decoded them, or protobuf records.
 
         ``send_first`` (weak productions): called with the productions *before* the
         commit; returns the outbox keys acknowledged in time. Only the others are
@@ -136,6 +144,10 @@ class IntervalProcessor:
         ``progress``: what the deliveries said of their senders' progress; their
         record ids are kept until the senders can no longer resend them.
         """
+        if not isinstance(records, Received):
+            records = Received.of_records(
+                records, interval=self.interval, intervals=self.spec.intervals
+            )
         outcome = BatchOutcome()
         built = self._router.builder()
         txn = self.store.begin(self.epoch)
@@ -153,7 +165,7 @@ class IntervalProcessor:
             admitted = offer_batch(self._user, batch, admitted, failures.held, outcome)
         scope = self._scope(txn, b"", 0, now)
         process = self._user.process_record
-        for record, rid, key, user_record in admitted:
+        for i, rid, key, user_record in admitted:
             if failures.held and failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
@@ -161,7 +173,7 @@ class IntervalProcessor:
             try:
                 process(scope, user_record)
             except Exception as exc:
-                self._failed(txn, record, key, exc, outcome)
+                self._failed(txn, records.wire_record(i), key, exc, outcome)
                 continue
             if failures.held:
                 failures.succeeded(key, rid)

@@ -1,7 +1,7 @@
 """Stubs of the native data plane (``native/python``); see ``millrace.dataplane``."""
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Self, TypeVar, final
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Self, TypeVar, final
 
 __all__ = [
     "BloomBits",
@@ -191,6 +191,31 @@ def decode_ingest_request(
     min_event_time_ms: int,
     max_event_time_ms: int,
 ) -> tuple[str, str, RecordBatch, tuple[str] | tuple[str, int] | tuple[str, int, int] | None]: ...
+
+class TimerIndex:
+    def __init__(self) -> None: ...
+    @staticmethod
+    def load(entries: list[tuple[bytes, bytes]]) -> TimerIndex: ...
+    def __len__(self) -> int: ...
+    def time_of(self, domain: int, key: bytes, tag: str) -> int | None: ...
+    def stage(self, changes: Mapping[Any, Any]) -> tuple[list[bytes], list[bytes], list[bytes]]: ...
+    def apply(self, changes: Mapping[Any, Any]) -> None: ...
+    def earliest(self, domain: int) -> int | None: ...
+    def due(
+        self, domain: int, up_to_ms: int | None, limit: int | None
+    ) -> list[tuple[bytes, str, int]]: ...
+
+def decode_deliveries(
+    wires: list[bytes], *, interval: int, intervals: int
+) -> tuple[
+    list[bytes],
+    list[str],
+    list[bytes],
+    list[bytes],
+    list[int],
+    list[str],
+    tuple[bool, bool, int, int, int],
+]: ...
 def ingest_response(tag: bytes, first_offset: int, count: int, replayed: bool) -> bytes: ...
 def ingest_request(stream: str, idempotency_key: str, batch: RecordBatch) -> bytes: ...
 def encode_log_request(

@@ -19,8 +19,12 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   :func:`scan_log` and :class:`LogBatch`: its RECORD entries read and checked a
   stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
   ``DeliveryBatch`` frames per destination interval.
+- :func:`decode_deliveries`: the records of delivered ``DeliveryBatch`` messages as
+  columns, and the shape admission takes whole (``engine/_received.py``).
 - :class:`BloomHasher`, :class:`BloomPositions`, :class:`BloomBits`: the dedup's
   Bloom filters, hashed and probed a batch of ids at a time (``statestore/_bloom.py``).
+- :class:`TimerIndex`: a store's committed timers in time order, and the timer
+  column's operations of a commit (``statestore/_timer_index.py``).
 - :class:`ProductionPlan`: a computation's productions of one commit (ids, routes,
   one ``DeliveryBatch`` frame per destination with the outbox keys), from what user
   code emitted per cause (``engine/_routing.py``).
@@ -41,8 +45,10 @@ from millrace._native import (
     LogEntryError,
     ProductionPlan,
     RecordBatch,
+    TimerIndex,
     UndecodableRequestError,
     decode_commit,
+    decode_deliveries,
     decode_ingest_request,
     encode_log_request,
     fold_groups,
@@ -64,8 +70,10 @@ __all__ = [
     "LogEntryError",
     "ProductionPlan",
     "RecordBatch",
+    "TimerIndex",
     "UndecodableRequestError",
     "decode_commit",
+    "decode_deliveries",
     "decode_ingest_request",
     "encode_log_request",
     "fold_groups",

@@ -244,8 +244,10 @@ class IntervalWorker:
             return
         started = time.perf_counter()
         try:
+            wires = [wire for work in accepted if (wire := work.wire) is not None]
             outcome = self.driver.process(
                 admission.accepted,
+                wires=wires if len(wires) == len(accepted) else None,
                 send_first=self._send_first,
                 durable=self._after_sync is None,
             )

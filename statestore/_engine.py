@@ -42,6 +42,9 @@ class Batch(Protocol):
     def delete(self, column: Column, key: bytes) -> None:
         """Remove ``key``."""
 
+    def delete_keys(self, column: Column, keys: Iterable[bytes]) -> None:
+        """Remove many keys."""
+
     def delete_range(self, column: Column, start: bytes, end: bytes) -> None:
         """Remove every key in ``[start, end)``."""
 

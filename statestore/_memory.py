@@ -36,6 +36,9 @@ class MemoryBatch:
     def delete(self, column: Column, key: bytes) -> None:
         self.ops.append(("delete", column, key, b""))
 
+    def delete_keys(self, column: Column, keys: Iterable[bytes]) -> None:
+        self.ops.extend(("delete", column, key, b"") for key in keys)
+
     def delete_range(self, column: Column, start: bytes, end: bytes) -> None:
         self.ops.append(("delete_range", column, start, end))
 

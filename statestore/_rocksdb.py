@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from functools import partial
+from itertools import repeat, starmap
 from pathlib import Path
 
 from rocksdict import (
@@ -68,9 +69,8 @@ class RocksBatch:
         self.batch.put(key, value, self._handles[column])
 
     def put_many(self, column: Column, items: Iterable[tuple[bytes, bytes]]) -> None:
-        put, handle = self.batch.put, self._handles[column]
-        for key, value in items:
-            put(key, value, handle)
+        # C-level loops, as put_keys.
+        deque(starmap(partial(self.batch.put, column_family=self._handles[column]), items), 0)
 
     def put_keys(self, column: Column, keys: Iterable[bytes], value: bytes) -> None:
         # A C-level loop: one call per key, no Python frame per key.
@@ -78,6 +78,9 @@ class RocksBatch:
 
     def delete(self, column: Column, key: bytes) -> None:
         self.batch.delete(key, self._handles[column])
+
+    def delete_keys(self, column: Column, keys: Iterable[bytes]) -> None:
+        deque(map(self.batch.delete, keys, repeat(self._handles[column])), maxlen=0)
 
     def delete_range(self, column: Column, start: bytes, end: bytes) -> None:
         self.batch.delete_range(start, end, self._handles[column])

@@ -229,6 +229,10 @@ class StateStore:
         if timers:
             self._timers.apply(timers)
 
+    def _stage_timers(self, batch: Batch, timers: dict[TimerId, Timer | None]) -> None:
+        """A transaction's timer changes into its batch (against the committed times)."""
+        self._timers.stage(batch, timers)
+
     # -- reads ------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:

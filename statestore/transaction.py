@@ -240,22 +240,8 @@ class Transaction:
         return dedup.stage(batch, ids, dedup.positions(ids), now_ms, self._marks)
 
     def _stage_timers(self, batch: Batch) -> None:
-        committed = self._store.get_timer
-        for ident, new in self._timers.items():
-            old = committed(*ident)
-            if new is not None and old == new.time_ms:
-                continue  # set again to the time it already has
-            domain, key, tag = ident
-            if old is not None:
-                previous = Timer(domain=domain, key=key, tag=tag, time_ms=old)
-                batch.delete(Column.TIMERS, _keys.timer_order_key(previous))
-            index_key = _keys.timer_index_key(domain, key, tag)
-            if new is None:
-                if old is not None:
-                    batch.delete(Column.TIMERS, index_key)
-            else:
-                batch.put(Column.TIMERS, _keys.timer_order_key(new), b"")
-                batch.put(Column.TIMERS, index_key, _keys.encode_time(new.time_ms))
+        if self._timers:
+            self._store._stage_timers(batch, self._timers)
 
     def _stage_outbox(self, batch: Batch) -> None:
         # No existence reads here: the caller (the node's processor) tracks its

@@ -1,5 +1,6 @@
 """Admission's C-level path (a batch of new records of one stream keyed by their own
-key) admits exactly what its record-by-record loop admits, for any batch."""
+key, its shape read natively) admits exactly what its record-by-record loop admits,
+for any batch."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, intervals_of
 from computations._keys import interval_of, load_key_extractor
 from engine._keying import RecordKeying
 from engine._outcome import BatchOutcome
+from engine._received import Received
 from millrace.wire.v1 import record_pb2
 from statestore import StateStore
 
@@ -39,15 +41,19 @@ def _keying(intervals: int, interval: int, *, plain: bool) -> RecordKeying:
     )  # fmt: skip
 
 
+def _received(keying: RecordKeying, records: list[record_pb2.Record]) -> Received:
+    return Received.of_records(records, interval=keying._interval, intervals=keying._intervals)
+
+
 def _admit(keying: RecordKeying, records: list[record_pb2.Record], seen: list[bytes]) -> Any:
     store = StateStore.open_memory()
     txn = store.begin()
     txn.mark_seen(seen)
     txn.commit()
     outcome = BatchOutcome()
-    admitted, repeats = keying.admit(store.begin(), records, outcome)
+    admitted, repeats = keying.admit(store.begin(), _received(keying, records), outcome)
     return (
-        [(id(record), rid, key, tuple(user), type(user)) for record, rid, key, user in admitted],
+        [(i, rid, key, tuple(user), type(user)) for i, rid, key, user in admitted],
         repeats,
         outcome.duplicates,
         outcome.rejected,
@@ -101,7 +107,7 @@ def test_plain_batches_are_admitted_as_the_loop_admits_them(
     intervals, interval = layout
     keying = _keying(intervals, interval, plain=True)
     if intervals == 1 and records:
-        assert keying._admit_plain(records, rids, [False] * len(rids)) is not None
+        assert keying._admit_plain(_received(keying, records), [False] * len(rids)) is not None
     assert _admit(keying, records, []) == _admit(
         _keying(intervals, interval, plain=False), records, []
     )
@@ -113,8 +119,7 @@ def test_a_plain_batch_takes_the_c_level_path() -> None:
         for i in range(50)
     ]
     keying = _keying(1, 0, plain=True)
-    rids = [r.record_id for r in records]
-    admitted = keying._admit_plain(records, rids, [False] * len(records))
+    admitted = keying._admit_plain(_received(keying, records), [False] * len(records))
     assert admitted is not None and [a[2] for a in admitted] == [r.key for r in records]
 
 

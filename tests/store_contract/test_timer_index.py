@@ -1,8 +1,7 @@
 """The in-memory timer index answers as a scan of the TIMERS column would.
 
 Random timer sets, moves and deletes over many commits (keys of different
-lengths, so the column's order is length first; many moves, so stale heap
-entries pile up and get compacted), half of the commits also firing due
+lengths, so the column's order is length first; many moves), half of the commits also firing due
 timers as the engine does (deleting, moving or setting again what
 ``due_timers`` handed out), checked after every commit and after a reopen
 against the oracle: the column's time-ordered entries read back from the
@@ -15,7 +14,7 @@ import random
 
 import pytest
 
-from statestore import StateStore, TimeDomain, Timer, _keys, _timer_index
+from statestore import StateStore, TimeDomain, Timer, _keys
 from statestore._engine import Column
 from tests.store_contract.conftest import StoreFactory
 
@@ -49,10 +48,7 @@ def check(store: StateStore, rng: random.Random) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_index_equals_the_column(
-    factory: StoreFactory, seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_timer_index, "_COMPACT_SLACK", 8)  # compact often
+def test_index_equals_the_column(factory: StoreFactory, seed: int) -> None:
     rng = random.Random(seed)
     store = factory.open()
     for step in range(300):

@@ -12,6 +12,7 @@
 
 pub mod batch;
 pub mod bloom;
+pub mod delivery;
 pub mod fold;
 pub mod frames;
 pub mod ingest;
@@ -20,6 +21,7 @@ pub mod log_format;
 pub mod log_scan;
 pub mod panes;
 pub mod productions;
+pub mod timer_index;
 pub mod window_state;
 pub mod wire;
 

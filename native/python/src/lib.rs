@@ -12,11 +12,13 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 mod bloom;
+mod delivery;
 mod fold;
 mod ingest;
 mod log;
 mod productions;
 mod records;
+mod timers;
 
 create_exception!(
     _native,
@@ -51,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bloom::PyBloomPositions>()?;
     m.add_class::<bloom::PyBloomBits>()?;
     m.add_class::<productions::PyProductionPlan>()?;
+    m.add_class::<timers::PyTimerIndex>()?;
     m.add("LogEntryError", m.py().get_type::<LogEntryError>())?;
     m.add_function(wrap_pyfunction!(log::scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(log::scan_requests, m)?)?;
@@ -64,6 +67,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.py().get_type::<UndecodableRequestError>(),
     )?;
     m.add_function(wrap_pyfunction!(ingest::decode_ingest_request, m)?)?;
+    m.add_function(wrap_pyfunction!(delivery::decode_deliveries, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::ingest_response, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::ingest_request, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::encode_log_request, m)?)?;

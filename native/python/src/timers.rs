@@ -1,0 +1,110 @@
+//! `TimerIndex`: a store's committed timers, natively (`statestore/_timer_index.py`).
+
+use millrace_core::timer_index::{self, Ident, TimerIndex};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+/// Every committed timer of one store, in time order per domain, and the `TIMERS`
+/// column's operations of a commit that changes them. A timer is `(domain, key, tag)`;
+/// a commit's changes are a dict of those to an object with `time_ms`, or None
+/// (deleted).
+#[pyclass(module = "millrace._native", name = "TimerIndex")]
+#[derive(Default)]
+pub struct PyTimerIndex {
+    inner: TimerIndex,
+}
+
+fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<i64>)>> {
+    let mut out = Vec::with_capacity(changes.len());
+    for (ident, timer) in changes.iter() {
+        let ident: Ident = ident.extract()?;
+        let time_ms = if timer.is_none() {
+            None
+        } else {
+            Some(
+                timer
+                    .getattr(pyo3::intern!(changes.py(), "time_ms"))?
+                    .extract()?,
+            )
+        };
+        out.push((ident, time_ms));
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl PyTimerIndex {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// The index of the column's index entries `(key, value)`; ValueError for an
+    /// entry that is not one.
+    #[staticmethod]
+    fn load(entries: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Self> {
+        let mut changes = Vec::with_capacity(entries.len());
+        for (raw, value) in entries {
+            let ident = timer_index::decode_index_key(&raw).ok_or_else(|| {
+                PyValueError::new_err(format!("not a timer index entry: {raw:?}"))
+            })?;
+            let time: [u8; 8] = value.as_slice().try_into().map_err(|_| {
+                PyValueError::new_err(format!("a timer's time is 8 bytes, not {}", value.len()))
+            })?;
+            changes.push((ident, Some(timer_index::decode_time(time))));
+        }
+        let mut index = Self::default();
+        index.inner.apply(changes);
+        Ok(index)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// The committed time of timer `(domain, key, tag)`, or None.
+    fn time_of(&self, domain: u8, key: Vec<u8>, tag: String) -> Option<i64> {
+        self.inner.time_of(&(domain, key, tag))
+    }
+
+    /// `(deletes, put_keys, put_values)`: what a commit with `changes` writes to the
+    /// column, against the committed times.
+    fn stage<'py>(&self, changes: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = changes.py();
+        let ops = self.inner.stage(&changes_of(changes)?);
+        let deletes = PyList::new(py, ops.deletes.iter().map(|k| PyBytes::new(py, k)))?;
+        let keys = PyList::new(py, ops.puts.iter().map(|(k, _)| PyBytes::new(py, k)))?;
+        let values = PyList::new(py, ops.puts.iter().map(|(_, v)| PyBytes::new(py, v)))?;
+        PyTuple::new(py, [deletes, keys, values])
+    }
+
+    /// A commit's `changes`, once it is durable.
+    fn apply(&mut self, changes: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.inner.apply(changes_of(changes)?);
+        Ok(())
+    }
+
+    /// The earliest time of `domain`'s timers, or None.
+    fn earliest(&self, domain: u8) -> Option<i64> {
+        self.inner.earliest(domain)
+    }
+
+    /// `(key, tag, time_ms)` of `domain`'s timers at or before `up_to_ms` (None: all),
+    /// in time order, at most `limit` (None: all).
+    #[pyo3(signature = (domain, up_to_ms, limit))]
+    fn due<'py>(
+        &self,
+        py: Python<'py>,
+        domain: u8,
+        up_to_ms: Option<i64>,
+        limit: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let due = self.inner.due(domain, up_to_ms, limit);
+        PyList::new(
+            py,
+            due.into_iter()
+                .map(|(key, tag, time_ms)| (PyBytes::new(py, &key), tag, time_ms)),
+        )
+    }
+}
