@@ -11,7 +11,9 @@ __all__ = [
     "LogEntryError",
     "ProductionPlan",
     "RecordBatch",
+    "TimerIndex",
     "UndecodableRequestError",
+    "decode_deliveries",
     "decode_ingest_request",
     "decode_commit",
     "encode_log_request",
@@ -192,8 +194,9 @@ def decode_ingest_request(
     max_event_time_ms: int,
 ) -> tuple[str, str, RecordBatch, tuple[str] | tuple[str, int] | tuple[str, int, int] | None]: ...
 
+@final
 class TimerIndex:
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     @staticmethod
     def load(entries: list[tuple[bytes, bytes]]) -> TimerIndex: ...
     def __len__(self) -> int: ...
