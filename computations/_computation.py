@@ -133,7 +133,9 @@ class BatchContext(Protocol):
 
     def for_key(self, key: bytes) -> Context:
         """The context of ``key`` within this batch (the same object on each call). It
-        reads and changes state and timers like any context, but may not produce."""
+        reads and changes state and timers like any context, but may not produce.
+        Timers it sets are set on the account of ``key``'s last record of the batch
+        (what names their fires' outputs)."""
         ...
 
     def read_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> list[bytes | None]:
@@ -158,8 +160,13 @@ class BatchContext(Protocol):
         tags: Sequence[str],
         times_ms: Sequence[int],
         domain: TimeDomain = TimeDomain.EVENT_TIME,
+        *,
+        record_ids: Sequence[bytes] | None = None,
     ) -> None:
-        """``for_key(keys[i]).set_timer(tags[i], times_ms[i], domain)`` for each ``i``."""
+        """``for_key(keys[i]).set_timer(tags[i], times_ms[i], domain)`` for each ``i``;
+        with ``record_ids``, each timer set on the account of the record of that id (of
+        this batch, of ``keys[i]``), as if set while processing it (its fire's outputs
+        are then named as they would be one record at a time)."""
         ...
 
 

@@ -69,6 +69,7 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     folds = _Folds(values, slots, bounds, counts, lambda: _values(agg, records))
     size = window[1] if window[0] != "global" else 0
     step = _FoldStep(agg, batch, keys=keys, starts=starts, folds=folds, size=size)
+    step.openers = lambda groups: [records[slots[bounds[g]]].record_id for g in groups]
     parts = native_parts(combiner)
     if parts is not None and step.interval_ms is None and (columns or not combiner.needs_value):
         step.in_python(step.natively(columns, *parts))
@@ -100,6 +101,8 @@ class _FoldStep:
         early = firing(agg.trigger.early)
         self.due_at, self.interval_ms = early.count, early.interval_ms
         self.left_keys: set[bytes] = set()
+        self.openers: Callable[[list[int]], list[bytes]] = lambda groups: []
+        """The record ids of the groups' first records (which open their windows)."""
 
     def window(self, g: int) -> Window:
         start = self.starts[g]
@@ -107,7 +110,7 @@ class _FoldStep:
 
     def natively(self, columns: Any, names: list[str], combined: bool) -> list[int]:
         """Folds every group natively that it can; returns the groups left to Python."""
-        agg, batch, keys = self.agg, self.batch, self.keys
+        batch, keys = self.batch, self.keys
         size, starts = self.size, self.starts
         # Window.tag's form, without a Window per group.
         windows = (
@@ -128,15 +131,25 @@ class _FoldStep:
             max_ms=MAX_EVENT_TIME_MS,
         )
         batch.write_states([keys[g] for g in written], [tags[g] for g in written], states)
-        if opened:  # as WindowOps._open sets them
-            opened_keys = [keys[g] for g in opened]
-            last = [self.window(g).last_ms for g in opened]
-            batch.set_timers(opened_keys, ["on:" + windows[g] for g in opened], last)
-            if agg.allowed_lateness_ms:
-                expiry = [agg._expiry(self.window(g)) for g in opened]
-                batch.set_timers(opened_keys, ["gc:" + windows[g] for g in opened], expiry)
+        if opened:
+            self.set_open_timers(opened)
         self.left_keys.update(keys[g] for g in left)
         return python
+
+    def set_open_timers(self, opened: list[int]) -> None:
+        """The timers of newly opened windows, as ``WindowOps._open`` sets them, set on
+        the account of each window's first record, as one record at a time would."""
+        agg, batch, keys = self.agg, self.batch, self.keys
+        opened_keys = [keys[g] for g in opened]
+        openers = self.openers(opened)
+        windows = [self.window(g) for g in opened]
+        tags = [w.tag() for w in windows]
+        last = [w.last_ms for w in windows]
+        batch.set_timers(opened_keys, ["on:" + t for t in tags], last, record_ids=openers)
+        if agg.allowed_lateness_ms:
+            expiry = [agg._expiry(w) for w in windows]
+            gc = ["gc:" + t for t in tags]
+            batch.set_timers(opened_keys, gc, expiry, record_ids=openers)
 
     def in_python(self, groups: Iterable[int]) -> None:
         """Folds ``groups`` one at a time, as ``process_record`` would."""
@@ -162,6 +175,7 @@ class _FoldStep:
                     left_keys.add(key)  # an early pane is due
                     continue
                 state = agg._open(ctx, window, combiner.create(), watermark)
+                self.set_open_timers([g])  # again, on the opening record's account
             elif state["fired"] or (due_at is not None and state["since"] + counts[g] >= due_at):
                 left_keys.add(key)  # a late pane, or an early pane is due
                 continue
@@ -169,7 +183,13 @@ class _FoldStep:
             state["since"] += counts[g]
             if interval_ms is not None and not state.get("early_at"):
                 state["early_at"] = ctx.processing_time_ms + interval_ms
-                ctx.set_timer("early:" + tag[2:], state["early_at"], TimeDomain.PROCESSING_TIME)
+                batch.set_timers(  # on the account of the group's first record, as it sets it
+                    [key],
+                    ["early:" + tag[2:]],
+                    [state["early_at"]],
+                    TimeDomain.PROCESSING_TIME,
+                    record_ids=self.openers([g]),
+                )
             ctx.put_state(tag, state, serde)
 
 

@@ -18,7 +18,8 @@ from computations import Computation, FiredTimer, Record
 from computations.errors import ProduceError
 from engine._keying import Admitted
 from engine._outcome import BatchOutcome
-from engine._scope import Emitted, RecordScope, checked_time, state_key
+from engine._production_ids import fire_setter, record_setter
+from engine._scope import Emitted, RecordScope, checked_time, state_key, timer_setter
 from engine._tuples import new_tuple
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer
@@ -26,6 +27,7 @@ from statestore.types import TimeDomain, Timer
 _log = logging.getLogger(__name__)
 _RECORD_ID = itemgetter(1)
 """An admitted item's record id."""
+_KEY = itemgetter(2)
 _warned: set[str] = set()
 """Computation classes whose batch hook failure was logged (once each)."""
 
@@ -60,6 +62,19 @@ def offer_batch(
         else:
             outcome.committed.append(item[1])
     return rest
+
+
+def last_record_setters(admitted: Admitted) -> Callable[[bytes], bytes]:
+    """The setter of the timers ``process_batch`` sets for a key on no record's account
+    in particular: the key's last record of the batch (the map made on first use)."""
+    book: dict[bytes, bytes] = {}
+
+    def setter_of(key: bytes) -> bytes:
+        if not book:
+            book.update(zip(map(_KEY, admitted), map(_RECORD_ID, admitted), strict=True))
+        return record_setter(book[key])
+
+    return setter_of
 
 
 def offer_timers(
@@ -121,15 +136,19 @@ class BatchScope:
         txn: Transaction,
         low_watermark: int | None,
         now_ms: int,
+        setter_of: Callable[[bytes], bytes],
     ) -> None:
-        """``new_scope``: a key's scope, one that may not produce."""
+        """``new_scope``: a key's scope, one that may not produce; ``setter_of``: the
+        setter of the timers set for a key on no record's account in particular."""
         self._new_scope = new_scope
+        self._setter_of = setter_of
         self._txn = txn
         self._low_watermark = low_watermark
         self._now_ms = now_ms
         self.scopes: dict[bytes, RecordScope] = {}
         self._states: dict[bytes, dict[str, bytes | None]] = {}
-        self._timers: dict[bytes, dict[tuple[TimeDomain, str], int | None]] = {}
+        self._timers: dict[bytes, dict[tuple[TimeDomain, str], tuple[int, bytes] | None]] = {}
+        """Per key, the timers the bulk calls set (time and setter) or deleted (None)."""
         self._rules: RecordScope | None = None
 
     @property
@@ -144,16 +163,17 @@ class BatchScope:
         scope = self.scopes.get(key)
         if scope is None:
             scope = self.scopes[key] = self._new_scope(key)
+            scope.setter = self._setter_of(key)
             for tag, value in self._states.pop(key, {}).items():
                 if value is None:
                     scope.delete_state(tag)
                 else:
                     scope.put_state(tag, value)
-            for (domain, tag), time_ms in self._timers.pop(key, {}).items():
-                if time_ms is None:
+            for (domain, tag), setting in self._timers.pop(key, {}).items():
+                if setting is None:
                     scope.delete_timer(tag, domain)
                 else:
-                    scope.set_timer(tag, time_ms, domain)
+                    scope.set_timer_by(tag, setting[0], domain, setting[1])
         return scope
 
     def read_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> list[bytes | None]:
@@ -190,15 +210,23 @@ class BatchScope:
         tags: Sequence[str],
         times_ms: Sequence[int],
         domain: TimeDomain = TimeDomain.EVENT_TIME,
+        *,
+        record_ids: Sequence[bytes] | None = None,
     ) -> None:
         domain = TimeDomain(domain)
         rules = self._rules_scope()
-        scopes, timers = self.scopes, self._timers
-        for key, tag, time_ms in zip(keys, tags, times_ms, strict=True):
+        scopes, timers, setter_of = self.scopes, self._timers, self._setter_of
+        setters = (
+            [record_setter(rid) for rid in record_ids]
+            if record_ids is not None
+            else [setter_of(key) for key in keys]
+        )
+        for key, tag, time_ms, setter in zip(keys, tags, times_ms, setters, strict=True):
             if (scope := scopes.get(key)) is not None:
-                scope.set_timer(tag, time_ms, domain)
+                scope.set_timer_by(tag, time_ms, domain, setter)
             else:
-                _keep(timers, key, (domain, tag), rules.checked_timer_time(tag, time_ms))
+                checked = rules.checked_timer_time(tag, time_ms)
+                _keep(timers, key, (domain, tag), (checked, setter))
 
     def _rules_scope(self) -> RecordScope:
         """A scope of no key, for its checks of timers and outputs."""
@@ -215,6 +243,7 @@ class BatchScope:
                 scope.apply()
                 late.extend(scope.late_ms)
         txn = self._txn
+        fired = self._rules_scope().fired_watermark if self._timers else None
         txn.write_many(  # deletes too: a None value is one
             (state_key(key, tag), value)
             for key, own in self._states.items()
@@ -223,11 +252,13 @@ class BatchScope:
         )
         for key, own_timers in self._timers.items():
             if key not in skip:
-                for (domain, tag), time_ms in own_timers.items():
-                    if time_ms is None:
+                for (domain, tag), setting in own_timers.items():
+                    if setting is None:
                         txn.delete_timer(domain, key, tag)
                     else:
-                        txn.set_timer(Timer(domain=domain, key=key, tag=tag, time_ms=time_ms))
+                        time_ms, setter = setting
+                        cause = timer_setter(domain, time_ms, fired, setter)
+                        txn.set_timer(Timer(domain, key, tag, time_ms, cause))
         return late
 
 
@@ -242,10 +273,14 @@ class TimerBatchScope(BatchScope):
         low_watermark: int | None,
         now_ms: int,
         offered: Sequence[Timer],
+        *,
+        causes: Sequence[bytes],
     ) -> None:
-        """``offered``: the timers offered, in order; each is deleted (as a timer
-        that fires is) unless the call sets it again."""
-        super().__init__(new_scope, txn, low_watermark, now_ms)
+        """``offered``: the timers offered, in order, and ``causes`` the causes of their
+        fires; each is deleted (as a timer that fires is) unless the call sets it
+        again. Timers a key's call sets are set on its last offered timer's account."""
+        setters = {t.key: fire_setter(c) for t, c in zip(offered, causes, strict=True)}
+        super().__init__(new_scope, txn, low_watermark, now_ms, setters.__getitem__)
         self._timer_keys = [t.key for t in offered]
         for t in offered:
             _keep(self._timers, t.key, (t.domain, t.tag), None)

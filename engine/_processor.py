@@ -27,7 +27,13 @@ from computations import (
     FiredTimer,
     Topology,
 )
-from engine._batch_scope import BatchScope, TimerBatchScope, offer_batch, offer_timers
+from engine._batch_scope import (
+    BatchScope,
+    TimerBatchScope,
+    last_record_setters,
+    offer_batch,
+    offer_timers,
+)
 from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
@@ -36,10 +42,14 @@ from engine._keying import RecordKeying
 from engine._outbox_ledger import OutboxLedger
 from engine._outcome import BatchOutcome
 from engine._production_ids import (
+    FIRED_WATERMARK,
     Production,
-    next_timer_cause,
-    next_timer_causes,
+    decode_fired_watermark,
+    encode_fired_watermark,
+    fire_setter,
     record_id_prefix,
+    record_setter,
+    timer_fire_cause,
 )
 from engine._received import Received
 from engine._routing import FrameBuilder, ProductionRouter
@@ -111,6 +121,9 @@ class IntervalProcessor:
         """Records newly committed since this processor started (a status figure)."""
         self._sender_epochs = SenderEpochs(store)
         self.input_watermark: int | None = None
+        self._fired_watermark = decode_fired_watermark(store.get_meta(FIRED_WATERMARK))
+        """The highest time up to which event-time timers ever fired (kept in the store
+        with the fires): a timer set for after it fires once (timer_setter)."""
         store.claim_epoch(epoch)
         self._outbox = OutboxLedger(store)
         self.in_flight = self._outbox.in_flight
@@ -161,6 +174,7 @@ class IntervalProcessor:
                 txn,
                 self.input_watermark,
                 now,
+                last_record_setters(admitted),
             )
             admitted = offer_batch(self._user, batch, admitted, failures.held, outcome)
         scope = self._scope(txn, b"", 0, now)
@@ -169,7 +183,7 @@ class IntervalProcessor:
             if failures.held and failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
-            scope.reset(key, user_record.event_time_ms)
+            scope.reset(key, user_record.event_time_ms, record_setter(rid))
             try:
                 process(scope, user_record)
             except Exception as exc:
@@ -247,6 +261,7 @@ class IntervalProcessor:
         if not due:
             return outcome
         txn = self.store.begin(self.epoch)
+        fired_under = self._note_fired_watermark(txn, due)
         failures = self._failures
         # What each timer produced, by its place in ``due``: framed in firing order,
         # whichever path fired it.
@@ -259,7 +274,8 @@ class IntervalProcessor:
             if failures.held and failures.held_by_another(timer.key, ident, now):
                 continue  # stays pending: it fires after what holds its key
             txn.delete_timer(timer.domain, timer.key, timer.tag)
-            scope = self._scope(txn, timer.key, timer.time_ms, now)
+            cause = timer_fire_cause(self.name, timer)
+            scope = self._scope(txn, timer.key, timer.time_ms, now, setter=fire_setter(cause))
             fired = FiredTimer(
                 key=timer.key, tag=timer.tag, time_ms=timer.time_ms, domain=timer.domain
             )
@@ -275,14 +291,27 @@ class IntervalProcessor:
             scope.apply()
             outcome.late_ms.extend(scope.late_ms)
             if scope.emitted:
-                made.append((position, next_timer_cause(txn, self.name, timer.key), scope.emitted))
+                made.append((position, cause, scope.emitted))
             outcome.timers_fired += 1
         made.sort(key=itemgetter(0))
         for _, cause, emitted in made:
             built.add(cause, emitted)
         self._commit(txn, outcome, built, durable=durable)
+        self._fired_watermark = fired_under
         outcome.built = built
         return outcome
+
+    def _note_fired_watermark(self, txn: Transaction, due: list[Timer]) -> int | None:
+        """Keep, with the round's fires, the time up to which its event-time timers fire
+        if it is the highest yet; returns the highest."""
+        watermark, fired = self.input_watermark, self._fired_watermark
+        if watermark is None or all(t.domain != TimeDomain.EVENT_TIME for t in due):
+            return fired
+        up_to = watermark - 1  # as due_timers: a timer at T fires once the watermark is past T
+        if fired is not None and up_to <= fired:
+            return fired
+        txn.set_meta(FIRED_WATERMARK, encode_fired_watermark(up_to))
+        return up_to
 
     def _fire_batch(
         self,
@@ -303,22 +332,22 @@ class IntervalProcessor:
         fired = [
             FiredTimer(key=t.key, tag=t.tag, time_ms=t.time_ms, domain=t.domain) for t in timers
         ]
+        causes = [timer_fire_cause(self.name, t) for t in timers]
         batch = TimerBatchScope(
             lambda key: self._scope(txn, key, 0, now, may_produce=False),
             txn,
             self.input_watermark,
             now,
             timers,
+            causes=causes,
         )
         left_keys = offer_timers(self._user, batch, fired, held, outcome)
         if left_keys is None:
             return due
         taken = [i for i, t in enumerate(timers) if t.key not in left_keys]
         self._failures.committed(timer_ident(timers[i]) for i in taken)
-        producing = [i for i in taken if i in batch.emitted]
-        causes = next_timer_causes(txn, self.name, [timers[i].key for i in producing])
-        for i, cause in zip(producing, causes, strict=True):
-            made.append((offered[i][0], cause, batch.emitted[i]))
+        emitted = batch.emitted
+        made.extend((offered[i][0], causes[i], emitted[i]) for i in taken if i in emitted)
         outcome.timers_fired += len(taken)
         return [(p, t) for p, t in due if t.key in left_keys]
 
@@ -423,9 +452,10 @@ class IntervalProcessor:
 
     def expire_dead_letters(self) -> int:
         """Delete the dead letters older than the computation's
-        ``dead_letter_retention_ms`` (none when it is 0); returns how many went. The
-        scan runs at most once a minute: call it every turn."""
-        return self._upkeep.expire_dead_letters(self.epoch)
+        ``dead_letter_retention_ms`` (none when it is 0), and the retired timer-fire
+        counters of an older store; returns how many dead letters went. The scan runs
+        at most once a minute: call it every turn."""
+        return self._upkeep.sweep(self.epoch)
 
     def compact_store(self) -> list[str]:
         """Drop the tombstones RocksDB would keep for good (engine/_upkeep.py); returns
@@ -446,6 +476,7 @@ class IntervalProcessor:
         now: int,
         *,
         may_produce: bool = True,
+        setter: bytes = b"",
     ) -> RecordScope:
         return RecordScope(
             computation=self.name,
@@ -457,6 +488,8 @@ class IntervalProcessor:
             low_watermark=self.input_watermark,
             now_ms=now,
             may_produce=may_produce,
+            setter=setter,
+            fired_watermark=self._fired_watermark,
         )
 
     def _commit(

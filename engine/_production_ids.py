@@ -7,25 +7,29 @@ Production ids are derived, never random:
 
 - from a record: ``H(computation, input record id, index)``, the same on every
   replay of that record (what weak productions need);
-- from a timer: ``H(computation, key, n, index)`` for the key's ``n``-th timer
-  fire that produced anything, ``n`` being counted per key and committed with
-  the fire. It depends on the key's own history only, not on how keys are
-  split into intervals or fires into batches, so a backfill that fires the
-  same timers names their outputs as the nodes did.
+- from a timer's fire: ``H(computation, timer, its setter, index)``, the timer
+  being its domain, key, tag and time, and its setter what set it (kept with the
+  timer in the store): the record whose processing set it, or the fire that set
+  it (hashed). A setter sets one timer at one time once (a record is processed
+  once, a timer fires once), so no two fires share a cause; no counter per key
+  is kept. The cause depends on the key's own records only, not on how keys are
+  split into intervals or fires into batches, so a backfill that fires the same
+  timers names their outputs as the nodes did.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
 from typing import NamedTuple
+
+from xxhash import xxh3_128_digest
 
 from engine._scope import RESERVED_PREFIX
 from millrace.wire.v1 import record_pb2
-from statestore import Transaction
+from statestore import Timer
 
 _U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
 
 
 def record_id_prefix(computation: str) -> bytes:
@@ -35,36 +39,49 @@ def record_id_prefix(computation: str) -> bytes:
     return b"r" + computation.encode() + b"\x00"
 
 
-def timer_id_prefix(computation: str, key: bytes, fire: int) -> bytes:
-    """The cause of the productions of ``key``'s ``fire``-th producing timer fire."""
-    return b"t" + computation.encode() + b"\x00" + _U32.pack(len(key)) + key + _U64.pack(fire)
+def record_setter(record_id: bytes) -> bytes:
+    """What a timer set while processing record ``record_id`` keeps as its setter."""
+    return b"r" + record_id
 
 
-TIMER_FIRES_PREFIX = RESERVED_PREFIX + b"timer-fires/"
-"""Reserved state (no user state key starts with it): per key, how many of its
-timer fires produced anything (8 bytes, big-endian), the ``fire`` of
-:func:`timer_id_prefix`."""
+def timer_fire_cause(computation: str, timer: Timer) -> bytes:
+    """The cause of the productions of ``timer``'s fire (``timer.cause`` its setter; a
+    timer of a store of format 2 has none, and fires at most once: any timer set since
+    has a setter)."""
+    tag = timer.tag.encode()
+    return b"".join((
+        b"f", computation.encode(), b"\x00", bytes((timer.domain,)),
+        _U32.pack(len(timer.key)), timer.key, _U32.pack(len(tag)), tag,
+        _I64.pack(timer.time_ms), timer.cause,
+    ))  # fmt: skip
 
 
-def next_timer_cause(txn: Transaction, computation: str, key: bytes) -> bytes:
-    """The cause of a producing timer fire of ``key``: counts the fire in ``txn`` (it
-    commits with the fire's effects) and names it by that count."""
-    return next_timer_causes(txn, computation, [key])[0]
+def fire_setter(fire_cause: bytes) -> bytes:
+    """What a timer set by the fire of cause ``fire_cause`` keeps as its setter (hashed:
+    a chain of timers setting timers keeps setters of one size)."""
+    return b"t" + xxh3_128_digest(fire_cause)
 
 
-def next_timer_causes(txn: Transaction, computation: str, keys: Sequence[bytes]) -> list[bytes]:
-    """:func:`next_timer_cause` for producing fires of ``keys`` in that order (a key may
-    come more than once), with the counters read in one store read."""
-    counters = [TIMER_FIRES_PREFIX + key for key in keys]
-    fires: dict[bytes, int] = {}
-    causes = []
-    for key, counter, raw in zip(keys, counters, txn.get_many(counters), strict=True):
-        if counter not in fires:
-            fires[counter] = _U64.unpack(raw)[0] if raw else 0
-        fires[counter] += 1
-        causes.append(timer_id_prefix(computation, key, fires[counter]))
-    txn.write_many((counter, _U64.pack(fire)) for counter, fire in fires.items())
-    return causes
+FIRED_WATERMARK = "fired-watermark"
+"""Store meta (int64, big-endian): the highest time up to which event-time timers fired
+(the input watermark of that round minus one). An event-time timer set for after it has
+never fired at its time, and fires there once (the watermark never goes back): its fire
+is named by the timer alone."""
+
+
+def decode_fired_watermark(raw: bytes | None) -> int | None:
+    """The :data:`FIRED_WATERMARK` meta's value."""
+    return None if raw is None else int(_I64.unpack(raw)[0])
+
+
+def encode_fired_watermark(watermark: int) -> bytes:
+    """Inverse of :func:`decode_fired_watermark`."""
+    return _I64.pack(watermark)
+
+
+RETIRED_TIMER_FIRES_PREFIX = RESERVED_PREFIX + b"timer-fires/"
+"""Reserved state of stores from before setters: per key, how many of its timer fires
+produced anything, which named them. Nothing reads them; the upkeep deletes them."""
 
 
 def outbox_key_prefix(consumer: str, interval: int) -> bytes:

@@ -34,6 +34,17 @@ def state_prefix(key: bytes) -> bytes:
     return _U32.pack(len(key)) + key
 
 
+def timer_setter(domain: TimeDomain, time_ms: int, fired: int | None, setter: bytes) -> bytes:
+    """What a timer set by ``setter`` keeps as its setter: nothing for an event-time
+    timer for after ``fired``, the highest time up to which event-time timers ever fired
+    (its fire is then named by the timer alone: it has never fired at its time and
+    will once, since the watermark never goes back), else ``setter`` (a timer may fire
+    at a passed time again; a setter sets it once)."""
+    if domain == TimeDomain.EVENT_TIME and (fired is None or time_ms > fired):
+        return b""
+    return setter
+
+
 def checked_time(stream: str, event_time_ms: int) -> int:
     """The event time of a record produced to ``stream``, if in range; else
     :class:`~computations.errors.ProduceError`."""
@@ -66,7 +77,13 @@ class RecordScope:
         low_watermark: int | None,
         now_ms: int,
         may_produce: bool = True,
+        setter: bytes = b"",
+        fired_watermark: int | None = None,
     ) -> None:
+        """``setter``: what the timers this call sets keep as their setter
+        (``engine/_production_ids.py``: it names their fires); ``fired_watermark``: the
+        highest time up to which event-time timers of this store fired."""
+        self.fired_watermark = fired_watermark
         self._computation = computation
         self._outputs = outputs
         self._handles_timers = handles_timers
@@ -78,18 +95,24 @@ class RecordScope:
         self._now_ms = now_ms
         self._state: dict[str, bytes | None] = {}
         self._timers: dict[tuple[TimeDomain, str], int | None] = {}
+        self._setters: dict[tuple[TimeDomain, str], bytes] = {}
+        """Setters of timers set on another's account than this call's (bulk calls)."""
         self._may_produce = may_produce
+        self.setter = setter
         self.emitted: list[Emitted] = []
         self.late_ms: list[int] = []
         """The lateness of each record reported late (``report_late``)."""
 
-    def reset(self, key: bytes, event_time_ms: int) -> RecordScope:
+    def reset(self, key: bytes, event_time_ms: int, setter: bytes) -> RecordScope:
         """Reuse this scope for the next call (cheaper than a new one per record)."""
         self._key = key
+        self.setter = setter
         self._prefix = state_prefix(key)
         self._timestamp_ms = event_time_ms
         self._state = {}
         self._timers = {}
+        if self._setters:
+            self._setters = {}
         self.emitted = []
         if self.late_ms:
             self.late_ms = []
@@ -122,6 +145,13 @@ class RecordScope:
 
     def set_timer(self, tag: str, time_ms: int, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
         self._timers[(TimeDomain(domain), tag)] = self.checked_timer_time(tag, time_ms)
+        if self._setters:
+            self._setters.pop((TimeDomain(domain), tag), None)
+
+    def set_timer_by(self, tag: str, time_ms: int, domain: TimeDomain, setter: bytes) -> None:
+        """:meth:`set_timer` on ``setter``'s account rather than this call's."""
+        self.set_timer(tag, time_ms, domain)
+        self._setters[(TimeDomain(domain), tag)] = setter
 
     def checked_timer_time(self, tag: str, time_ms: int) -> int:
         """``time_ms`` as an int, if this computation may set timer ``tag`` for then;
@@ -180,8 +210,12 @@ class RecordScope:
                 txn.delete(prefix + tag.encode())
             else:
                 txn.put(prefix + tag.encode(), raw)
-        for (domain, tag), time_ms in self._timers.items():
+        setters, setter, watermark = self._setters, self.setter, self.fired_watermark
+        for ident, time_ms in self._timers.items():
+            domain, tag = ident
             if time_ms is None:
                 txn.delete_timer(domain, self._key, tag)
             else:
-                txn.set_timer(Timer(domain=domain, key=self._key, tag=tag, time_ms=time_ms))
+                cause = setters.get(ident, setter) if setters else setter
+                cause = timer_setter(domain, time_ms, watermark, cause)
+                txn.set_timer(Timer(domain, self._key, tag, time_ms, cause))

@@ -3,6 +3,8 @@ its own schedule so that the worker may ask every turn.
 
 - Dead letters older than the computation's ``dead_letter_retention_ms`` go (a scan of
   the reserved dead-letter prefix, once a minute).
+- The per-key timer-fire counters of stores from before timers kept their setters
+  (``engine/_production_ids.py``) go, a few thousand per sweep, with the dead letters.
 - The outbox and timer columns are rewritten when one holds more than a few files:
   RocksDB leaves a flushed file of tombstones alone for good otherwise
   (:meth:`statestore.StateStore.compact_deletions`).
@@ -10,11 +12,16 @@ its own schedule so that the worker may ask every turn.
 
 from __future__ import annotations
 
+from itertools import islice
+
 from engine._dead_letters import expired_letters
+from engine._production_ids import RETIRED_TIMER_FIRES_PREFIX
 from statestore import Clock, StateStore
 
 LETTER_SWEEP_MS = 60_000
 """How often an interval looks for dead letters past their retention."""
+RETIRED_PER_SWEEP = 10_000
+"""How many retired timer-fire counters one sweep deletes at most."""
 COMPACTION_CHECK_MS = 30_000
 """How often an interval counts the files of its outbox and timer columns..."""
 COMPACTION_FILES = 8
@@ -30,22 +37,37 @@ class StoreUpkeep:
         self._retention_ms = letter_retention_ms
         self._clock = clock
         self._next_letter_sweep_ms = 0
+        self._retired_left = True
         # Not at once: a process restarting in a loop would compact every time.
         self._next_compaction_ms = clock() + COMPACTION_CHECK_MS
 
-    def expire_dead_letters(self, epoch: int) -> int:
-        """Delete the dead letters past their retention, committing under ``epoch``;
-        returns how many went."""
+    def sweep(self, epoch: int) -> int:
+        """Delete the dead letters past their retention (and retired counters),
+        committing under ``epoch``; returns how many dead letters went."""
         now = self._clock()
-        if not self._retention_ms or now < self._next_letter_sweep_ms:
+        if now < self._next_letter_sweep_ms:
             return 0
         self._next_letter_sweep_ms = now + LETTER_SWEEP_MS
+        self._drop_retired_counters(epoch)
+        if not self._retention_ms:
+            return 0
         expired = expired_letters(self._store, now - self._retention_ms)
         if expired:
             txn = self._store.begin(epoch)
             txn.write_many((key, None) for key in expired)
             txn.commit(sync=False)  # a delete lost in a crash is made again next sweep
         return len(expired)
+
+    def _drop_retired_counters(self, epoch: int) -> None:
+        if not self._retired_left:
+            return
+        rows = self._store.scan_state(RETIRED_TIMER_FIRES_PREFIX)
+        retired = [key for key, _ in islice(rows, RETIRED_PER_SWEEP)]
+        if retired:
+            txn = self._store.begin(epoch)
+            txn.write_many((key, None) for key in retired)
+            txn.commit(sync=False)  # a delete lost in a crash is made again next sweep
+        self._retired_left = len(retired) == RETIRED_PER_SWEEP
 
     def compact(self) -> list[str]:
         """Rewrite the outbox or timer column if it holds more than ``COMPACTION_FILES``

@@ -40,9 +40,13 @@ from statestore.types import MAX_EPOCH, DedupStats, TimeDomain, Timer
 Clock = Callable[[], int]
 """Returns a time in integer milliseconds; the store uses only its differences."""
 
-FORMAT_VERSION = b"2"
-"""2: outbox frames only, the dedup clock and senders' progress in META (a store of
-format 1, from before the first release, is refused: IncompatibleStoreError)."""
+FORMAT_VERSION = b"3"
+"""3: a timer's index entry holds its cause after its time. 2: outbox frames only, the
+dedup clock and senders' progress in META; a store of format 2 is read as one of format
+3 whose timers have no cause, and marked 3 when opened (older versions then refuse it
+with IncompatibleStoreError, as they would misread a cause). A store of format 1, from
+before the first release, is refused."""
+_UPGRADED_FORMATS = (b"2",)
 _EPOCH = _keys.reserved_meta_key("epoch")
 _FORMAT = _keys.reserved_meta_key("format")
 _DEDUP_CLOCK = _keys.reserved_meta_key("dedup-clock")
@@ -134,7 +138,7 @@ class StateStore:
         engine = self._engine
         batch = None
         found = engine.get(Column.META, _FORMAT)
-        if found is None:
+        if found is None or found in _UPGRADED_FORMATS:
             batch = engine.new_batch()
             batch.put(Column.META, _FORMAT, FORMAT_VERSION)
         elif found != FORMAT_VERSION:

@@ -21,12 +21,17 @@ class TimeDomain(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Timer:
-    """A timer of one key. ``(domain, key, tag)`` identifies it; setting it again moves it."""
+    """A timer of one key. ``(domain, key, tag)`` identifies it; setting it again moves it.
+
+    ``cause``: opaque bytes kept with the timer, from whoever set it (the engine names
+    the timer's fire by them); setting a timer again to the time it has keeps its
+    cause. Timers of a store of format 2 have none."""
 
     domain: TimeDomain
     key: bytes
     tag: str
     time_ms: int
+    cause: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,3 +216,14 @@ class LateReporter(Computation):
         if record.value == b"late":
             ctx.report_late(record)
         ctx.produce("ok", ctx.key, record.value)
+
+
+class PastTimer(Computation):
+    """Each record sets timer ``t`` at event time 0, whatever the watermark; each fire
+    produces one record: a timer set again at a time that already fired fires again."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.set_timer("t", 0)
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        ctx.produce("fired", ctx.key, b"", 0)

@@ -60,7 +60,7 @@ def converges_to_fault_free_run(run: Snapshot, reference: Snapshot) -> bool:
 def divergence(run: Snapshot, reference: Snapshot) -> str:
     """Where ``run`` differs from ``reference``, readably (for failure messages)."""
     lines = []
-    for field in ("sink", "state", "timers", "fire_seq", "outbox"):
+    for field in ("sink", "state", "timers", "outbox"):
         ours, theirs = getattr(run, field), getattr(reference, field)
         if field == "sink":
             ours, theirs = {"sink": sorted(ours.values())}, {"sink": sorted(theirs.values())}

@@ -29,8 +29,11 @@ struct Position {
     tag: String,
 }
 
-/// A timer that is due: its key, tag and time.
-pub type Due = (Vec<u8>, String, i64);
+/// A timer that is due: its key, tag, time and cause.
+pub type Due = (Vec<u8>, String, i64, Vec<u8>);
+
+/// A timer's time and cause.
+pub type Setting = (i64, Vec<u8>);
 
 /// What a commit writes to the `TIMERS` column for its timer changes.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -42,9 +45,9 @@ pub struct ColumnOps {
 /// The committed timers of one store.
 #[derive(Debug, Default)]
 pub struct TimerIndex {
-    /// Each timer's time by its index entry's key (looked up without building an
-    /// [`Ident`]).
-    times: HashMap<Vec<u8>, i64>,
+    /// Each timer's time and cause by its index entry's key (looked up without
+    /// building an [`Ident`]).
+    times: HashMap<Vec<u8>, Setting>,
     order: BTreeSet<Position>,
 }
 
@@ -111,17 +114,19 @@ impl TimerIndex {
 
     /// The committed time of a timer.
     pub fn time_of(&self, (domain, key, tag): &Ident) -> Option<i64> {
-        self.times.get(&index_key(*domain, key, tag)).copied()
+        self.times.get(&index_key(*domain, key, tag)).map(|s| s.0)
     }
 
-    /// The column's operations for a commit's changes (a time, or None: deleted),
-    /// against the committed times; a timer set again to its time writes nothing.
-    pub fn stage(&self, changes: &[(Ident, Option<i64>)]) -> ColumnOps {
+    /// The column's operations for a commit's changes (a time and cause, or None:
+    /// deleted), against the committed timers; a timer set again to its time writes
+    /// nothing (it keeps the cause it has).
+    pub fn stage(&self, changes: &[(Ident, Option<Setting>)]) -> ColumnOps {
         let mut ops = ColumnOps::default();
         for ((domain, key, tag), new) in changes {
             let index = index_key(*domain, key, tag);
-            let old = self.times.get(&index).copied();
-            if new.is_some() && old == *new {
+            let old = self.times.get(&index).map(|s| s.0);
+            let new_time = new.as_ref().map(|s| s.0);
+            if new.is_some() && old == new_time {
                 continue;
             }
             if let Some(old) = old {
@@ -133,10 +138,12 @@ impl TimerIndex {
                         ops.deletes.push(index);
                     }
                 }
-                Some(time_ms) => {
-                    ops.puts
-                        .push((order_key(*domain, key, tag, *time_ms), Vec::new()));
-                    ops.puts.push((index, encode_time(*time_ms).to_vec()));
+                Some((time_ms, cause)) => {
+                    let order = order_key(*domain, key, tag, *time_ms);
+                    ops.puts.push((order, Vec::new()));
+                    let mut value = encode_time(*time_ms).to_vec();
+                    value.extend_from_slice(cause);
+                    ops.puts.push((index, value));
                 }
             }
         }
@@ -144,17 +151,22 @@ impl TimerIndex {
     }
 
     /// A commit's changes, once it is durable.
-    pub fn apply(&mut self, changes: Vec<(Ident, Option<i64>)>) {
+    pub fn apply(&mut self, changes: Vec<(Ident, Option<Setting>)>) {
         for ((domain, key, tag), new) in changes {
             let index = index_key(domain, &key, &tag);
+            let new_time = new.as_ref().map(|s| s.0);
             let old = match new {
-                None => self.times.remove(&index),
-                Some(time_ms) => self.times.insert(index, time_ms),
+                None => self.times.remove(&index).map(|s| s.0),
+                Some(setting) => match self.times.get_mut(&index) {
+                    Some(old) if old.0 == setting.0 => continue, // set again: as staged
+                    Some(old) => Some(std::mem::replace(old, setting).0),
+                    None => {
+                        self.times.insert(index, setting);
+                        None
+                    }
+                },
             };
             if let Some(old) = old {
-                if Some(old) == new {
-                    continue;
-                }
                 self.order.remove(&Position {
                     domain,
                     time_ms: old,
@@ -163,7 +175,7 @@ impl TimerIndex {
                     tag: tag.clone(),
                 });
             }
-            if let Some(time_ms) = new {
+            if let Some(time_ms) = new_time {
                 self.order.insert(Position {
                     domain,
                     time_ms,
@@ -186,7 +198,14 @@ impl TimerIndex {
         self.of_domain(domain)
             .take_while(|p| up_to_ms.is_none_or(|up_to| p.time_ms <= up_to))
             .take(limit.unwrap_or(usize::MAX))
-            .map(|p| (p.key.clone(), p.tag.clone(), p.time_ms))
+            .map(|p| {
+                let cause = self
+                    .times
+                    .get(&index_key(domain, &p.key, &p.tag))
+                    .map(|s| s.1.clone())
+                    .unwrap_or_default();
+                (p.key.clone(), p.tag.clone(), p.time_ms, cause)
+            })
             .collect()
     }
 
@@ -233,11 +252,19 @@ mod tests {
             (ident(2, b"a", "z"), 1),
             (ident(1, b"a", "x"), 9),
         ];
-        index.apply(timers.iter().map(|(i, t)| (i.clone(), Some(*t))).collect());
+        index.apply(
+            timers
+                .iter()
+                .map(|(i, t)| (i.clone(), Some((*t, b"c".to_vec()))))
+                .collect(),
+        );
         let due = index.due(1, Some(5), None);
         let mut expected: Vec<_> = timers[..3]
             .iter()
-            .map(|((d, k, t), ms)| (order_key(*d, k, t, *ms), (k.clone(), t.clone(), *ms)))
+            .map(|((d, k, t), ms)| {
+                let due = (k.clone(), t.clone(), *ms, b"c".to_vec());
+                (order_key(*d, k, t, *ms), due)
+            })
             .collect();
         expected.sort();
         assert_eq!(
@@ -254,12 +281,10 @@ mod tests {
     fn a_moved_or_deleted_timer_leaves_nothing_behind() {
         let mut index = TimerIndex::default();
         let t = ident(1, b"k", "on");
-        index.apply(vec![(t.clone(), Some(10))]);
-        index.apply(vec![(t.clone(), Some(20))]);
-        assert_eq!(
-            index.due(1, None, None),
-            vec![(b"k".to_vec(), "on".into(), 20)]
-        );
+        index.apply(vec![(t.clone(), Some((10, b"a".to_vec())))]);
+        index.apply(vec![(t.clone(), Some((20, b"b".to_vec())))]);
+        let due = (b"k".to_vec(), "on".into(), 20, b"b".to_vec());
+        assert_eq!(index.due(1, None, None), vec![due]);
         index.apply(vec![(t.clone(), None)]);
         assert!(index.due(1, None, None).is_empty() && index.is_empty());
         assert_eq!(index.earliest(1), None);
@@ -269,15 +294,23 @@ mod tests {
     fn staging_writes_what_changes_against_committed_times() {
         let mut index = TimerIndex::default();
         let t = ident(1, b"k", "on");
-        index.apply(vec![(t.clone(), Some(10))]);
-        assert_eq!(index.stage(&[(t.clone(), Some(10))]), ColumnOps::default());
-        let moved = index.stage(&[(t.clone(), Some(20))]);
+        index.apply(vec![(t.clone(), Some((10, b"first".to_vec())))]);
+        let again = Some((10, b"second".to_vec()));
+        assert_eq!(
+            index.stage(&[(t.clone(), again.clone())]),
+            ColumnOps::default()
+        );
+        index.apply(vec![(t.clone(), again)]); // set again: keeps its cause
+        assert_eq!(index.due(1, None, None)[0].3, b"first");
+        let moved = index.stage(&[(t.clone(), Some((20, b"x".to_vec())))]);
         assert_eq!(moved.deletes, vec![order_key(1, b"k", "on", 10)]);
+        let mut value = encode_time(20).to_vec();
+        value.extend_from_slice(b"x");
         assert_eq!(
             moved.puts,
             vec![
                 (order_key(1, b"k", "on", 20), vec![]),
-                (index_key(1, b"k", "on"), encode_time(20).to_vec())
+                (index_key(1, b"k", "on"), value)
             ]
         );
         let gone = index.stage(&[(t.clone(), None)]);

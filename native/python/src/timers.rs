@@ -1,34 +1,33 @@
 //! `TimerIndex`: a store's committed timers, natively (`statestore/_timer_index.py`).
 
-use millrace_core::timer_index::{self, Ident, TimerIndex};
+use millrace_core::timer_index::{self, Ident, Setting, TimerIndex};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 /// Every committed timer of one store, in time order per domain, and the `TIMERS`
 /// column's operations of a commit that changes them. A timer is `(domain, key, tag)`;
-/// a commit's changes are a dict of those to an object with `time_ms`, or None
-/// (deleted).
+/// a commit's changes are a dict of those to an object with `time_ms` and `cause`
+/// (bytes), or None (deleted).
 #[pyclass(module = "millrace._native", name = "TimerIndex")]
 #[derive(Default)]
 pub struct PyTimerIndex {
     inner: TimerIndex,
 }
 
-fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<i64>)>> {
+fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<Setting>)>> {
+    let py = changes.py();
     let mut out = Vec::with_capacity(changes.len());
     for (ident, timer) in changes.iter() {
         let ident: Ident = ident.extract()?;
-        let time_ms = if timer.is_none() {
+        let setting = if timer.is_none() {
             None
         } else {
-            Some(
-                timer
-                    .getattr(pyo3::intern!(changes.py(), "time_ms"))?
-                    .extract()?,
-            )
+            let time_ms = timer.getattr(pyo3::intern!(py, "time_ms"))?.extract()?;
+            let cause = timer.getattr(pyo3::intern!(py, "cause"))?.extract()?;
+            Some((time_ms, cause))
         };
-        out.push((ident, time_ms));
+        out.push((ident, setting));
     }
     Ok(out)
 }
@@ -49,10 +48,12 @@ impl PyTimerIndex {
             let ident = timer_index::decode_index_key(&raw).ok_or_else(|| {
                 PyValueError::new_err(format!("not a timer index entry: {raw:?}"))
             })?;
-            let time: [u8; 8] = value.as_slice().try_into().map_err(|_| {
-                PyValueError::new_err(format!("a timer's time is 8 bytes, not {}", value.len()))
-            })?;
-            changes.push((ident, Some(timer_index::decode_time(time))));
+            let Some((time, cause)) = value.split_first_chunk::<8>() else {
+                let message = format!("a timer's value is 8 bytes or more, not {}", value.len());
+                return Err(PyValueError::new_err(message));
+            };
+            let time = timer_index::decode_time(*time);
+            changes.push((ident, Some((time, cause.to_vec()))));
         }
         let mut index = Self::default();
         index.inner.apply(changes);
@@ -90,8 +91,8 @@ impl PyTimerIndex {
         self.inner.earliest(domain)
     }
 
-    /// `(key, tag, time_ms)` of `domain`'s timers at or before `up_to_ms` (None: all),
-    /// in time order, at most `limit` (None: all).
+    /// `(key, tag, time_ms, cause)` of `domain`'s timers at or before `up_to_ms` (None:
+    /// all), in time order, at most `limit` (None: all).
     #[pyo3(signature = (domain, up_to_ms, limit))]
     fn due<'py>(
         &self,
@@ -103,8 +104,14 @@ impl PyTimerIndex {
         let due = self.inner.due(domain, up_to_ms, limit);
         PyList::new(
             py,
-            due.into_iter()
-                .map(|(key, tag, time_ms)| (PyBytes::new(py, &key), tag, time_ms)),
+            due.into_iter().map(|(key, tag, time_ms, cause)| {
+                (
+                    PyBytes::new(py, &key),
+                    tag,
+                    time_ms,
+                    PyBytes::new(py, &cause),
+                )
+            }),
         )
     }
 }
