@@ -13,7 +13,7 @@ every ``--kill-every`` seconds a random service (the injector or a node) is
 SIGKILLed and ``millrace up`` restarts it. Every ``--sample-every`` seconds it
 samples each process's resident memory, open files and threads, the disk use of
 the log, the node stores and the sinks' indexes, and each store's rows per column
-family (``millrace_store_rows``) per key.
+family per key (counted exactly: ``bench/_store_rows.py``).
 
 At the end the input stops, an end-of-input click closes the last windows, and the
 sinks must equal an independent count of what was ingested (every window's clicks,
@@ -41,8 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +53,7 @@ from bench._soak_oracles import (  # noqa: E402
     Oracle,
     joined_pairs,
 )
+from bench._store_rows import exact_rows  # noqa: E402
 from examples.clickstream.demo import END_PAGE, TOPOLOGY, free_port, top_pages, window_counts  # noqa: E402
 from injector.client import IngestClient  # noqa: E402
 from millrace.local_cluster import pid_of, start, stop  # noqa: E402
@@ -63,7 +62,14 @@ USERS = 300
 PAGES = [f"/page/{i}" for i in range(40)]
 WEIGHTS = [1 / (i + 1) for i in range(len(PAGES))]
 BASE_MS = 1_700_000_000_000
-NODES = ("page-counts-0", "page-counts-1", "user-pages", "ad-clicks")
+STORES = {
+    "page-counts-0": ("page_counts", 0),
+    "page-counts-1": ("page_counts", 1),
+    "user-pages": ("user_pages", 0),
+    "ad-clicks": ("ad_clicks", 0),
+}
+"""Each node's computation and interval (its store: data/nodes/COMPUTATION/INTERVAL)."""
+NODES = tuple(STORES)
 SINKS = ("page_window_counts", "user_top_pages", "ad_clicks")
 JOIN_TOPOLOGY = f"""
 # The soak's join: each click within {JOIN_SPAN_MS} ms (event time) after an impression of
@@ -103,12 +109,7 @@ address = "127.0.0.1:{ports[name]}"
 metrics_port = {ports[name + "-metrics"]}
 dedup_retention_ms = {retention_ms}
 """
-        for name, computation, interval in (
-            ("page-counts-0", "page_counts", 0),
-            ("page-counts-1", "page_counts", 1),
-            ("user-pages", "user_pages", 0),
-            ("ad-clicks", "ad_clicks", 0),
-        )
+        for name, (computation, interval) in STORES.items()
     )
     sinks = "".join(
         f"""
@@ -219,22 +220,6 @@ def disk_mib(path: Path) -> float:
     return total / 2**20
 
 
-def store_rows(port: int) -> dict[str, float]:
-    """``millrace_store_rows`` of one node, summed over its intervals, per column."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as response:
-            text = response.read().decode()
-    except OSError:
-        return {}
-    rows: dict[str, float] = defaultdict(float)
-    for line in text.splitlines():
-        if line.startswith("millrace_store_rows{"):
-            labels, value = line.rsplit(" ", 1)
-            column = labels.split('column="', 1)[1].split('"', 1)[0]
-            rows[column] += float(value)
-    return rows
-
-
 def sample(
     work: Path, deployment: Path, ports: dict[str, int], sinks: dict[str, int]
 ) -> dict[str, float]:
@@ -254,12 +239,13 @@ def sample(
         "page-counts-0": len(PAGES), "page-counts-1": len(PAGES), "user-pages": USERS,
         "ad-clicks": USERS,
     }  # fmt: skip
-    for node in NODES:
-        for column, count in store_rows(ports[node + "-metrics"]).items():
-            # Not dedup (ids are kept by time: the retention) nor meta (a handful of keys
-            # rewritten by every commit, and RocksDB's estimate counts each rewrite until
-            # a flush): the rows per key that must not grow are state, timers, outbox.
-            if column not in ("dedup", "meta"):
+    dirs = {node: data / "nodes" / c / str(i) for node, (c, i) in STORES.items()}
+    counted = exact_rows(list(dirs.values()))
+    for node, store_dir in dirs.items():
+        for column, count in counted.get(str(store_dir), {}).items():
+            # Not dedup (ids are kept by time: the retention): the rows per key that must
+            # not grow are state, timers, outbox and meta.
+            if column != "dedup":
                 figures[f"{node}.{column}.rows"] = count / keys[node]
     return figures
 
