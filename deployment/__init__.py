@@ -16,6 +16,7 @@ from deployment._request_guard import RequestGuard
 from deployment._runtime_tuning import settle_garbage_collector, tune_threads
 from deployment._service_support import (
     EXCLUSIVE_PORT,
+    SUPERVISOR_PID_ENV,
     StopSignals,
     abort,
     brief,
@@ -35,6 +36,7 @@ __all__ = [
     "NodePlacement",
     "RequestGuard",
     "Security",
+    "SUPERVISOR_PID_ENV",
     "StopSignals",
     "StreamLimiter",
     "abort",

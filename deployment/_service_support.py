@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import logging
+import os
 import signal
 import threading
 from collections.abc import Iterable
@@ -65,15 +66,24 @@ def enable_stack_dumps() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
+SUPERVISOR_PID_ENV = "MILLRACE_SUPERVISOR_PID"
+"""Set by ``millrace up`` for the services it starts: its pid. A service whose parent is
+no longer that process (the supervisor was SIGKILLed) drains and stops, as on SIGTERM,
+instead of running on unsupervised (and holding its ports and stores)."""
+
+
 class StopSignals:
     """SIGTERM/SIGINT handlers, installed when constructed: before a service prints its
-    ready line, so that a stop request right after it is a graceful drain, not a kill."""
+    ready line, so that a stop request right after it is a graceful drain, not a kill.
+    Under ``millrace up``, the supervisor's end is a stop request too."""
 
     def __init__(self) -> None:
         self._received: list[int] = []
         self._stopping = threading.Event()
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        supervisor = os.environ.get(SUPERVISOR_PID_ENV, "")
+        self._supervisor = int(supervisor) if supervisor.isdigit() else None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._received.append(signum)
@@ -85,7 +95,13 @@ class StopSignals:
         # Python runs handlers only when the main thread wakes; a plain ``wait()`` could
         # sleep forever.
         while not self._stopping.wait(0.2):
-            pass
+            if self._supervisor is not None and os.getppid() != self._supervisor:
+                logging.getLogger("millrace").warning(
+                    "the supervisor (pid %d) is gone: draining",
+                    self._supervisor,
+                    extra={"event": "stopping", "reason": "supervisor_gone"},
+                )
+                return
         logging.getLogger("millrace").info(
             "%s received: draining",
             signal.Signals(self._received[0]).name,

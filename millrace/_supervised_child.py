@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import os
 import subprocess
 import threading
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from deployment import SUPERVISOR_PID_ENV
 from millrace._child_logs import copy_lines
 
 
@@ -56,13 +58,15 @@ class SupervisedChild:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.ready = threading.Event()
         self.ready_line = None
+        child_env = dict(os.environ if env is None else env)
+        child_env[SUPERVISOR_PID_ENV] = str(os.getpid())  # the child stops when we are gone
         with open(self.log_path, "ab") as stderr:
             process = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
-                env=env,
+                env=child_env,
                 cwd=cwd,
                 start_new_session=True,
             )

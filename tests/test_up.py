@@ -229,3 +229,36 @@ def test_up_runs_restarts_and_stops_a_deployment(tmp_path: Path) -> None:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         sink.stop()
+
+
+def test_services_stop_when_up_is_sigkilled(tmp_path: Path) -> None:
+    """``millrace up`` killed with SIGKILL cannot stop its services; they notice that
+    their supervisor is gone and drain and stop on their own instead of running on
+    unsupervised (holding their ports and stores)."""
+    sink = CollectingSink()
+    deployment = write_deployment(tmp_path, sink.address)
+    data_dir = tmp_path / "data"
+    up = UpProcess(deployment, data_dir)
+    pids: list[int] = []
+    try:
+        up.wait_for(r"^millrace up: running \(Ctrl-C to stop\)$", 120)
+        pids = [
+            int(parts[2])
+            for parts in (line.split() for line in up.output().splitlines())
+            if len(parts) == 4 and parts[2].isdigit()
+        ]
+        assert len(pids) == 2, up.output()
+        up.process.kill()
+        up.process.wait()
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in pids if alive(pid)], "a service outlived its supervisor"
+        for name in ("count", "injector"):
+            log = (data_dir / "logs" / f"{name}.log").read_text()
+            assert "the supervisor" in log and "is gone: draining" in log, log[-2000:]
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        sink.stop()
