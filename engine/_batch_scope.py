@@ -18,8 +18,15 @@ from computations import Computation, FiredTimer, Record
 from computations.errors import ProduceError
 from engine._keying import Admitted
 from engine._outcome import BatchOutcome
-from engine._production_ids import fire_setter, record_setter
-from engine._scope import Emitted, RecordScope, checked_time, state_key, timer_setter
+from engine._production_ids import fire_setter
+from engine._scope import (
+    Emitted,
+    RecordScope,
+    checked_time,
+    record_setter,
+    state_key,
+    timer_setter,
+)
 from engine._tuples import new_tuple
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer

@@ -48,7 +48,6 @@ from engine._production_ids import (
     encode_fired_watermark,
     fire_setter,
     record_id_prefix,
-    record_setter,
     timer_fire_cause,
 )
 from engine._received import Received
@@ -183,7 +182,7 @@ class IntervalProcessor:
             if failures.held and failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
-            scope.reset(key, user_record.event_time_ms, record_setter(rid))
+            scope.reset(key, user_record.event_time_ms, rid)
             try:
                 process(scope, user_record)
             except Exception as exc:

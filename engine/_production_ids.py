@@ -7,14 +7,15 @@ Production ids are derived, never random:
 
 - from a record: ``H(computation, input record id, index)``, the same on every
   replay of that record (what weak productions need);
-- from a timer's fire: ``H(computation, timer, its setter, index)``, the timer
-  being its domain, key, tag and time, and its setter what set it (kept with the
-  timer in the store): the record whose processing set it, or the fire that set
-  it (hashed). A setter sets one timer at one time once (a record is processed
-  once, a timer fires once), so no two fires share a cause; no counter per key
-  is kept. The cause depends on the key's own records only, not on how keys are
-  split into intervals or fires into batches, so a backfill that fires the same
-  timers names their outputs as the nodes did.
+- from a timer's fire: ``H(computation, timer, setter, index)``, the timer being
+  its domain, key, tag and time. An event-time timer set for after every time the
+  store's timers fired up to (:data:`FIRED_WATERMARK`) has no setter: it fires at
+  its time once, as the watermark never goes back. Any other keeps its setter in the
+  store: the record whose processing set it (``engine/_scope.py`` record_setter) or
+  the fire that set it (hashed); a setter sets a timer at a time once (a record is
+  processed once, a fire happens once). So no two fires share a name, and no counter
+  per key is kept. Names do not depend on how keys are split into intervals or work
+  into batches, and, for timers set ahead of the watermark, not on arrival order.
 """
 
 from __future__ import annotations
@@ -37,11 +38,6 @@ def record_id_prefix(computation: str) -> bytes:
     append the input record id to get the cause of its productions (the ``index``-th
     is named ``xxh3_128(cause | index u32)``, natively: ``engine/_routing.py``)."""
     return b"r" + computation.encode() + b"\x00"
-
-
-def record_setter(record_id: bytes) -> bytes:
-    """What a timer set while processing record ``record_id`` keeps as its setter."""
-    return b"r" + record_id
 
 
 def timer_fire_cause(computation: str, timer: Timer) -> bytes:

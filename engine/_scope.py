@@ -34,6 +34,11 @@ def state_prefix(key: bytes) -> bytes:
     return _U32.pack(len(key)) + key
 
 
+def record_setter(record_id: bytes) -> bytes:
+    """What a timer set while processing record ``record_id`` keeps as its setter."""
+    return b"r" + record_id
+
+
 def timer_setter(domain: TimeDomain, time_ms: int, fired: int | None, setter: bytes) -> bytes:
     """What a timer set by ``setter`` keeps as its setter: nothing for an event-time
     timer for after ``fired``, the highest time up to which event-time timers ever fired
@@ -84,6 +89,9 @@ class RecordScope:
         (``engine/_production_ids.py``: it names their fires); ``fired_watermark``: the
         highest time up to which event-time timers of this store fired."""
         self.fired_watermark = fired_watermark
+        self._record_id: bytes | None = None
+        """The record being processed (:meth:`reset`): its setter is made only when it
+        sets a timer."""
         self._computation = computation
         self._outputs = outputs
         self._handles_timers = handles_timers
@@ -103,10 +111,11 @@ class RecordScope:
         self.late_ms: list[int] = []
         """The lateness of each record reported late (``report_late``)."""
 
-    def reset(self, key: bytes, event_time_ms: int, setter: bytes) -> RecordScope:
-        """Reuse this scope for the next call (cheaper than a new one per record)."""
+    def reset(self, key: bytes, event_time_ms: int, record_id: bytes) -> RecordScope:
+        """Reuse this scope for the next call (cheaper than a new one per record): the
+        processing of record ``record_id`` (the setter of the timers it sets)."""
         self._key = key
-        self.setter = setter
+        self._record_id = record_id
         self._prefix = state_prefix(key)
         self._timestamp_ms = event_time_ms
         self._state = {}
@@ -204,6 +213,8 @@ class RecordScope:
 
     def apply(self) -> None:
         """Move the buffered state and timer changes into the transaction."""
+        if not self._state and not self._timers:
+            return
         txn, prefix = self._txn, self._prefix
         for tag, raw in self._state.items():
             if raw is None:
@@ -211,6 +222,8 @@ class RecordScope:
             else:
                 txn.put(prefix + tag.encode(), raw)
         setters, setter, watermark = self._setters, self.setter, self.fired_watermark
+        if self._timers and self._record_id is not None:
+            setter = record_setter(self._record_id)
         for ident, time_ms in self._timers.items():
             domain, tag = ident
             if time_ms is None:
