@@ -177,23 +177,25 @@ class IntervalProcessor:
             )
             admitted = offer_batch(self._user, batch, admitted, failures.held, outcome)
         scope = self._scope(txn, b"", 0, now)
-        process = self._user.process_record
+        # Looked up once: this loop runs per record.
+        process, reset, apply = self._user.process_record, scope.reset, scope.apply
+        held, add, prefix = failures.held, built.add, self._record_id_prefix
         for i, rid, key, user_record in admitted:
-            if failures.held and failures.held_by_another(key, rid, now):
+            if held and failures.held_by_another(key, rid, now):
                 outcome.retry.append(rid)  # resent after the record holding its key
                 continue
-            scope.reset(key, user_record.event_time_ms, rid)
+            reset(key, user_record.event_time_ms, rid)
             try:
                 process(scope, user_record)
             except Exception as exc:
                 self._failed(txn, records.wire_record(i), key, exc, outcome)
                 continue
-            if failures.held:
+            if held:
                 failures.succeeded(key, rid)
-            scope.apply()
+            apply()
             committed.append(rid)
             if scope.emitted:
-                built.add(self._record_id_prefix + rid, scope.emitted)
+                add(prefix + rid, scope.emitted)
             if scope.late_ms:
                 outcome.late_ms.extend(scope.late_ms)
         if repeats:

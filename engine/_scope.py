@@ -193,11 +193,15 @@ class RecordScope:
             )
         if serde is not None:
             value = serde.dumps(value)
-        self.check_output(stream)
+        if stream not in self._outputs:
+            self.check_output(stream)  # raises, naming the outputs
         ts = self._timestamp_ms if event_time_ms is None else int(event_time_ms)
-        self.emitted.append(
-            new_tuple(Emitted, (stream, bytes(key), bytes(value), checked_time(stream, ts)))
-        )
+        if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
+            checked_time(stream, ts)  # raises, saying why
+        # bytes() copies a bytearray or memoryview; bytes stay as they are, without a call.
+        key = key if type(key) is bytes else bytes(key)
+        value = value if type(value) is bytes else bytes(value)
+        self.emitted.append(new_tuple(Emitted, (stream, key, value, ts)))
 
     def check_output(self, stream: str) -> None:
         """:class:`~computations.errors.ProduceError` unless ``stream`` is an output."""
