@@ -52,14 +52,6 @@ class Received:
         return cls(ids, streams, keys, values, times, producers, Shape(*shape))
 
     @classmethod
-    def of_batches(
-        cls, batches: Sequence[delivery_pb2.DeliveryBatch], *, interval: int, intervals: int
-    ) -> Received:
-        """The records of parsed batches (re-serialized, then as :meth:`decode`)."""
-        wires = [batch.SerializeToString() for batch in batches]
-        return cls.decode(wires, interval=interval, intervals=intervals)
-
-    @classmethod
     def of_records(
         cls, records: Sequence[record_pb2.Record], *, interval: int, intervals: int
     ) -> Received:

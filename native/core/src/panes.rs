@@ -309,34 +309,14 @@ mod tests {
         };
         let names = ["count".to_string(), "sum".to_string()];
         let raw = br#"{"acc":[3,12],"fired":false,"pane":0,"since":3}"#;
-        let fired = on_time_pane(
-            Some(raw),
-            b"alice",
-            (0, 60000),
-            &aggregate,
-            &names,
-            AfterPane::Forget,
-        );
+        let fire = |after| on_time_pane(Some(raw), b"alice", (0, 60000), &aggregate, &names, after);
+        let fired = fire(AfterPane::Forget);
         let pane = br#"{"v":1,"key":"alice","window":[0,60000],"pane":0,"timing":"on_time","retraction":false,"value":{"count":3,"sum":12}}"#;
         assert_eq!(fired, Fired::Pane(pane.to_vec(), None));
-        let kept = on_time_pane(
-            Some(raw),
-            b"alice",
-            (0, 60000),
-            &aggregate,
-            &names,
-            AfterPane::Accumulate,
-        );
+        let kept = fire(AfterPane::Accumulate);
         let state = br#"{"acc":[3,12],"fired":true,"pane":1,"since":0}"#;
         assert_eq!(kept, Fired::Pane(pane.to_vec(), Some(state.to_vec())));
-        let emptied = on_time_pane(
-            Some(raw),
-            b"alice",
-            (0, 60000),
-            &aggregate,
-            &names,
-            AfterPane::Discard,
-        );
+        let emptied = fire(AfterPane::Discard);
         let state = br#"{"acc":[0,0],"fired":true,"pane":1,"since":0}"#;
         assert_eq!(emptied, Fired::Pane(pane.to_vec(), Some(state.to_vec())));
         assert_eq!(
