@@ -31,9 +31,9 @@ from computations._serde import (
     ProtobufSerde,
     Serde,
 )
-from computations._time import MAX_EVENT_TIME_MS, MAX_TIME, MIN_EVENT_TIME_MS, MIN_TIME
 from computations._topology import ComputationSpec, InputSpec, Topology
 from computations.errors import ProduceError, TimerError, TopologyError
+from millrace.event_time import MAX_EVENT_TIME_MS, MAX_TIME, MIN_EVENT_TIME_MS, MIN_TIME
 from statestore.types import TimeDomain
 
 __all__ = [

@@ -29,7 +29,6 @@ from typing import Any, TypeVar, overload
 from computations._keys import interval_of
 from computations._records import Record
 from computations._serde import BYTES, Serde
-from computations._time import MIN_TIME
 from computations._topology import Topology
 from engine import (
     SINK_PREFIX,
@@ -45,6 +44,7 @@ from engine import (
     source_productions,
     state_key,
 )
+from millrace.event_time import MIN_TIME
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
 from statestore import MemoryEngine, StateStore, StoreConfig
 

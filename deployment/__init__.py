@@ -1,17 +1,26 @@
 """What every Millrace process shares: its deployment file, its security, its serving.
 
 :class:`Deployment` reads the deployment file (where each node, the injector
-and the sinks listen; the topology it runs); :mod:`deployment.security` the
+and the sinks listen; the topology it runs), :class:`Placement` the same file
+without its topology (what clients need; no user code imported);
+:mod:`deployment.security` the
 ``[security]`` table (TLS, token); the rest are the helpers every gRPC server
 uses (health and reflection, request guard, stream limits, stop signals),
 durable file writes and reading files of lines a block at a time.
 """
 
-from deployment._deployment import Deployment, NodePlacement
+from deployment._deployment import Deployment
 from deployment._durable_files import AppendOnlyFile, fsync_directory, write_json_durably
 from deployment._keepalive import KEEPALIVE_OPTIONS, keepalive_options
 from deployment._line_blocks import line_blocks
 from deployment._logging import configure_logging
+from deployment._placement import (
+    DeploymentError,
+    InjectorPlacement,
+    NodePlacement,
+    Placement,
+    apply_environment,
+)
 from deployment._request_guard import RequestGuard
 from deployment._runtime_tuning import settle_garbage_collector, tune_threads
 from deployment._service_support import (
@@ -33,13 +42,17 @@ __all__ = [
     "STREAM_SERVER_OPTIONS",
     "AppendOnlyFile",
     "Deployment",
+    "DeploymentError",
+    "InjectorPlacement",
     "NodePlacement",
+    "Placement",
     "RequestGuard",
     "Security",
     "SUPERVISOR_PID_ENV",
     "StopSignals",
     "StreamLimiter",
     "abort",
+    "apply_environment",
     "brief",
     "configure_logging",
     "enable_stack_dumps",

@@ -23,7 +23,7 @@ from computations import (
 from engine._outcome import BatchOutcome
 from engine._received import Received
 from engine._tuples import new_tuple
-from engine._watermarks import event_time_problem
+from millrace.event_time import event_time_problem
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from statestore import Transaction
 

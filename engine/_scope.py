@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
 from computations.errors import ProduceError, TimerError
 from engine._tuples import new_tuple
-from engine._watermarks import event_time_problem
+from millrace.event_time import event_time_problem
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer
 

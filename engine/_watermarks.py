@@ -12,19 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from computations import MAX_EVENT_TIME_MS, MAX_TIME, MIN_EVENT_TIME_MS, MIN_TIME, Topology
-
-
-def event_time_problem(event_time_ms: object) -> str | None:
-    """Why ``event_time_ms`` is not an acceptable event time, or None when it is."""
-    if not isinstance(event_time_ms, int) or isinstance(event_time_ms, bool):
-        return f"event time {event_time_ms!r} is not integer milliseconds"
-    if not MIN_EVENT_TIME_MS <= event_time_ms <= MAX_EVENT_TIME_MS:
-        return (
-            f"event time {event_time_ms} ms is outside the accepted range "
-            f"{MIN_EVENT_TIME_MS}..{MAX_EVENT_TIME_MS} (years 1 to 9999)"
-        )
-    return None
+from computations import MAX_TIME, MIN_TIME, Topology
 
 
 def saturate(ms: int) -> int:

@@ -19,7 +19,6 @@ import grpc
 
 from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from deployment import abort, brief
-from engine import event_time_problem
 from injector.group_commit import IdempotencyKeyReusedError
 from injector.ingest_stream import IngestStream
 from injector.log import AppendRequest, LogError, stream_tag
@@ -28,6 +27,7 @@ from millrace.dataplane import (
     decode_ingest_request,
     ingest_response,
 )
+from millrace.event_time import event_time_problem
 from millrace.wire.v1 import ingest_pb2
 
 MAX_RECORD_BYTES = 4 << 20

@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
-from engine import event_time_problem
 from millrace.dataplane import RecordBatch, parse_json_lines
+from millrace.event_time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, event_time_problem
 
 MAX_LINE_RECORD_BYTES = 4 << 20
 """Key plus value of one line's record (what the Ingest service accepts too)."""

@@ -15,7 +15,8 @@ import threading
 from pathlib import Path
 
 from deployment import brief
-from engine import SINK_PREFIX, any_valid_epoch, event_time_problem
+from engine import SINK_PREFIX, any_valid_epoch
+from millrace.event_time import event_time_problem
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from sinks._sink_index import SinkIndex
 from statestore import StoreConfig

@@ -1,5 +1,7 @@
 """A client command starts without loading the servers (issue 30: `millrace inject` took
-~0.55 s to start for one line because every sub-command's module was imported)."""
+~0.55 s to start for one line because every sub-command's module was imported), nor the
+user API, the engine or the user's code (it reads the deployment file's addresses, not
+its topology: ``deployment.Placement``)."""
 
 from __future__ import annotations
 
@@ -35,3 +37,18 @@ def test_the_help_still_lists_every_command() -> None:
 
     help_text = cli.build_parser().format_help()
     assert all(name in help_text for name in cli.COMMANDS)
+
+
+@pytest.mark.parametrize("command", ["inject", "health"])
+def test_a_client_of_one_service_imports_no_engine_and_no_user_code(command: str) -> None:
+    heavy = ["engine", "computations", "statestore", "dataflow", "rocksdict", "numpy", "pyarrow"]
+    probe = (
+        "import json, sys\n"
+        "from millrace import cli\n"
+        f"cli.build_parser({command!r})\n"
+        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert json.loads(result.stdout) == []

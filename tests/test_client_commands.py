@@ -166,7 +166,7 @@ def test_inject_rejects_a_stream_that_is_not_a_source(
         str(cluster.data_file),
     )  # fmt: skip
     assert code == 2
-    assert "'ok' is not a source stream" in err and "sources: events" in err
+    assert "NOT_FOUND" in err and "unknown stream 'ok'" in err and "[events]" in err
     code, _, err = cli(
         capsys, "inject", "--injector", cluster.injector_address, "--stream", "nope",
         str(cluster.data_file),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from computations._topology import Topology
-from deployment._deployment import Deployment
+from deployment import Deployment
 from millrace.cli import build_parser, main
 from millrace.commands._grpc_errors import CommandError
 from millrace.commands._options import CONFIG_ENV

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment._deployment import Deployment, apply_environment
+from deployment import Deployment, apply_environment
 
 
 def test_overrides_reach_nested_tables() -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from computations import Topology
-from deployment._deployment import Deployment
+from deployment import Deployment
 from examples.clickstream.demo import TOPOLOGY, deployment_text
 from tests.support import free_port, stop_gracefully
 from tests.test_prometheus import PORT_NAMES

@@ -33,7 +33,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 from computations import Topology
-from deployment._deployment import Deployment
+from deployment import Deployment
 from deployment.security import Security
 from injector.server import Injector
 from millrace import cli

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deployment._deployment import Deployment
+from deployment import Deployment
 from injector.client import IngestClient
 from injector.log import offset_of
 from injector.server import Injector, InjectorConfig

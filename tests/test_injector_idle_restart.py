@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment._deployment import Deployment
+from deployment import Deployment
 from injector.client import IngestClient
 from injector.server import Injector, InjectorConfig
 from tests.support import CollectingSink, ManualClock, free_port

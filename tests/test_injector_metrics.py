@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from deployment._deployment import Deployment
+from deployment import Deployment
 from injector.client import IngestClient
 from injector.server import Injector, InjectorConfig
 from tests.support import CollectingSink, NodeProcess, free_port

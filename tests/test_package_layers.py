@@ -30,8 +30,9 @@ EXCEPTIONS = {
     # The package's version, reported by Admin.
     "node/_admin_service.py": {"millrace"},
 }
-BOTTOM = ("millrace.wire", "millrace.dataplane")
-"""Below every layer: the wire contract and the native data plane's public face."""
+BOTTOM = ("millrace.wire", "millrace.dataplane", "millrace.event_time")
+"""Below every layer: the wire contract, the native data plane's public face and the
+bounds of time."""
 
 
 def imports(path: Path) -> list[str]:

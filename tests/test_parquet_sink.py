@@ -18,8 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from computations import Topology
-from computations.errors import TopologyError
-from deployment._deployment import Deployment
+from deployment import Deployment, DeploymentError
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2, sink_pb2, sink_pb2_grpc
 from sinks import SinkLockedError
 from sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink
@@ -184,7 +183,7 @@ def test_the_sink_format_is_validated(tmp_path: Path) -> None:
 
     assert load({"address": "127.0.0.1:2"}).sink_format("ok") == "jsonl"
     assert load({"address": "127.0.0.1:2", "format": "parquet"}).sink_format("ok") == "parquet"
-    with pytest.raises(TopologyError, match=r"sink 'ok': \[sinks.ok\] format must be"):
+    with pytest.raises(DeploymentError, match=r"\[sinks.ok\] format must be"):
         load({"address": "127.0.0.1:2", "format": "csv"})
 
 

@@ -24,7 +24,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from deployment._deployment import Deployment
+from deployment import Deployment
 from deployment.security import UNAUTHENTICATED_MESSAGE, Security
 from injector.client import IngestClient
 from injector.server import Injector

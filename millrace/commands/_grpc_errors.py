@@ -16,12 +16,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
-from computations.errors import TopologyError
-from deployment import Deployment
+from deployment import Deployment, DeploymentError, Placement
 from deployment.security import Security
+
+_Read = TypeVar("_Read", Deployment, Placement)
 
 EXIT_USAGE = 2
 """Usage errors, bad deployment files and unreachable services."""
@@ -147,13 +149,23 @@ def talking_to(service: Service, rpc: str, timeout_s: float) -> Iterator[None]:
 
 
 def load_deployment(path: str) -> Deployment:
-    """Read a deployment file; a :class:`CommandError` says what is wrong with it."""
+    """Read a deployment file and its topology; a :class:`CommandError` says what is wrong."""
+    return _read_deployment_file(path, Deployment.load)
+
+
+def load_placement(path: str) -> Placement:
+    """Read a deployment file without its topology (addresses and security: what a
+    client needs); a :class:`CommandError` says what is wrong with it."""
+    return _read_deployment_file(path, Placement.load)
+
+
+def _read_deployment_file(path: str, load: Callable[[str], _Read]) -> _Read:
     try:
-        return Deployment.load(path)
+        return load(path)
     except FileNotFoundError as exc:
         missing = exc.filename or path
         raise CommandError(f"cannot read {missing!r}: no such file (check --config)") from None
-    except TopologyError as exc:
+    except DeploymentError as exc:
         problems = "\n  - ".join(exc.problems)
         raise CommandError(f"{path} is not a valid deployment:\n  - {problems}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -164,7 +176,7 @@ def load_deployment(path: str) -> Deployment:
         raise CommandError(f"{path} is not a valid deployment: {exc!r}") from None
 
 
-def security_of(deployment: Deployment | None) -> Security:
+def security_of(deployment: Placement | None) -> Security:
     """The deployment's ``[security]``; without a deployment, the environment's only."""
     if deployment is not None:
         return deployment.security
@@ -229,15 +241,16 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
 
 def injector_service(
     deployment_path: str | None, override: str | None, *, authority: bool = False
-) -> tuple[Service, Deployment | None]:
+) -> tuple[Service, Placement | None]:
     """The injector (or, with ``authority``, the watermark authority) a command should call.
 
     ``--injector ADDR`` wins; otherwise the deployment's ``[injector] address``
-    (``authority``, which defaults to it). The deployment is returned when read.
+    (``authority``, which defaults to it). The deployment's placement is returned
+    when read (its topology is not: a client needs addresses only).
     """
     if deployment_path is None and override is None:
         raise CommandError("pass --config FILE (or --injector HOST:PORT)")
-    deployment = load_deployment(deployment_path) if deployment_path is not None else None
+    deployment = load_placement(deployment_path) if deployment_path is not None else None
     label = "the watermark authority" if authority else "the injector"
     if override is not None:
         return Service.injector(override, deployment_path, overridden=True, label=label), deployment

@@ -23,7 +23,7 @@ from millrace.commands._grpc_errors import (
     EXIT_USAGE,
     CommandError,
     add_timeout_argument,
-    load_deployment,
+    load_placement,
     run_command,
     security_of,
     status_of,
@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     address, source = _address(args.address)
-    deployment = load_deployment(args.deployment) if args.deployment is not None else None
+    deployment = load_placement(args.deployment) if args.deployment is not None else None
     security = security_of(deployment)
     what = f"{args.service} at {address}" if args.service else address
     try:

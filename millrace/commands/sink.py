@@ -14,7 +14,6 @@ from delivery import CHANNEL_OPTIONS
 from deployment import (
     EXCLUSIVE_PORT,
     STREAM_SERVER_OPTIONS,
-    Deployment,
     RequestGuard,
     StopSignals,
     StreamLimiter,
@@ -22,6 +21,7 @@ from deployment import (
     enable_stack_dumps,
     serve_health_and_reflection,
 )
+from millrace.commands._grpc_errors import CommandError, load_placement
 from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
 from sinks import FileSink, SinkLockedError
@@ -52,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     enable_stack_dumps()
     signals = StopSignals()  # before the ready line: a SIGTERM right after it drains
-    deployment = Deployment.load(args.deployment)
+    try:
+        deployment = load_placement(args.deployment)  # addresses: no user code imported
+    except CommandError as exc:
+        print(f"millrace sink: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     address = deployment.sinks.get(args.stream)
     if address is None:
         known = ", ".join(sorted(deployment.sinks)) or "none"

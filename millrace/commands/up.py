@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from computations.errors import TopologyError
 from deployment import Deployment, configure_logging, enable_stack_dumps
 from millrace.commands._options import add_config_argument
 from millrace.supervisor import ChildStartError, StartInterruptedError, Supervisor
@@ -78,10 +77,9 @@ def run(args: argparse.Namespace) -> int:
     deployment_path = Path(args.deployment).resolve()
     try:
         deployment = Deployment.load(deployment_path)
-    except (TopologyError, OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
-        # TopologyError lists every problem; the others are unreadable or mistyped settings.
-        detail = f"missing setting {e}" if isinstance(e, KeyError) else str(e)
-        print(f"millrace up: {args.deployment}: {detail}", file=sys.stderr)
+    except (OSError, tomllib.TOMLDecodeError, ValueError) as e:
+        # A DeploymentError lists every problem; the others are unreadable files.
+        print(f"millrace up: {args.deployment}: {e}", file=sys.stderr)
         return 2
     problem = _problem(deployment)
     if problem:

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import grpc
 
 from computations import MAX_TIME, MIN_TIME
-from deployment import Deployment
+from deployment import Placement
 from millrace.commands._grpc_errors import (
     CommandError,
     Service,
@@ -93,11 +93,12 @@ def describe(ms: int, now_ms: int) -> tuple[str, str, str]:
     return iso_utc(ms), str(ms), f"{(now_ms - ms) / 1000:,.1f} s"
 
 
-def display_order(names: Iterable[str], deployment: Deployment | None) -> list[str]:
-    """Source streams first, then computations in topology order (else by name)."""
-    order = (
-        {name: i for i, name in enumerate(deployment.topology.computations)} if deployment else {}
-    )
+def display_order(names: Iterable[str], deployment: Placement | None) -> list[str]:
+    """Source streams first, then computations in the order the deployment places
+    them (else by name)."""
+    order: dict[str, int] = {}
+    for node in deployment.nodes.values() if deployment else ():
+        order.setdefault(node.computation, len(order))
     return sorted(
         names,
         key=lambda n: (not n.startswith(SOURCE_PREFIX), order.get(n, len(order)), n),
@@ -139,7 +140,7 @@ def _snapshot(stub: watermark_pb2_grpc.WatermarkAuthorityStub, timeout_s: float)
     return {update.computation: update.low_watermark_ms for update in first.updates}
 
 
-def _print_table(out: TextIO, marks: Mapping[str, int], deployment: Deployment | None) -> None:
+def _print_table(out: TextIO, marks: Mapping[str, int], deployment: Placement | None) -> None:
     if not marks:
         out.write("no watermarks published (the topology has no computations?)\n")
         return
@@ -241,7 +242,7 @@ def _watch(
     *,
     args: argparse.Namespace,
     marks: dict[str, int],
-    deployment: Deployment | None,
+    deployment: Placement | None,
     out: TextIO,
 ) -> None:
     """Every ``--interval`` seconds, print the watermarks that changed; until Ctrl-C."""

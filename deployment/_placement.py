@@ -1,0 +1,335 @@
+"""The deployment file without its topology: where every service listens.
+
+Clients (``millrace inject``, ``millrace sink``) need addresses and security only;
+reading them here imports neither the user's computations nor the engine, so a
+client starts in a fraction of the time a node does. :class:`Deployment` adds
+the topology and checks the two against each other.
+
+Every table is read strictly: a setting the table does not have, a missing
+required one or one of the wrong type is a problem naming its table, and all
+problems of a file are reported together (:class:`DeploymentError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import tomllib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deployment.security import Security
+
+ENV_PREFIX = "MILLRACE__"
+SINK_FORMATS = ("jsonl", "parquet")
+"""The output formats of ``millrace sink`` (``format`` in ``[sinks.STREAM]``)."""
+
+
+class DeploymentError(ValueError):
+    """The deployment file is invalid; the message lists every problem, each naming its table."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid deployment:\n  - " + "\n  - ".join(problems))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodePlacement:
+    """One node process: a computation's intervals, its address and epoch."""
+
+    name: str
+    computation: str
+    intervals: tuple[int, ...]
+    address: str
+    epoch: int = 1
+    metrics_port: int | None = None
+    dedup_retention_ms: int | None = None
+    """How long its stores keep record ids at least (None: the store's default)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InjectorPlacement:
+    """Where the injector listens and how it computes source watermarks."""
+
+    address: str
+    out_of_orderness_ms: int = 5_000
+    idle_timeout_ms: int = 10_000
+    metrics_port: int | None = None
+    file_sources: Mapping[str, str] = field(default_factory=dict)
+    """Source stream -> directory of JSON-lines files to tail."""
+    segment_bytes: int = 64 << 20
+    segment_ms: int = 10 * 60_000
+    retention_ms: int | None = None
+    """Delete sealed log segments older than this once every consumer acked them (None: keep)."""
+    archive_uri: str | None = None
+    """Copy every sealed segment here (``file://``, ``s3://``, ...; None: no archive)."""
+    archive_retention_ms: int | None = None
+    """Delete archived segments older than this (None: keep them forever)."""
+
+
+TOP_LEVEL_SETTINGS = ("topology", "authority", "injector", "nodes", "sinks", "security")
+"""The settings of the file's top level (docs/configuration.md)."""
+NODE_SETTINGS = tuple(f.name for f in dataclasses.fields(NodePlacement) if f.name != "name")
+"""The settings a ``[nodes.NAME]`` table accepts."""
+INJECTOR_SETTINGS = tuple(f.name for f in dataclasses.fields(InjectorPlacement))
+"""The settings the ``[injector]`` table accepts."""
+SINK_SETTINGS = ("address", "path", "format", "dedup_retention_ms")
+"""The settings a ``[sinks.STREAM]`` table accepts."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where the injector, every node and every sink listen, and the security they share."""
+
+    nodes: Mapping[str, NodePlacement]
+    sinks: Mapping[str, str]
+    sink_paths: Mapping[str, str] = field(default_factory=dict)
+    """Sink stream -> output of ``millrace sink`` (when set): a JSON-lines file, or the
+    directory of Parquet part files when its format is ``"parquet"``."""
+    sink_formats: Mapping[str, str] = field(default_factory=dict)
+    """Sink stream -> output format of ``millrace sink`` (one of :data:`SINK_FORMATS`);
+    a stream not listed is written as ``"jsonl"`` (see :meth:`sink_format`)."""
+    sink_dedup_retention_ms: Mapping[str, int] = field(default_factory=dict)
+    """Sink stream -> how long its index keeps record ids at least (when set; else the
+    store's default, an hour)."""
+    authority: str | None = None
+    injector: InjectorPlacement | None = None
+    security: Security = field(default_factory=Security)
+    """TLS material and the shared token of every process of the deployment."""
+
+    @classmethod
+    def load(cls, path: str | Path) -> Placement:
+        """Read a deployment file's placement and security, not its topology."""
+        raw, security = read_deployment_file(Path(path))
+        return cls(**placement_settings(raw, security))
+
+    def sink_format(self, stream: str) -> str:
+        """The output format ``millrace sink`` writes ``stream`` in (default ``"jsonl"``)."""
+        return self.sink_formats.get(stream, "jsonl")
+
+
+def read_deployment_file(path: Path) -> tuple[dict[str, Any], Security]:
+    """The file's tables with the environment's overrides and paths made relative to
+    the file, and its security."""
+    with open(path, "rb") as handle:
+        raw = tomllib.load(handle)
+    apply_environment(raw, os.environ)
+    for body in _tables(raw.get("sinks")):
+        if isinstance(body.get("path"), str):
+            body["path"] = str(path.parent / body["path"])
+    injector = raw.get("injector")
+    if isinstance(injector, dict) and isinstance(injector.get("file_sources"), dict):
+        injector["file_sources"] = {
+            stream: str(path.parent / directory) if isinstance(directory, str) else directory
+            for stream, directory in injector["file_sources"].items()
+        }
+    section = raw.get("security", {})
+    if not isinstance(section, dict):
+        raise DeploymentError([f"{path}: [security] must be a table"])
+    try:
+        security = Security.from_settings(section, path.parent)
+    except ValueError as exc:
+        raise DeploymentError([f"{path}: {exc}"]) from None
+    return raw, security
+
+
+def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, Any]:
+    """The :class:`Placement` fields of a deployment given as plain data, every
+    problem of it raised together."""
+    problems: list[str] = []
+    top = _Table("the top level", raw, TOP_LEVEL_SETTINGS, problems)
+    nodes: dict[str, NodePlacement] = {}
+    for name, body in _named_tables(raw, "nodes", problems):
+        table = _Table(f"[nodes.{name}]", body, NODE_SETTINGS, problems)
+        computation = table.text("computation")
+        intervals = table.integers("intervals")
+        address = table.text("address")
+        epoch = table.integer("epoch", default=1, minimum=1)
+        metrics_port = table.port("metrics_port")
+        retention = table.integer("dedup_retention_ms", default=None, minimum=0)
+        if computation is not None and intervals is not None and address is not None:
+            nodes[name] = NodePlacement(
+                name=name,
+                computation=computation,
+                intervals=intervals,
+                address=address,
+                epoch=1 if epoch is None else epoch,
+                metrics_port=metrics_port,
+                dedup_retention_ms=retention,
+            )
+    sinks: dict[str, str] = {}
+    sink_paths: dict[str, str] = {}
+    sink_formats: dict[str, str] = {}
+    sink_retention: dict[str, int] = {}
+    for stream, body in _named_tables(raw, "sinks", problems):
+        table = _Table(f"[sinks.{stream}]", body, SINK_SETTINGS, problems)
+        if (address := table.text("address")) is not None:
+            sinks[stream] = address
+        if (path := table.text("path", default=None)) is not None:
+            sink_paths[stream] = path
+        if (form := table.text("format", default=None)) is not None:
+            if form in SINK_FORMATS:
+                sink_formats[stream] = form
+            else:
+                choices = " or ".join(f'"{f}"' for f in SINK_FORMATS)
+                problems.append(f"[sinks.{stream}] format must be {choices}, not {form!r}")
+        retention = table.integer("dedup_retention_ms", default=None, minimum=0)
+        if retention is not None:
+            sink_retention[stream] = retention
+    injector = None
+    if "injector" in raw:
+        injector = _injector(_Table("[injector]", raw["injector"], INJECTOR_SETTINGS, problems))
+    authority = top.text("authority", default=None) or (injector.address if injector else None)
+    top.text("topology", default=None)  # its type; Deployment.load reads the file
+    if problems:
+        raise DeploymentError(problems)
+    return {
+        "nodes": nodes,
+        "sinks": sinks,
+        "sink_paths": sink_paths,
+        "sink_formats": sink_formats,
+        "sink_dedup_retention_ms": sink_retention,
+        "authority": authority,
+        "injector": injector,
+        "security": security,
+    }
+
+
+def _injector(table: _Table) -> InjectorPlacement | None:
+    address = table.text("address")
+    defaults = InjectorPlacement(address="")
+    placement = InjectorPlacement(
+        address=address or "",
+        out_of_orderness_ms=_or(
+            table.integer("out_of_orderness_ms", minimum=0), defaults.out_of_orderness_ms
+        ),
+        idle_timeout_ms=_or(table.integer("idle_timeout_ms", minimum=0), defaults.idle_timeout_ms),
+        metrics_port=table.port("metrics_port"),
+        file_sources=table.directories("file_sources"),
+        segment_bytes=_or(table.integer("segment_bytes", minimum=1), defaults.segment_bytes),
+        segment_ms=_or(table.integer("segment_ms", minimum=1), defaults.segment_ms),
+        retention_ms=table.integer("retention_ms", default=None, minimum=0),
+        archive_uri=table.text("archive_uri", default=None),
+        archive_retention_ms=table.integer("archive_retention_ms", default=None, minimum=0),
+    )
+    return placement if address is not None else None
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+_REQUIRED: Any = object()
+
+
+class _Table:
+    """One table of the file, read setting by setting; each problem names the table."""
+
+    def __init__(self, where: str, body: Any, known: Collection[str], problems: list[str]) -> None:
+        self.where = where
+        self.problems = problems
+        self.body: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
+        if not isinstance(body, Mapping):
+            problems.append(f"{where} must be a table")
+        for unknown in sorted(set(self.body) - set(known)):
+            close = difflib.get_close_matches(unknown, list(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{where} has unknown setting {unknown!r}{hint}")
+
+    def _value(self, name: str, default: Any) -> Any:
+        if name not in self.body and default is _REQUIRED:
+            self.problems.append(f"{self.where} is missing setting {name!r}")
+        return self.body.get(name, None if default is _REQUIRED else default)
+
+    def text(self, name: str, default: Any = _REQUIRED) -> str | None:
+        value = self._value(name, default)
+        if value is None or isinstance(value, str):
+            return value
+        self.problems.append(f"{self.where} {name} must be a string, not {value!r}")
+        return None
+
+    def integer(self, name: str, *, default: Any = None, minimum: int = 0) -> int | None:
+        value = self._value(name, default)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+            return value
+        self.problems.append(f"{self.where} {name} must be an integer >= {minimum}, not {value!r}")
+        return None
+
+    def port(self, name: str) -> int | None:
+        value = self.integer(name)
+        if value is not None and value > 65535:
+            self.problems.append(f"{self.where} {name} must be a port (0..65535), not {value}")
+            return None
+        return value
+
+    def integers(self, name: str) -> tuple[int, ...] | None:
+        value = self._value(name, _REQUIRED)
+        if value is None:
+            return None
+        if isinstance(value, list) and all(
+            isinstance(item, int) and not isinstance(item, bool) for item in value
+        ):
+            return tuple(value)
+        self.problems.append(f"{self.where} {name} must be an array of integers, not {value!r}")
+        return None
+
+    def directories(self, name: str) -> dict[str, str]:
+        value = self._value(name, {})
+        if isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
+            return {str(k): v for k, v in value.items()}
+        self.problems.append(f"{self.where} {name} must be a table of stream = directory")
+        return {}
+
+
+def _named_tables(
+    raw: Mapping[str, Any], section: str, problems: list[str]
+) -> list[tuple[str, Any]]:
+    tables = raw.get(section, {})
+    if not isinstance(tables, Mapping):
+        problems.append(f"[{section}] must hold one table per name ([{section}.NAME])")
+        return []
+    return [(str(name), body) for name, body in tables.items()]
+
+
+def _tables(value: Any) -> list[dict[str, Any]]:
+    return (
+        [body for body in value.values() if isinstance(body, dict)]
+        if isinstance(value, dict)
+        else []
+    )
+
+
+def apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """Override deployment settings from the environment, in place.
+
+    ``MILLRACE__INJECTOR__OUT_OF_ORDERNESS_MS=2000`` sets ``[injector]
+    out_of_orderness_ms``; ``MILLRACE__NODES__COUNTS_A__METRICS_PORT=9101`` sets
+    ``[nodes.counts-a] metrics_port`` (names match case-insensitively, ``_``
+    standing for ``-``). Values are read as TOML (numbers, booleans, arrays),
+    else as plain strings.
+    """
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        *tables, key = name[len(ENV_PREFIX) :].split("__")
+        node: dict[str, Any] = raw
+        for part in tables:
+            node = node.setdefault(_match(node, part), {})
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        node[_match(node, key)] = value
+
+
+def _match(table: Mapping[str, Any], part: str) -> str:
+    wanted = part.lower().replace("-", "_")
+    for existing in table:
+        if existing.lower().replace("-", "_") == wanted:
+            return existing
+    return part.lower()
