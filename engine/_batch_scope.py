@@ -27,6 +27,7 @@ from engine._scope import (
     state_key,
     timer_setter,
 )
+from engine._timer_cuts import TimerCuts
 from engine._tuples import new_tuple
 from statestore import Transaction
 from statestore.types import TimeDomain, Timer
@@ -45,11 +46,17 @@ def offer_batch(
     admitted: Admitted,
     held: Mapping[bytes, Any],
     outcome: BatchOutcome,
+    *,
+    cut_at_timers: bool = False,
 ) -> Admitted:
     """Offer the new records to ``user.process_batch`` (held keys' records excepted:
     they wait for their failed record, one at a time); apply what it did to the keys
     it took whole, count their records committed, and return the records of the
-    others (all of them if it raised)."""
+    others (all of them if it raised).
+
+    ``cut_at_timers`` (``engine/_timer_cuts.py``): what it did to a key with a record
+    after a timer it set for that key is not applied either; the key's records are
+    returned, to run one at a time."""
     offered = [item for item in admitted if item[2] not in held] if held else admitted
     if not offered:
         return admitted
@@ -58,6 +65,8 @@ def offer_batch(
     if left_keys is None:
         return admitted  # nothing was applied: each record is processed on its own
     left_keys.update(held)
+    if cut_at_timers:
+        left_keys.update(_keys_run_past_timers(batch, offered, left_keys))
     outcome.late_ms.extend(batch.apply(skip=left_keys))
     if not left_keys:  # it took every record
         outcome.committed.extend(map(_RECORD_ID, admitted))
@@ -69,6 +78,17 @@ def offer_batch(
         else:
             outcome.committed.append(item[1])
     return rest
+
+
+def _keys_run_past_timers(
+    batch: BatchScope, offered: Admitted, left_keys: AbstractSet[bytes]
+) -> set[bytes]:
+    cuts = TimerCuts()
+    for key in batch.keys_with_timer_changes():
+        cuts.note(key, batch.timer_changes(key))
+    return cuts.keys_run_past(
+        (item[2], item[3].event_time_ms) for item in offered if item[2] not in left_keys
+    )
 
 
 def last_record_setters(admitted: Admitted) -> Callable[[bytes], bytes]:
@@ -234,6 +254,19 @@ class BatchScope:
             else:
                 checked = rules.checked_timer_time(tag, time_ms)
                 _keep(timers, key, (domain, tag), (checked, setter))
+
+    def keys_with_timer_changes(self) -> set[bytes]:
+        """The keys whose timers this call set or deleted (in their scopes or in bulk)."""
+        return {key for key, scope in self.scopes.items() if scope.timer_changes} | set(
+            self._timers
+        )
+
+    def timer_changes(self, key: bytes) -> Mapping[tuple[TimeDomain, str], int | None]:
+        """What this call did to ``key``'s timers: ``(domain, tag)`` -> time, or None."""
+        if (scope := self.scopes.get(key)) is not None:
+            return scope.timer_changes
+        own = self._timers.get(key, {})
+        return {ident: None if setting is None else setting[0] for ident, setting in own.items()}
 
     def _rules_scope(self) -> RecordScope:
         """A scope of no key, for its checks of timers and outputs."""

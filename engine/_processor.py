@@ -38,7 +38,7 @@ from engine._dead_letters import read_letters, stage_letter
 from engine._due_timers import due_timers, timer_ident
 from engine._failures import FailureBook
 from engine._frames import Frame
-from engine._keying import RecordKeying
+from engine._keying import Admitted, RecordKeying
 from engine._outbox_ledger import OutboxLedger
 from engine._outcome import BatchOutcome
 from engine._production_ids import (
@@ -54,6 +54,7 @@ from engine._received import Received
 from engine._routing import FrameBuilder, ProductionRouter
 from engine._scope import Emitted, RecordScope
 from engine._sender_epochs import SenderEpochs
+from engine._timer_cuts import TimerCuts
 from engine._upkeep import StoreUpkeep
 from millrace.wire.v1 import admin_pb2, record_pb2
 from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
@@ -91,8 +92,13 @@ class IntervalProcessor:
         store: StateStore,
         epoch: int,
         clock: Clock = wall_clock_ms,
+        cut_at_timers: bool = False,
     ) -> None:
+        """``cut_at_timers`` (backfills, ``engine/_timer_cuts.py``): a commit never runs
+        a key past a timer set for it earlier in the commit; the key's later records
+        come back in ``BatchOutcome.retry``."""
         self.topology = topology
+        self._cut_at_timers = cut_at_timers
         self.spec = topology.computations[computation]
         self.name = computation
         self.interval = interval
@@ -168,21 +174,17 @@ class IntervalProcessor:
         failures = self._failures
         admitted, repeats = self._keying.admit(txn, records, outcome)
         if self._batches and admitted:
-            batch = BatchScope(
-                lambda key: self._scope(txn, key, 0, now, may_produce=False),
-                txn,
-                self.input_watermark,
-                now,
-                last_record_setters(admitted),
-            )
-            admitted = offer_batch(self._user, batch, admitted, failures.held, outcome)
+            admitted = self._offer_batch(txn, admitted, now, outcome)
         scope = self._scope(txn, b"", 0, now)
         # Looked up once: this loop runs per record.
         process, reset, apply = self._user.process_record, scope.reset, scope.apply
         held, add, prefix = failures.held, built.add, self._record_id_prefix
+        cuts = TimerCuts() if self._cut_at_timers else None
         for i, rid, key, user_record in admitted:
-            if held and failures.held_by_another(key, rid, now):
-                outcome.retry.append(rid)  # resent after the record holding its key
+            if (held and failures.held_by_another(key, rid, now)) or (
+                cuts is not None and cuts.waits(key, user_record.event_time_ms)
+            ):  # after the record holding its key, or the timer its key set before it
+                outcome.retry.append(rid)
                 continue
             reset(key, user_record.event_time_ms, rid)
             try:
@@ -192,6 +194,8 @@ class IntervalProcessor:
                 continue
             if held:
                 failures.succeeded(key, rid)
+            if cuts is not None:
+                cuts.note(key, scope.timer_changes)
             apply()
             committed.append(rid)
             if scope.emitted:
@@ -213,6 +217,22 @@ class IntervalProcessor:
         self._failures.committed(committed)
         self.records_committed += len(committed)
         return outcome
+
+    def _offer_batch(
+        self, txn: Transaction, admitted: Admitted, now: int, outcome: BatchOutcome
+    ) -> Admitted:
+        """The admitted records to ``process_batch`` first; returns those left to it."""
+        batch = BatchScope(
+            lambda key: self._scope(txn, key, 0, now, may_produce=False),
+            txn,
+            self.input_watermark,
+            now,
+            last_record_setters(admitted),
+        )
+        return offer_batch(
+            self._user, batch, admitted, self._failures.held, outcome,
+            cut_at_timers=self._cut_at_timers,
+        )  # fmt: skip
 
     def _failed(
         self,

@@ -9,6 +9,7 @@ unaffected.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
@@ -110,6 +111,11 @@ class RecordScope:
         self.emitted: list[Emitted] = []
         self.late_ms: list[int] = []
         """The lateness of each record reported late (``report_late``)."""
+
+    @property
+    def timer_changes(self) -> Mapping[tuple[TimeDomain, str], int | None]:
+        """This call's timer changes: ``(domain, tag)`` -> time, or None (deleted)."""
+        return self._timers
 
     def reset(self, key: bytes, event_time_ms: int, record_id: bytes) -> RecordScope:
         """Reuse this scope for the next call (cheaper than a new one per record): the

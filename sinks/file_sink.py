@@ -274,13 +274,16 @@ def _record_of(body: dict[str, Any]) -> record_pb2.Record:
     )
 
 
-def sink_line(record: record_pb2.Record) -> bytes:
-    """One line of a JSON-lines sink file: what the sink writes for ``record``."""
-    body = {
+def sink_line(record: record_pb2.Record, *, seq: int | None = None) -> bytes:
+    """One line of a JSON-lines sink file: what the sink writes for ``record`` (a
+    backfill's output also gives its place in production order, ``seq``)."""
+    body: dict[str, object] = {
         "record_id": record.record_id.hex(),
         "key": _text(record.key),
         "value": _text(record.value),
         "ts": record.event_time_ms,
         "producer": record.producer,
     }
+    if seq is not None:
+        body["seq"] = seq
     return json.dumps(body, separators=(",", ":")).encode() + b"\n"

@@ -23,8 +23,12 @@ Prints, besides Spark's own progress::
     STAGE computation=<c> records_in=<n> productions=<n> timers_fired=<n> dead_letters=<n>
     OUTPUT stream=<s> records=<n> path=<out>/<s>
 
+The active segment of each stream is read too when no injector writes the
+log (a local directory): see ``spark_jobs/_backfill_input.py``.
+
 Exit status: 0; 2 for a bad argument, a missing log or a topology that does not
-import; 1 if the Spark job fails (its error is printed).
+import; 1 if the Spark job fails (its error is printed); 3 if it read no record
+(why is printed; ``--allow-empty`` makes that 0).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 APP_NAME = "millrace-backfill"
+EXIT_EMPTY = 3
+"""The exit status of a backfill that read no record (unless ``--allow-empty``)."""
 T = TypeVar("T")
 
 
@@ -69,8 +75,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, help="Spark partitions per stage")
     parser.add_argument(
         "--include-active", action="store_true",
-        help="also read each stream's active segment (a snapshot; local log directories)",
+        help="read each stream's active segment even while an injector writes it (a snapshot; "
+             "without: only when none does)",
     )  # fmt: skip
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="exit 0 when no record is read (else 3, saying why)")  # fmt: skip
     parser.add_argument("--jsonl", action="store_true", help="also write JSON lines")
     parser.add_argument("--summary", help="also write the summary as JSON here")
     return parser.parse_args(argv)
@@ -152,12 +161,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(prepared, int):
         return prepared
     _, topology, log = prepared
+    from spark_jobs._backfill_input import (
+        segments_to_read,
+        streams_being_written,
+        why_nothing_was_read,
+    )
     from spark_jobs.batch import BackfillOptions, run_backfill
 
+    sources = list(topology.sources())
+    written = streams_being_written(log, sources)
+    include_active = args.include_active or not written
+    reading = {"from_ms": args.from_ms, "to_ms": args.to_ms, "include_active": include_active}
+
+    def empty(corrupt: int = 0) -> int:
+        why = why_nothing_was_read(log, sources, written=written, corrupt=corrupt, **reading)
+        print(f"backfill: {why} (--allow-empty: exit 0 all the same)", file=sys.stderr)
+        return EXIT_EMPTY
+
+    if not args.allow_empty and segments_to_read(log, sources, **reading) == 0:
+        return empty()  # known before Spark starts (its start costs most of a small run)
     options = BackfillOptions(
         topology=topology, log=log, out=args.out, from_ms=args.from_ms, to_ms=args.to_ms,
         partitions=args.partitions, intervals=args.intervals,
-        include_active=args.include_active, jsonl=args.jsonl,
+        include_active=include_active, jsonl=args.jsonl,
     )  # fmt: skip
     summary = run_in_spark(APP_NAME, "backfill", lambda spark: run_backfill(spark, options))
     if summary is None:
@@ -167,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
     sys.stdout.flush()
+    if summary.records_read == 0 and not args.allow_empty:
+        return empty(len(summary.corrupt))
     return 0
 
 

@@ -80,12 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"replay: no sink path for {missing} (give --sink-path)", file=sys.stderr)
         return 2
     work = args.work or tempfile.mkdtemp(prefix="millrace-replay-")
+    from spark_jobs._backfill_input import streams_being_written
     from spark_jobs.batch import BackfillOptions, run_backfill
 
+    include_active = args.include_active or not streams_being_written(log, list(topology.sources()))
     options = BackfillOptions(
         topology=topology, log=log, out=work, from_ms=args.from_ms, to_ms=args.to_ms,
-        partitions=args.partitions, intervals=args.intervals,
-        include_active=args.include_active,
+        partitions=args.partitions, intervals=args.intervals, include_active=include_active,
     )  # fmt: skip
     placement = deployment.injector
     ooo = placement.out_of_orderness_ms if placement else 0
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def job(spark: Any) -> tuple[Any, int]:
         late = late_records(
             spark, log, list(topology.sources()), ooo, from_ms=args.from_ms, to_ms=args.to_ms,
-            include_active=args.include_active,
+            include_active=include_active,
         )  # fmt: skip
         return run_backfill(spark, options), late
 
@@ -126,7 +127,7 @@ def correct(
     from spark_jobs.batch import Output, compare, publish
 
     backfill = [
-        Output(row["record_id"], row["key"], row["value"], row["event_time_ms"])
+        Output(row["record_id"], row["key"], row["value"], row["event_time_ms"], row["seq"])
         for row in pq.read_table(backfilled).to_pylist()
     ]
     result = compare(backfill, online_outputs(sink_path), from_ms=args.from_ms, to_ms=args.to_ms)

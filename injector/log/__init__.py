@@ -18,6 +18,7 @@ in bulk, as numpy columns. The byte layout is in ``docs/log-format.md``.
 """
 
 from injector.log._columns import RecordColumns, scan_segment_columns
+from injector.log._fileio import is_being_written
 from injector.log._format import offset_of, record_id, stream_tag
 from injector.log._lost import LostRange
 from injector.log._scan import scan_segment
@@ -61,6 +62,7 @@ __all__ = [
     "RecoveryReport",
     "SegmentInfo",
     "StreamLog",
+    "is_being_written",
     "offset_of",
     "record_id",
     "scan_segment",

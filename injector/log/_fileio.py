@@ -57,6 +57,22 @@ def lock_directory(path: Path) -> int:
     return fd
 
 
+def is_being_written(path: Path) -> bool:
+    """Whether a writer (an injector's :class:`StreamLog`) holds ``path``'s lock now: its
+    active segment may still grow. Takes the lock shared for an instant to find out."""
+    try:
+        fd = os.open(path / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken
+    return False
+
+
 class Stretches:
     """A file read a stretch at a time for a scanner that takes whole entries: each
     :meth:`read` gives the bytes from where the scanner stopped, up to ``chunk_bytes``

@@ -37,8 +37,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     backfill.add_argument("--out", required=True, help="output directory or URI (overwritten)")
     backfill.add_argument("--jsonl", action="store_true", help="also write JSON lines")
     backfill.add_argument("--summary", help="also write the summary as JSON here")
+    backfill.add_argument("--allow-empty", action="store_true",
+                          help="exit 0 when no record is read (else 3, saying why)")  # fmt: skip
     backfill.set_defaults(handler=run, job=backfill_job, flags=("out", "summary"),
-                          switches=("jsonl", "include_active"))  # fmt: skip
+                          switches=("jsonl", "include_active", "allow_empty"))  # fmt: skip
 
     replay = subparsers.add_parser(
         "replay",
@@ -94,7 +96,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--intervals", type=int, help="key intervals per computation")
     parser.add_argument("--partitions", type=int, help="Spark partitions per stage")
     parser.add_argument("--include-active", action="store_true",
-                        help="also read each stream's active segment (a snapshot)")  # fmt: skip
+                        help="read each stream's active segment even while an injector "
+                             "writes it (a snapshot; without: only when none does)")  # fmt: skip
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--print-only", action="store_true", help="print the command only")
 

@@ -5,7 +5,8 @@ An output's *identity* is what a sink's reader keeps one current result for:
 ``(key, window start, window end)`` for a windowed result (a ``dataflow`` pane,
 format version 1), else its key. Its *result* is the pane's ``value`` (the
 latest pane that is not a retraction: by pane index in the backfill, in arrival
-order in the sink), or the record's value. A correction is the backfill's record
+order in the sink), or the record's value (the latest: in production order in the
+backfill, in arrival order in the sink). A correction is the backfill's record
 for an identity whose result the sink lacks or holds differently, under a new
 id derived from the backfill's id and value: publishing it twice is a duplicate
 the sink drops, and a run after a successful one finds nothing to correct.
@@ -38,6 +39,9 @@ class Output(NamedTuple):
     key: bytes
     value: bytes
     event_time_ms: int
+    seq: int = 0
+    """A backfill output's place in production order (``OutputRow.seq``): of two
+    results of one identity, the later produced is current."""
 
 
 @dataclass(kw_only=True)
@@ -99,14 +103,14 @@ def compare(
 ) -> StreamReport:
     """Corrections that make ``online`` (in the sink's arrival order) hold the
     backfill's current result for every identity in the range."""
-    wanted: dict[Identity, tuple[int, int, bytes, Any, Output]] = {}
+    wanted: dict[Identity, tuple[int, int, int, bytes, Any, Output]] = {}
     for output in backfill:
         ident, result, order = identify(output)
         if result is None or not in_range(ident, output.event_time_ms, from_ms, to_ms):
             continue
-        rank = (order, output.event_time_ms, output.record_id)
+        rank = (order, output.seq, output.event_time_ms, output.record_id)
         current = wanted.get(ident)
-        if current is None or rank > current[:3]:
+        if current is None or rank > current[:4]:
             wanted[ident] = (*rank, result, output)
     held: dict[Identity, Any] = {}
     for output in online:
@@ -115,7 +119,7 @@ def compare(
             held[ident] = result
     report = StreamReport(checked=len(wanted))
     report.online_only = sum(1 for ident in held if ident not in wanted)
-    for ident, (*_, result, output) in sorted(wanted.items(), key=lambda item: item[1][:3]):
+    for ident, (*_, result, output) in sorted(wanted.items(), key=lambda item: item[1][:4]):
         if ident not in held:
             report.missing += 1
         elif held[ident] == result:

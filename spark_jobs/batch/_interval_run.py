@@ -11,7 +11,10 @@ a simulated *perfect* watermark walks through the data:
   ``t`` fires first, in time order;
 - a batch never runs past the earliest pending event-time timer ``T``: the
   records at or before ``T`` are processed before it fires, the later ones
-  after (so a window's on-time pane holds exactly its records);
+  after (so a window's on-time pane holds exactly its records); nor does it run
+  a key past a timer one of the key's own records in it set (the processor's
+  ``cut_at_timers``: the key's later records come back, the watermark moves to
+  them, the timer fires, and they come again);
 - processing time is the watermark (processing-time timers fire as the data's
   time passes them);
 - after the last record the watermark goes to +infinity: every event-time
@@ -20,14 +23,16 @@ a simulated *perfect* watermark walks through the data:
 No record is ever late under a perfect watermark. Productions are
 acknowledged as soon as they are handed on (the next stage or the sink gets
 them), so the outbox stays empty. Production ids come from the input ids and
-each key's own timer fires, so they equal the nodes' whatever the batching.
+the timers, never from the batching (docs/spark.md, "What equals what"); each
+production carries its place in production order (:attr:`OutputRow.seq`).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -68,6 +73,14 @@ class OutputRow(NamedTuple):
     event_time_ms: int
     producer: str
     stream: str
+    seq: int = 0
+    """Its place in production order: the producing interval (above bit 40), then
+    how many productions that interval made before it. 0 for a source record (its
+    record id follows the log's order)."""
+
+
+SEQ_INTERVAL_SHIFT = 40
+"""``OutputRow.seq`` keeps the producing interval above this bit."""
 
 
 @dataclass(slots=True)
@@ -117,26 +130,16 @@ def run_interval(
     try:
         processor = IntervalProcessor(
             topology=topology, computation=computation, interval=interval, store=store,
-            epoch=1, clock=clock,
+            epoch=1, clock=clock, cut_at_timers=True,
         )  # fmt: skip
         run = _Run(IntervalDriver(processor), clock, stats, computation, keep_store is None)
-        batch: list[record_pb2.Record] = []
-        cut = END_OF_TIME
-        for row in rows:
-            if batch and (len(batch) >= batch_size or row.event_time_ms > cut):
-                yield from run.process(batch)
-                batch = []
-            if not batch:
-                yield from run.advance(row.event_time_ms)
-                cut = store.next_timer_ms(TimeDomain.EVENT_TIME) or END_OF_TIME
-            batch.append(
-                record_pb2.Record(
-                    record_id=row.record_id, key=row.key, value=row.value,
-                    event_time_ms=row.event_time_ms, producer=row.producer, stream=row.stream,
-                )
-            )  # fmt: skip
-        if batch:
-            yield from run.process(batch)
+        run.next_seq = (interval << SEQ_INTERVAL_SHIFT) + 1
+        upcoming = _Upcoming(rows)
+        while (first := upcoming.first_time()) is not None:
+            yield from run.advance(first)
+            pending = store.next_timer_ms(TimeDomain.EVENT_TIME)
+            batch = upcoming.take(batch_size, up_to=END_OF_TIME if pending is None else pending)
+            upcoming.put_back((yield from run.process(batch)))
         if final_watermark > run.last_watermark:
             yield from run.advance(final_watermark, processing_time=run.last_watermark)
         stats.dead_letters += len(processor.dead_letters())
@@ -146,6 +149,44 @@ def run_interval(
         store.close()
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+class _Upcoming:
+    """An interval's records in ``(event_time_ms, record_id)`` order, as
+    :class:`record_pb2.Record`; those a commit hands back go in front again (they are
+    never after a record not taken yet)."""
+
+    def __init__(self, rows: Iterable[InputRow]) -> None:
+        self._rows = iter(rows)
+        self._front: deque[record_pb2.Record] = deque()
+
+    def first_time(self) -> int | None:
+        """The event time of the next record (None: no more)."""
+        if not self._front:
+            row = next(self._rows, None)
+            if row is None:
+                return None
+            self._front.append(
+                record_pb2.Record(
+                    record_id=row.record_id, key=row.key, value=row.value,
+                    event_time_ms=row.event_time_ms, producer=row.producer, stream=row.stream,
+                )
+            )  # fmt: skip
+        return self._front[0].event_time_ms
+
+    def take(self, size: int, *, up_to: int) -> list[record_pb2.Record]:
+        """At most ``size`` next records, none after ``up_to`` (but always the first)."""
+        batch: list[record_pb2.Record] = []
+        front = self._front
+        while len(batch) < size and self.first_time() is not None:
+            if batch and front[0].event_time_ms > up_to:
+                break
+            batch.append(front.popleft())
+        return batch
+
+    def put_back(self, records: list[record_pb2.Record]) -> None:
+        """``records`` (in order) before every record not taken yet."""
+        self._front.extendleft(reversed(records))
 
 
 class _Clock:
@@ -173,25 +214,32 @@ class _Run:
         self._stats = stats
         self._computation = computation
         self.last_watermark = MIN_EVENT_TIME_MS
+        self._stalled = 0
+        """Commits in a row that finished none of their records."""
+        self.next_seq = 1
+        """The :attr:`OutputRow.seq` of the next production."""
 
-    def process(self, records: list[record_pb2.Record]) -> Iterator[OutputRow]:
-        """One batch, retried while user code asks for a retry."""
-        self._stats.records_in += len(records)
-        for _ in range(RETRY_ROUNDS):
-            outcome = self._driver.process([delivery_pb2.DeliveryBatch(records=records)],
-                                           durable=False)  # fmt: skip
-            self._stats.duplicates += len(outcome.duplicates)
-            yield from self._hand_on(outcome.productions)
-            done = {*outcome.committed, *outcome.duplicates, *outcome.dead_lettered}
-            done.update(rid for rid, _, _ in outcome.rejected)
-            records = [r for r in records if r.record_id not in done]
-            if not records:
-                return
-            yield from self._fire(self._driver.processor.input_watermark)
-        raise BackfillError(
-            f"{self._computation}: {len(records)} record(s) neither committed nor dead-lettered "
-            f"after {RETRY_ROUNDS} rounds (first: {records[0].record_id.hex()})"
-        )
+    def process(
+        self, records: list[record_pb2.Record]
+    ) -> Generator[OutputRow, None, list[record_pb2.Record]]:
+        """One commit of ``records``; returns those to come again (in order): the ones a
+        timer set earlier in the commit must fire before, and the ones user code
+        asked to retry."""
+        outcome = self._driver.process([delivery_pb2.DeliveryBatch(records=records)],
+                                       durable=False)  # fmt: skip
+        self._stats.duplicates += len(outcome.duplicates)
+        yield from self._hand_on(outcome.productions)
+        done = {*outcome.committed, *outcome.duplicates, *outcome.dead_lettered}
+        done.update(rid for rid, _, _ in outcome.rejected)
+        self._stats.records_in += len(done)
+        again = [r for r in records if r.record_id not in done]
+        self._stalled = 0 if done else self._stalled + 1
+        if self._stalled > RETRY_ROUNDS:
+            raise BackfillError(
+                f"{self._computation}: {len(again)} record(s) neither committed nor "
+                f"dead-lettered after {RETRY_ROUNDS} rounds (first: {again[0].record_id.hex()})"
+            )
+        return again
 
     def advance(self, watermark: int, *, processing_time: int | None = None) -> Iterator[OutputRow]:
         """Move the perfect watermark (and the clock) to ``watermark``; fire what is due."""
@@ -219,6 +267,8 @@ class _Run:
             yield OutputRow(
                 production.consumer, production.interval, record.record_id, record.key,
                 record.value, record.event_time_ms, record.producer, record.stream,
+                self.next_seq,
             )  # fmt: skip
+            self.next_seq += 1
         if self._acknowledge:
             self._driver.acknowledged([p.outbox_key for p in productions], flush=False)

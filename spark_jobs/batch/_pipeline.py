@@ -6,14 +6,17 @@
 2. Per computation, in dependency order: the productions addressed to it,
    shuffled so that each key interval is whole in one partition, the intervals
    balanced over the partitions (:func:`interval_ordered`), and sorted by
-   ``(event_time_ms, record_id)`` within each interval, run through :func:`run_interval` (one
+   event time within each interval (ties: by key, then in production order), run
+   through :func:`run_interval` (one
    ``IntervalDriver`` per interval, a perfect watermark); its productions are
    written beside the others (``<out>/_stages/<computation>``) for the stages
    after it.
 3. Every production addressed to a sink stream is written to
-   ``<out>/<stream>/`` as Parquet (the ``ParquetSink`` columns), and with
-   ``jsonl`` also to ``<out>/<stream>.jsonl/`` (one part file, lines as
-   ``FileSink`` writes them), sorted by event time and record id.
+   ``<out>/<stream>/`` as Parquet (the ``ParquetSink`` columns and ``seq``), and
+   with ``jsonl`` also to ``<out>/<stream>.jsonl/`` (one part file, lines as
+   ``FileSink`` writes them with ``seq``), in production order: each producing
+   interval's outputs in the order it produced them (``seq``), as a node's sink
+   receives them from that interval.
 """
 
 from __future__ import annotations
@@ -41,10 +44,15 @@ from spark_jobs.batch._stages import (
 
 PRODUCTIONS = (
     "consumer string, interval int, record_id binary, key binary, value binary, "
-    "event_time_ms long, producer string, stream string"
+    "event_time_ms long, producer string, stream string, seq long"
 )
-SINK_COLUMNS = PARQUET_SCHEMA.names
-"""The columns of a sink stream's output: the Parquet sink's."""
+SINK_COLUMNS = [*PARQUET_SCHEMA.names, "seq"]
+"""The columns of a sink stream's output: the Parquet sink's, and its place in
+production order (``OutputRow.seq``)."""
+STAGE_INPUT_ORDER = ("interval", "event_time_ms", "key", "seq", "record_id")
+"""How a stage's input is sorted: each interval's records by event time (the perfect
+watermark's order); at one time, one key's records in the order they were produced
+(a source's: in log order, which its record ids follow)."""
 INTERVALS_PER_PARTITION = 4
 """A backfill's default key intervals per Spark partition: with several, the
 partitions can be balanced when some keys hold many records (1,000,000 events
@@ -153,7 +161,7 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
         output = (
             every.where(col("consumer") == SINK_PREFIX + stream)
             .select(*SINK_COLUMNS)
-            .orderBy("event_time_ms", "record_id")
+            .orderBy("producer", "seq", "record_id")
         ).cache()
         summary.outputs[stream] = output.count()
         output.write.mode("overwrite").parquet(f"{options.out.rstrip('/')}/{stream}")
@@ -169,8 +177,8 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
 def interval_ordered(productions: Any, partitions: int) -> Any:
     """``productions`` in ``partitions`` Spark partitions, each key interval whole in
     one of them, the intervals spread so that partitions hold about as many records
-    (:func:`balance_intervals`), each interval's records in ``(event_time_ms,
-    record_id)`` order.
+    (:func:`balance_intervals`), each interval's records in
+    :data:`STAGE_INPUT_ORDER`.
 
     Spark's partitioners cannot be told "this row goes to partition p": hashing a
     few small interval numbers often puts two in one task and leaves a core idle,
@@ -190,13 +198,11 @@ def interval_ordered(productions: Any, partitions: int) -> Any:
         stand_in.setdefault(row.part, row.id)
     if not chosen or len(stand_in) < partitions:  # nothing to run, or a hash that skips
         return productions.repartition(partitions, "interval").sortWithinPartitions(
-            "interval", "event_time_ms", "record_id"
+            *STAGE_INPUT_ORDER
         )
     pairs = [fn.lit(value) for i, p in sorted(chosen.items()) for value in (i, stand_in[p])]
     part = fn.element_at(fn.create_map(*pairs), fn.col("interval")).cast("long")
-    return productions.repartition(partitions, part).sortWithinPartitions(
-        "interval", "event_time_ms", "record_id"
-    )
+    return productions.repartition(partitions, part).sortWithinPartitions(*STAGE_INPUT_ORDER)
 
 
 def _write(frame: Any, path: str) -> str:
@@ -240,7 +246,7 @@ def _jsonl(row: Any) -> str:
         record_id=row.record_id, key=row.key, value=row.value,
         event_time_ms=row.event_time_ms, producer=row.producer,
     )  # fmt: skip
-    return sink_line(record).decode().rstrip("\n")
+    return sink_line(record, seq=row.seq).decode().rstrip("\n")
 
 
 def by_interval(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[InputRow]]]:
@@ -248,7 +254,7 @@ def by_interval(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[Inp
     interval's input records."""
     current: int | None = None
     pending: list[InputRow] = []
-    for _consumer, interval, record_id, key, value, ts, producer, stream in rows:
+    for _consumer, interval, record_id, key, value, ts, producer, stream, _seq in rows:
         if interval != current and pending:
             assert current is not None
             yield current, pending
@@ -290,6 +296,7 @@ def _corrupt_rows(corrupt: pa.RecordBatch) -> pa.RecordBatch:
             corrupt.column("corrupt_position").cast(pa.int64()),
             pa.nulls(size, pa.string()),
             corrupt.column("stream"),
+            pa.repeat(pa.scalar(0, pa.int64()), size),
         ],
         schema=PRODUCTIONS_ARROW,
     )

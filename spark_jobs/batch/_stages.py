@@ -74,9 +74,10 @@ def balance_intervals(sizes: Mapping[int, int], partitions: int) -> dict[int, in
 
 
 PRODUCTIONS_ARROW = pa.schema(
-    [("consumer", pa.string()), ("interval", pa.int32()), *PARQUET_SCHEMA]
+    [("consumer", pa.string()), ("interval", pa.int32()), *PARQUET_SCHEMA, ("seq", pa.int64())]
 )
-"""A production: where it goes, then the delivered record's fields (the sink's columns)."""
+"""A production: where it goes, the delivered record's fields (the sink's columns), and
+its place in production order (``OutputRow.seq``)."""
 
 
 class SourceRouter:
@@ -125,6 +126,7 @@ class SourceRouter:
                     part.column("event_time_ms").cast(pa.int64()),
                     pa.repeat(pa.scalar(INJECTOR, pa.string()), size),
                     part.column("stream"),
+                    pa.repeat(pa.scalar(0, pa.int64()), size),
                 ],
                 schema=PRODUCTIONS_ARROW,
             )

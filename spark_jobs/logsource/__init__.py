@@ -19,6 +19,7 @@ rows with ``corrupt_reason`` set. Everything a user needs is in
 """
 
 from spark_jobs._log_reader import LogDirError
+from spark_jobs.logsource._archive import is_uri
 from spark_jobs.logsource._plan import (
     SegmentPartition,
     check_location,
@@ -56,6 +57,7 @@ __all__ = [
     "StreamOptions",
     "StreamPartition",
     "check_location",
+    "is_uri",
     "plan_segments",
     "push_filters",
     "read_partition",

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from computations import Record, Topology
+from computations import (
+    JSON,
+    MAX_EVENT_TIME_MS,
+    Computation,
+    Context,
+    FiredTimer,
+    Record,
+    Topology,
+)
 from computations.testing import TestHarness
 from injector.log import AppendRequest, LogConfig, StreamLog
 from spark_jobs.batch import (
@@ -94,6 +102,54 @@ def write_orders(log_dir: Path, count: int, *, seed: int = 9) -> None:
             log.close()
 
 
+UPDATES = """
+[streams.events]
+[streams.sums]
+[streams.updates]
+[streams.finals]
+
+[computations.running]
+handler = "tests.spark_backfill._topologies:RunningSum"
+intervals = 3
+inputs = { events = "key" }
+outputs = ["sums", "updates"]
+
+[computations.latest]
+handler = "tests.spark_backfill._topologies:LatestValue"
+intervals = 2
+inputs = { updates = "key" }
+outputs = ["finals"]
+"""
+
+
+class RunningSum(Computation):
+    """An updating result: per key, the running sum of the values, produced after each
+    record (to a sink and to ``latest``) at the record's time rounded down to 10 s, so a
+    key's updates share event times and only production order tells the latest."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        total = (ctx.get_state("sum", JSON) or 0) + int(record.value)
+        ctx.put_state("sum", total, JSON)
+        at = record.event_time_ms // 10_000 * 10_000
+        for stream in ("sums", "updates"):
+            ctx.produce(stream, ctx.key, str(total).encode(), at)
+
+
+class LatestValue(Computation):
+    """Keeps its key's latest value as received; produces it at the end of input."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.put_state("latest", record.value.decode(), JSON)
+        ctx.set_timer("end", MAX_EVENT_TIME_MS)
+
+    def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
+        ctx.produce("finals", ctx.key, str(ctx.get_state("latest", JSON)).encode(), timer.time_ms)
+
+
+def updates() -> Topology:
+    return Topology.from_dict(tomllib.loads(UPDATES))
+
+
 def two_stages() -> Topology:
     return Topology.from_dict(tomllib.loads(TWO_STAGES))
 
@@ -175,17 +231,18 @@ def local_backfill(
     """The backfill's stages without Spark: route, then each computation's intervals."""
     produced = routed(topology, records)
     for computation in stage_order(topology):
-        by_interval: dict[int, list[InputRow]] = defaultdict(list)
+        by_interval: dict[int, list[OutputRow]] = defaultdict(list)
         for row in produced:
             if row.consumer == computation:
-                by_interval[row.interval].append(
-                    InputRow(row.record_id, row.key, row.value, row.event_time_ms, row.producer,
-                             row.stream)
-                )  # fmt: skip
+                by_interval[row.interval].append(row)
         for interval, rows in sorted(by_interval.items()):
-            rows.sort(key=lambda r: (r.event_time_ms, r.record_id))
+            rows.sort(key=lambda r: (r.event_time_ms, r.key, r.seq, r.record_id))  # the stages'
+            inputs = [
+                InputRow(r.record_id, r.key, r.value, r.event_time_ms, r.producer, r.stream)
+                for r in rows
+            ]
             produced.extend(
-                run_interval(topology, computation, interval, rows, IntervalStats(),
+                run_interval(topology, computation, interval, inputs, IntervalStats(),
                              batch_size=batch_size)
             )  # fmt: skip
     outputs: dict[str, dict[bytes, tuple[bytes, bytes, int]]] = {s: {} for s in topology.sinks()}

@@ -106,8 +106,8 @@ def test_backfill_equals_the_online_run(tmp_path: Path) -> None:
         bytes.fromhex(line["record_id"]): (line["key"].encode(), line["value"].encode(), line["ts"])
         for line in lines
     } == expected
-    times = [line["ts"] for line in lines]
-    assert times == sorted(times)
+    seqs = [line["seq"] for line in lines]  # one producing computation: its production order
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 
 
 def test_a_missing_log_is_one_clear_message(tmp_path: Path) -> None:
@@ -123,3 +123,45 @@ def test_a_missing_log_is_one_clear_message(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "no log directory" in result.stderr + result.stdout
+
+
+def driver(deployment: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The job's driver without spark-submit: what it decides before Spark starts."""
+    return subprocess.run(
+        [sys.executable, str(JOB), "--config", str(deployment), "--out", str(out), *extra],
+        check=False, capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+def test_a_backfill_that_would_read_nothing_says_why_and_fails(tmp_path: Path) -> None:
+    """Issue 31: a backfill of a short run read 0 records (the log was one active
+    segment) and exited 0 with empty outputs, after minutes of Spark."""
+    log_dir = tmp_path / "log"
+    write_log(log_dir, 300, segment_bytes=10**9)  # one active segment
+    (tmp_path / "topology.toml").write_text(TWO_STAGES)
+    deployment = tmp_path / "deployment.toml"
+    deployment.write_text(DEPLOYMENT.format(archive=(tmp_path / "archive").as_uri()))
+    writer = StreamLog.open(log_dir / "events", "events")  # an injector writing it
+    try:
+        result = driver(deployment, tmp_path / "out", "--log", str(log_dir))
+    finally:
+        writer.close()
+    assert result.returncode == 3, result.stderr
+    assert "active segments an injector is writing (events)" in result.stderr
+    assert "--include-active" in result.stderr
+    result = driver(deployment, tmp_path / "out", "--log", str(log_dir), "--to", "1000")
+    assert result.returncode == 3, result.stderr
+    assert "no record of events has an event time in [-inf, 1000)" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_stopped_injectors_active_segment_is_read(tmp_path: Path) -> None:
+    log_dir = tmp_path / "log"
+    write_log(log_dir, 300, segment_bytes=10**9)  # one active segment, no writer
+    (tmp_path / "topology.toml").write_text(TWO_STAGES)
+    deployment = tmp_path / "deployment.toml"
+    deployment.write_text(DEPLOYMENT.format(archive=(tmp_path / "archive").as_uri()))
+    result = submit(deployment, tmp_path / "out", "--log", str(log_dir))
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    assert "BACKFILL records_read=300 " in result.stdout
