@@ -12,8 +12,13 @@
    against an exact computation; beside it, in the same run, the online nodes on
    the same records end to end (``windows_bench.end_to_end_run``: ``millrace
    inject`` -> injector -> node -> sink, vectorized path).
+3. *Fixed cost*: ``millrace backfill`` of ``--small`` (20,000) events of the same
+   workload, as a user runs it (``spark-submit``, a fresh JVM and Python workers,
+   the output written and counted): wall seconds, and beside it, in the same run,
+   ``spark-submit`` of a job that only starts a session and counts 10 rows.
 
     python bench/spark_bench.py [--records N] [--events N] [--runs R] [--no-online]
+        [--small N]
 
 Prints a table and ``RESULT bench=spark ...`` lines (medians).
 """
@@ -25,6 +30,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -149,6 +155,63 @@ def backfill_stage(spark: object, events: int, runs: int, online: bool, work: Pa
     return [line + f" runs={runs}"]
 
 
+SMALL_DEPLOYMENT = """
+topology = "topology.toml"
+[nodes.agg]
+computation = "agg"
+intervals = [0]
+address = "127.0.0.1:1"
+[sinks.panes]
+address = "127.0.0.1:2"
+"""
+EMPTY_JOB = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+assert spark.range(10).count() == 10
+spark.stop()
+"""
+
+
+def fixed_cost_stage(events: int, runs: int, work: Path) -> list[str]:
+    """Stage 3: print its table; return its RESULT line."""
+    data = workload(events)
+    keys, times, values = data
+    log_dir = work / "small-log"
+    write_log(log_dir, keys, times.tolist(), values.tolist())
+    (work / "topology.toml").write_text(topology(f"tumbling:{MINUTE_MS}", vectorized=True))
+    (work / "deployment.toml").write_text(SMALL_DEPLOYMENT)
+    (work / "empty_job.py").write_text(EMPTY_JOB)
+    exact = exact_windows(data, "tumbling")
+    backfill = [sys.executable, "-m", "millrace", "backfill", "--config",
+                str(work / "deployment.toml"), "--log", str(log_dir)]  # fmt: skip
+    submit = str(Path(sys.executable).with_name("spark-submit"))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    backfill_s: list[float] = []
+    empty_s: list[float] = []
+    for run in range(runs):  # interleaved: drift hits both alike
+        out = work / f"small-out-{run}"
+        started = time.monotonic()
+        subprocess.run([*backfill, "--out", str(out)], check=True, capture_output=True,
+                       cwd=ROOT, env=env)  # fmt: skip
+        backfill_s.append(time.monotonic() - started)
+        check(out / "panes", exact)
+        started = time.monotonic()
+        subprocess.run([submit, "--master", "local[2]", str(work / "empty_job.py")],
+                       check=True, capture_output=True, cwd=ROOT, env=env)  # fmt: skip
+        empty_s.append(time.monotonic() - started)
+    backfill_median, empty_median = statistics.median(backfill_s), statistics.median(empty_s)
+    print(f"millrace backfill of {events:,} events as a user runs it (spark-submit, local[2])")
+    print(f"  backfill       {backfill_median:>6.1f} s wall   runs: "
+          + ", ".join(f"{s:.1f} s" for s in backfill_s))  # fmt: skip
+    print(f"  empty job      {empty_median:>6.1f} s wall   runs: "
+          + ", ".join(f"{s:.1f} s" for s in empty_s))  # fmt: skip
+    return [
+        f"RESULT bench=spark stage=fixed_cost events={events} "
+        f"backfill_wall_s={backfill_median:.1f} empty_spark_job_wall_s={empty_median:.1f} "
+        f"runs={runs}"
+    ]
+
+
 def check(parquet_dir: Path, exact: dict[tuple[str, int, int], list[int]]) -> None:
     """Every on-time pane equals the exact computation, and every window is there."""
     import pyarrow.parquet as pq
@@ -172,6 +235,7 @@ def main() -> int:
     parser.add_argument("--no-online", action="store_true", help="skip the online nodes' run")
     parser.add_argument("--no-reader", action="store_true", help="only the backfill")
     parser.add_argument("--no-backfill", action="store_true", help="only the reader")
+    parser.add_argument("--small", type=int, default=20_000, help="events of stage 3 (0: skip)")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
@@ -186,6 +250,10 @@ def main() -> int:
             results += backfill_stage(spark, args.events, args.runs, not args.no_online, work)
     finally:
         spark.stop()
+    try:
+        if args.small:
+            results += fixed_cost_stage(args.small, args.runs, work)
+    finally:
         shutil.rmtree(work, ignore_errors=True)
     for line in results:
         print(line)

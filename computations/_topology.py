@@ -23,6 +23,7 @@ no computation consumes are *sinks*.
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,9 +99,17 @@ class Topology:
 
     @classmethod
     def load(cls, path: str | Path) -> Topology:
-        """Read and validate a TOML topology file."""
+        """Read and validate a TOML topology file.
+
+        Its handlers and key extractors are imported with the file's directory on
+        the module search path (after everything else, so an installed package of
+        the same name wins), as ``python -m`` finds modules beside the working
+        directory: a project keeps ``topology.toml`` beside its ``myapp/`` and
+        needs no ``PYTHONPATH``."""
         with open(path, "rb") as handle:
-            return cls.from_dict(tomllib.load(handle))
+            raw = tomllib.load(handle)
+        add_module_directory(Path(path).resolve().parent)
+        return cls.from_dict(raw)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Topology:
@@ -204,6 +213,13 @@ class Topology:
     def handler_class(self, computation: str) -> type[Computation]:
         """The user class of ``computation`` (validated at load)."""
         return _import_handler(self.computations[computation].handler)
+
+
+def add_module_directory(directory: Path) -> None:
+    """Let ``import`` find the modules in ``directory`` (appended to ``sys.path`` once)."""
+    entry = str(directory)
+    if entry not in sys.path:
+        sys.path.append(entry)
 
 
 def _parse_computation(name: str, body: Any, problems: list[str]) -> ComputationSpec | None:

@@ -54,6 +54,7 @@ from deployment._placement import (
     Placement,
     placement_settings,
     read_deployment_file,
+    topology_file,
 )
 from deployment.security import Security
 
@@ -77,18 +78,23 @@ class Deployment(Placement):
 
         path = Path(path)
         raw, security = read_deployment_file(path)
-        topology_path = raw.get("topology")
-        if not isinstance(topology_path, str):
+        named = topology_file(path, raw)
+        if named is None:
             raise DeploymentError([f"{path}: 'topology' must name the topology file"])
         try:
-            topology = Topology.load(path.parent / topology_path)
+            topology = Topology.load(named)
         except TopologyError as exc:
-            raise DeploymentError([f"{topology_path}: {p}" for p in exc.problems]) from None
-        return cls.from_dict(topology, raw, security=security)
+            raise DeploymentError([f"{raw['topology']}: {p}" for p in exc.problems]) from None
+        return cls.from_dict(topology, raw, security=security, topology_file=named)
 
     @classmethod
     def from_dict(
-        cls, topology: Topology, raw: Mapping[str, Any], *, security: Security | None = None
+        cls,
+        topology: Topology,
+        raw: Mapping[str, Any],
+        *,
+        security: Security | None = None,
+        topology_file: Path | None = None,
     ) -> Deployment:
         """Validate a deployment given as plain data.
 
@@ -97,7 +103,9 @@ class Deployment(Placement):
         """
         if security is None:
             security = Security.from_settings(raw.get("security", {}), Path("."))
-        deployment = cls(topology=topology, **placement_settings(raw, security))
+        deployment = cls(
+            topology=topology, topology_file=topology_file, **placement_settings(raw, security)
+        )
         problems = deployment._problems()
         if problems:
             raise DeploymentError(problems)

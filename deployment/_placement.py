@@ -99,16 +99,25 @@ class Placement:
     injector: InjectorPlacement | None = None
     security: Security = field(default_factory=Security)
     """TLS material and the shared token of every process of the deployment."""
+    topology_file: Path | None = None
+    """The topology file the deployment file names (None: given as data)."""
 
     @classmethod
     def load(cls, path: str | Path) -> Placement:
         """Read a deployment file's placement and security, not its topology."""
-        raw, security = read_deployment_file(Path(path))
-        return cls(**placement_settings(raw, security))
+        path = Path(path)
+        raw, security = read_deployment_file(path)
+        return cls(**placement_settings(raw, security), topology_file=topology_file(path, raw))
 
     def sink_format(self, stream: str) -> str:
         """The output format ``millrace sink`` writes ``stream`` in (default ``"jsonl"``)."""
         return self.sink_formats.get(stream, "jsonl")
+
+
+def topology_file(path: Path, raw: Mapping[str, Any]) -> Path | None:
+    """The topology file a deployment file at ``path`` names (relative to its directory)."""
+    named = raw.get("topology")
+    return path.parent / named if isinstance(named, str) else None
 
 
 def read_deployment_file(path: Path) -> tuple[dict[str, Any], Security]:

@@ -19,8 +19,13 @@ from pathlib import Path
 import spark_jobs.backfill as backfill_job
 import spark_jobs.bootstrap as bootstrap_job
 import spark_jobs.replay as replay_job
+from deployment import Placement
 
 _SHARED = ("log", "from_", "to", "intervals", "partitions")
+
+
+SPARK_LOG_CONFIG = Path(backfill_job.__file__).resolve().with_name("log4j2.properties")
+"""Spark's log for the jobs: warnings and errors (its default logs ~40 INFO lines)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -106,6 +111,8 @@ def command(args: argparse.Namespace) -> list[str]:
     """The ``spark-submit`` command line for ``args``."""
     submit = Path(sys.executable).parent / "spark-submit"
     argv = [str(submit if submit.exists() else "spark-submit"), "--master", args.master]
+    argv += ["--driver-java-options", f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG.as_uri()}"]
+    argv += ["--conf", "spark.ui.showConsoleProgress=false"]
     argv += [str(Path(args.job.__file__).resolve()), "--config", args.config]
     for name in (*getattr(args, "shared", _SHARED), *args.flags):
         value = getattr(args, name)
@@ -132,6 +139,23 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    return subprocess.run(argv, env=submit_environment(args.config), check=False).returncode
+
+
+def submit_environment(config: str) -> dict[str, str]:
+    """The environment of ``spark-submit``: this Python for the workers, and on
+    ``PYTHONPATH`` the working directory and the topology file's directory, where the
+    nodes find the handler modules too (``Topology.load``)."""
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p)
-    return subprocess.run(argv, env=env, check=False).returncode
+    # Local mode binds the loopback: Spark warns about a hostname resolving to it otherwise.
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    paths = [os.getcwd()]
+    try:
+        named = Placement.load(config).topology_file
+    except (OSError, ValueError):  # the job itself reports a bad file
+        named = None
+    if named is not None:
+        paths.append(str(named.resolve().parent))
+    paths += [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env

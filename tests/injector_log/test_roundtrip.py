@@ -46,6 +46,7 @@ def test_exported_names_are_pinned() -> None:
         "RecoveryReport",
         "SegmentInfo",
         "StreamLog",
+        "is_being_written",
         "offset_of",
         "record_id",
         "scan_segment",

@@ -94,6 +94,7 @@ def test_backfill_equals_the_online_run(tmp_path: Path) -> None:
     result = submit(deployment, out, "--partitions", "3", "--intervals", "4", "--jsonl", cli=True)
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     assert f"OUTPUT stream=totals records={len(expected)}" in result.stdout
+    assert " INFO " not in result.stderr, "Spark's start-up noise is quiet by default"
     table = pq.read_table(out / "totals")
     got = {
         row["record_id"]: (row["key"], row["value"], row["event_time_ms"])

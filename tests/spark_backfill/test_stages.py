@@ -36,7 +36,9 @@ def as_tuples(outputs: dict) -> dict:  # type: ignore[type-arg]
     }
 
 
-@pytest.mark.parametrize(("intervals", "batch_size"), [(None, 100), (1, 7), (5, 1000)])
+@pytest.mark.parametrize(
+    ("intervals", "batch_size"), [(None, 100), (1, 7), (2, 2000), (3, 1000), (8, 13)]
+)
 def test_stages_equal_the_online_run(
     records: list[tuple[bytes, bytes, bytes, int, str]], intervals: int | None, batch_size: int
 ) -> None:
@@ -57,7 +59,7 @@ def test_a_join_and_merging_sessions_equal_the_online_run(tmp_path: Path) -> Non
     online = as_tuples(harness_outputs(join_and_sessions(), records, chunk=7))
     assert len(online["joined"]) > 100 and len(online["sessions"]) > 20
     assert online["late"] == {}, "no record is late online: the comparison needs that"
-    for intervals, batch_size in ((None, 50), (4, 1000)):
+    for intervals, batch_size in ((1, 50), (2, 1000), (3, 7), (8, 2000)):
         topology = with_intervals(join_and_sessions(), intervals)
         assert local_backfill(topology, records, batch_size=batch_size) == online
 
