@@ -1,4 +1,5 @@
-"""The Dataflow model as a library: windows, triggers, accumulation, late data.
+"""The Dataflow model as a library: windows, triggers, accumulation, late data, joins,
+tables, and the plain operators (map, filter, flat_map, split, union, dedup).
 
 Built on the public user API only (``computations.Computation`` and
 ``Context``), so the same classes run on nodes, in ``TestHarness`` and in
@@ -8,6 +9,7 @@ backfills. See ``docs/windows.md``.
 from dataflow._aggregation import WindowedAggregation
 from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
 from dataflow._joins import IntervalJoin, JoinType
+from dataflow._operators import Dedup, Filter, FlatMap, Map, Split, Union
 from dataflow._outputs import LATE_DROPPED
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
@@ -44,6 +46,9 @@ __all__ = [
     "AfterWatermark",
     "AtExpiry",
     "Changelog",
+    "Dedup",
+    "Filter",
+    "FlatMap",
     "Combiner",
     "Count",
     "EachLateRecord",
@@ -52,6 +57,7 @@ __all__ = [
     "FirstOf",
     "GlobalWindows",
     "IntervalJoin",
+    "Map",
     "JoinType",
     "Hopping",
     "Max",
@@ -60,12 +66,14 @@ __all__ = [
     "Pane",
     "Sessions",
     "Sliding",
+    "Split",
     "Sum",
     "TableChanges",
     "TableJoin",
     "TableTableJoin",
     "Timing",
     "Tumbling",
+    "Union",
     "Window",
     "WindowAssigner",
     "WindowedAggregation",

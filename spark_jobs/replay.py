@@ -12,7 +12,8 @@ Usage (``millrace replay`` builds and prints this command)::
 2. Reads what each sink stream's online sink holds (its file or Parquet
    directory: ``[sinks.STREAM] path``, or ``--sink-path``) and compares the
    current result of every output identity in the range (a window of a key,
-   or a key) with the backfill's (``spark_jobs.batch.compare``).
+   or a key) with the backfill's (``spark_jobs.batch.compare``); a stream named
+   by ``--by-content`` record by record, by content (``compare_content``).
 3. Publishes each difference as a correction into the sink through the
    sink's own ``Delivery`` endpoint (so its file, Parquet parts and ``View``
    show it), with ids derived from the backfill's: a second run publishes
@@ -58,6 +59,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--sink-path", action="append", default=[], metavar="STREAM=PATH",
         help="the online sink's file (or Parquet directory) of STREAM",
+    )  # fmt: skip
+    parser.add_argument(
+        "--by-content", action="append", default=[], metavar="STREAM",
+        help="compare STREAM record by record by content (a join's matches, alerts), not "
+             "one current result per key or window",
     )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="compare only, publish nothing")
     parser.add_argument("--report", help="also write the report as JSON here")
@@ -124,13 +130,14 @@ def correct(
     """Compare one sink stream and publish its corrections; the report's figures."""
     import pyarrow.parquet as pq
 
-    from spark_jobs.batch import Output, compare, publish
+    from spark_jobs.batch import Output, compare, compare_content, publish
 
     backfill = [
         Output(row["record_id"], row["key"], row["value"], row["event_time_ms"], row["seq"])
         for row in pq.read_table(backfilled).to_pylist()
     ]
-    result = compare(backfill, online_outputs(sink_path), from_ms=args.from_ms, to_ms=args.to_ms)
+    comparison = compare_content if stream in args.by_content else compare
+    result = comparison(backfill, online_outputs(sink_path), from_ms=args.from_ms, to_ms=args.to_ms)
     figures = result.to_dict()
     figures["published"] = 0
     if result.corrections and not args.dry_run:

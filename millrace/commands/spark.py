@@ -60,8 +60,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     replay.add_argument("--sink-path", action="append", metavar="STREAM=PATH",
                         help="the online sink's file or Parquet directory of STREAM")  # fmt: skip
     replay.add_argument("--report", help="also write the report as JSON here")
+    replay.add_argument("--by-content", action="append", metavar="STREAM",
+                        help="compare STREAM record by record by content (a join's matches), "
+                             "not one current result per key or window")  # fmt: skip
     replay.add_argument("--dry-run", action="store_true", help="compare only, publish nothing")
-    replay.set_defaults(handler=run, job=replay_job, flags=("work", "sink_path", "report"),
+    replay.set_defaults(handler=run, job=replay_job,
+                        flags=("work", "sink_path", "report", "by_content"),
                         switches=("dry_run", "include_active"))  # fmt: skip
     _register_bootstrap(subparsers)
 

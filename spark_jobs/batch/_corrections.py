@@ -10,12 +10,17 @@ backfill, in arrival order in the sink). A correction is the backfill's record
 for an identity whose result the sink lacks or holds differently, under a new
 id derived from the backfill's id and value: publishing it twice is a duplicate
 the sink drops, and a run after a successful one finds nothing to correct.
+
+A stream whose records are each a result (a join's matches) has no current
+result per key: :func:`compare_content` compares it record by record, by
+content, not id.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -127,6 +132,43 @@ def compare(
         else:
             report.changed += 1
         report.corrections.append(output._replace(record_id=correction_id(output)))
+    return report
+
+
+def compare_content(
+    backfill: Iterable[Output],
+    online: Iterable[Output],
+    *,
+    from_ms: int | None = None,
+    to_ms: int | None = None,
+) -> StreamReport:
+    """Corrections for a stream whose every record is a result (a join's matches, an
+    alert per event), not an update of one current result per identity: each
+    backfill record whose content (key, value, event time) the sink does not hold
+    as often as the backfill has it. Ids are not compared: where the online run's
+    arrival order named them, they differ while the results agree."""
+    wanted: Counter[tuple[bytes, bytes, int]] = Counter()
+    firsts: dict[tuple[bytes, bytes, int], list[Output]] = {}
+    for output in backfill:
+        if in_range((output.key, None, None), output.event_time_ms, from_ms, to_ms):
+            content = (output.key, output.value, output.event_time_ms)
+            wanted[content] += 1
+            firsts.setdefault(content, []).append(output)
+    held: Counter[tuple[bytes, bytes, int]] = Counter(
+        (o.key, o.value, o.event_time_ms)
+        for o in online
+        if in_range((o.key, None, None), o.event_time_ms, from_ms, to_ms)
+    )
+    report = StreamReport(checked=sum(wanted.values()))
+    report.online_only = sum((held - wanted).values())
+    for content, count in wanted.items():
+        lacking = count - held.get(content, 0)
+        if lacking > 0:
+            report.missing += lacking
+            outputs = sorted(firsts[content], key=lambda o: (o.seq, o.record_id))
+            report.corrections.extend(
+                o._replace(record_id=correction_id(o)) for o in outputs[count - lacking :]
+            )
     return report
 
 

@@ -39,3 +39,26 @@ def test_production_order_wins_over_event_time() -> None:
         Output(b"\x02" * 16, b"k", b"old", 2_000, 3),
     ]
     assert compare(backfill, [Output(b"\x03" * 16, b"k", b"new", 0)]).corrections == []
+
+
+def test_a_stream_of_results_is_compared_by_content_not_id() -> None:
+    """A join's matches: the online ids came from arrival order, the results agree."""
+    from spark_jobs.batch import compare_content
+
+    backfill = [
+        Output(b"\x01" * 16, b"order-1", b"match-a", 1_000, 1),
+        Output(b"\x02" * 16, b"order-1", b"match-b", 1_000, 2),
+        Output(b"\x03" * 16, b"order-2", b"match-c", 2_000, 3),
+        Output(b"\x04" * 16, b"order-2", b"match-c", 2_000, 4),  # the same result twice
+    ]
+    online = [
+        Output(b"\x09" * 16, b"order-1", b"match-b", 1_000),
+        Output(b"\x08" * 16, b"order-1", b"match-a", 1_000),
+        Output(b"\x07" * 16, b"order-2", b"match-c", 2_000),
+        Output(b"\x06" * 16, b"order-3", b"stale", 3_000),
+    ]
+    report = compare_content(backfill, online)
+    assert (report.checked, report.missing, report.online_only) == (4, 1, 1)
+    (correction,) = report.corrections
+    assert (correction.key, correction.value) == (b"order-2", b"match-c")
+    assert compare_content(backfill, [*online, correction]).corrections == []
