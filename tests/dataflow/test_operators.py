@@ -141,7 +141,7 @@ def test_dedup_passes_a_keys_first_record_per_time_bound(
     h = harness("dataflow:Dedup", {"output": "out", "within_ms": within}, ["out"])
     times = sorted(t * 1_000 for _, t in events)
     kept: dict[str, int] = {}
-    expected = []
+    expected: list[tuple[bytes, int]] = []
     for (key, _), t in zip(events, times, strict=True):
         name = f"k{key}"
         h.feed("in", name.encode(), str(t).encode(), t)
