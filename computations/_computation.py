@@ -71,6 +71,26 @@ class Context(Protocol):
         """Remove this key's state under ``tag``."""
         ...
 
+    @overload
+    def scan_state(
+        self, prefix: str, *, start: str = "", end: str | None = None
+    ) -> list[tuple[str, bytes]]: ...
+    @overload
+    def scan_state(
+        self, prefix: str, serde: Serde[T], *, start: str = "", end: str | None = None
+    ) -> list[tuple[str, T]]: ...
+    def scan_state(
+        self, prefix: str, serde: Serde[Any] = BYTES, *, start: str = "", end: str | None = None
+    ) -> list[tuple[str, Any]]:
+        """This key's state entries whose tags start with ``prefix`` (and, after it, are
+        ``>= start`` and ``< end``), as ``(tag, value)`` in tag order (UTF-8 bytes).
+
+        One row per entry, read as a range: a list, map or time-ordered buffer of a key
+        kept as one tag per element (``f"buf/{time:016x}/{id}"``) costs per record what
+        it reads, not the whole collection (Flink's ``MapState`` on RocksDB). This
+        call's own changes are included."""
+        ...
+
     def set_timer(self, tag: str, time_ms: int, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
         """Set (or move) this key's timer ``tag`` of ``domain`` to ``time_ms``."""
         ...

@@ -2,8 +2,10 @@
 
 Records of two input streams with equal keys join when
 ``left.t + lower_ms <= right.t <= left.t + upper_ms`` (Flink's interval join).
-Each side is buffered in the key's state (``L`` and ``R``) until no record of
-the other side can match it any more: the watermark passes its *horizon*
+Each record is buffered in the key's state, one row per record (``L/<time>/<id>``
+and ``R/<time>/<id>``, read by time range with ``Context.scan_state``, so a record's
+cost is its partners, not the key's backlog), until no record of the other side
+can match it any more: the watermark passes its *horizon*
 (``left.t + upper_ms``, or ``right.t - lower_ms``) plus the allowed
 lateness. Then it is dropped and, in an outer join, emitted unmatched if it
 never matched. A record is late when the watermark is past its own time plus
@@ -90,18 +92,25 @@ class IntervalJoin(Computation):
             # Later than the lateness allows: partners it would have met may be gone.
             send_late(ctx, record, self.late_output)
             return
+        _migrate(ctx)
         entry = {"t": t, "id": record.record_id.hex(), "v": json_bytes(record.value), "m": False}
-        buffered = ctx.get_state(other, JSON) or []
-        for candidate in buffered:
+        # The partners' times: left.t + lower <= right.t <= left.t + upper.
+        low, high = (
+            (t + self.lower_ms, t + self.upper_ms)
+            if side == "L"
+            else (t - self.upper_ms, t - self.lower_ms)
+        )
+        for tag, candidate in ctx.scan_state(
+            f"{other}/", JSON, start=_time_tag(low), end=_time_tag(high + 1)
+        ):
             left, right = (entry, candidate) if side == "L" else (candidate, entry)
-            if left["t"] + self.lower_ms <= right["t"] <= left["t"] + self.upper_ms:
-                self._emit(ctx, left, right)
-                entry["m"] = candidate["m"] = True
-        if buffered:
-            ctx.put_state(other, buffered, JSON)
-        own = ctx.get_state(side, JSON) or []
-        ctx.put_state(side, [*own, entry], JSON)
-        ctx.set_timer(f"x:{side}:{entry['id']}", self._expiry(side, t))
+            self._emit(ctx, left, right)
+            entry["m"] = True
+            if not candidate["m"]:
+                candidate["m"] = True
+                ctx.put_state(tag, candidate, JSON)
+        ctx.put_state(_element_tag(side, t, entry["id"]), entry, JSON)
+        ctx.set_timer(f"x:{side}:{_time_tag(t)}:{entry['id']}", self._expiry(side, t))
 
     def _expiry(self, side: str, t: int) -> int:
         """When no record of the other side that is not late can match one at ``t``."""
@@ -111,16 +120,19 @@ class IntervalJoin(Computation):
     # -- expiry -------------------------------------------------------------------
 
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
-        _, side, rid = timer.tag.split(":")
-        buffered = ctx.get_state(side, JSON) or []
-        kept = [e for e in buffered if e["id"] != rid]
-        expired = [e for e in buffered if e["id"] == rid]
-        if kept:
-            ctx.put_state(side, kept, JSON)
+        parts = timer.tag.split(":")
+        if len(parts) == 3:  # set by the format that kept a side as one list
+            _migrate(ctx)
+            _, side, rid = parts
+            found = [(tag, e) for tag, e in ctx.scan_state(f"{side}/", JSON) if e["id"] == rid]
         else:
-            ctx.delete_state(side)
+            _, side, time_tag, rid = parts
+            tag = f"{side}/{time_tag}/{rid}"
+            entry = ctx.get_state(tag, JSON)
+            found = [] if entry is None else [(tag, entry)]
         outer = {"L": (JoinType.LEFT, JoinType.FULL), "R": (JoinType.RIGHT, JoinType.FULL)}
-        for entry in expired:
+        for tag, entry in found:
+            ctx.delete_state(tag)
             if not entry["m"] and self.how in outer[side]:
                 self._emit(ctx, entry if side == "L" else None, entry if side == "R" else None)
 
@@ -138,3 +150,24 @@ class IntervalJoin(Computation):
         times = [side["t"] for side in (left, right) if side is not None]
         value = json_output(body)
         ctx.produce(self.output, ctx.key, value, max(times))
+
+
+def _time_tag(t: int) -> str:
+    """``t`` as fixed-width hex from the earliest event time: tags sort as times do."""
+    return f"{min(max(t, MIN_EVENT_TIME_MS), MAX_EVENT_TIME_MS + 1) - MIN_EVENT_TIME_MS:016x}"
+
+
+def _element_tag(side: str, t: int, rid: str) -> str:
+    """Where one buffered record of ``side`` lives: one state row per record."""
+    return f"{side}/{_time_tag(t)}/{rid}"
+
+
+def _migrate(ctx: Context) -> None:
+    """A key's sides kept as one JSON list each (the format before one row per record)
+    become one row per record, once."""
+    for side in ("L", "R"):
+        entries = ctx.get_state(side, JSON)
+        if entries is not None:
+            for entry in entries:
+                ctx.put_state(_element_tag(side, entry["t"], entry["id"]), entry, JSON)
+            ctx.delete_state(side)

@@ -30,6 +30,12 @@ def state_key(key: bytes, tag: str) -> bytes:
     return _U32.pack(len(key)) + key + tag.encode()
 
 
+def _after_prefix(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: none)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes((stripped[-1] + 1,)) if stripped else None
+
+
 def state_prefix(key: bytes) -> bytes:
     """The prefix of every state entry of ``key``."""
     return _U32.pack(len(key)) + key
@@ -154,6 +160,32 @@ class RecordScope:
 
     def put_state(self, tag: str, value: Any, serde: Serde[Any] = BYTES) -> None:
         self._state[tag] = serde.dumps(value)
+
+    def scan_state(
+        self,
+        prefix: str,
+        serde: Serde[Any] = BYTES,
+        *,
+        start: str = "",
+        end: str | None = None,
+    ) -> list[tuple[str, Any]]:
+        low_tag = prefix + start
+        high_tag = None if end is None else prefix + end
+        key_prefix = self._prefix
+        low = key_prefix + low_tag.encode()
+        high = key_prefix + high_tag.encode() if high_tag is not None else None
+        if high is None:
+            high = _after_prefix(key_prefix + prefix.encode())
+        skip = len(key_prefix)
+        found = {k[skip:]: raw for k, raw in self._txn.scan_state(low, high)}
+        for tag, raw in self._state.items():  # this call's own changes
+            if tag.startswith(prefix) and low_tag <= tag and (high_tag is None or tag < high_tag):
+                encoded = tag.encode()
+                if raw is None:
+                    found.pop(encoded, None)
+                else:
+                    found[encoded] = raw
+        return [(tag.decode(), serde.loads(raw)) for tag, raw in sorted(found.items())]
 
     def delete_state(self, tag: str) -> None:
         self._state[tag] = None

@@ -5,7 +5,7 @@ imports ``transaction.py`` and nothing imports it back."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from statestore._bloom import Positions
@@ -43,6 +43,10 @@ class StoreView(Protocol):
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Many committed state values."""
+        ...
+
+    def scan_state_range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """Committed state entries with ``start <= key < end``, in key order."""
         ...
 
     def get_meta(self, name: str) -> bytes | None:

@@ -281,6 +281,11 @@ class StateStore:
         self._require_open()
         return self._engine.scan(Column.STATE, prefix, _keys.prefix_end(prefix))
 
+    def scan_state_range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """Committed state entries with ``start <= key < end`` (None: no end), in key order."""
+        self._require_open()
+        return self._engine.scan(Column.STATE, start, end)
+
     def get_meta(self, name: str) -> bytes | None:
         """A committed metadata entry."""
         self._require_open()

@@ -9,6 +9,7 @@ before ``commit``, and ``commit`` writes everything in one engine batch.
 from __future__ import annotations
 
 import enum
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 
 from statestore import _keys
@@ -37,6 +38,9 @@ class Transaction:
         self._status = TransactionStatus.OPEN
         self._open = True  # the hot-path check: an enum comparison costs 7x a bool
         self._state: dict[bytes, bytes | None] = {}
+        self._state_order: list[bytes] | None = None
+        """The keys of ``_state`` in order, kept once a scan needed them (see
+        :meth:`scan_state`)."""
         self._seen: dict[bytes, None] = {}
         self._marks: list[SenderProgress] = []
         self._timers: dict[TimerId, Timer | None] = {}
@@ -84,17 +88,46 @@ class Transaction:
     def put(self, key: bytes, value: bytes) -> None:
         """Set a state key."""
         self._require_open()
+        if self._state_order is not None and key not in self._state:
+            insort(self._state_order, key)
         self._state[key] = value
 
     def write_many(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Set many state keys (a None value deletes its key)."""
         self._require_open()
         self._state.update(entries)
+        self._state_order = None
 
     def delete(self, key: bytes) -> None:
         """Remove a state key."""
         self._require_open()
+        if self._state_order is not None and key not in self._state:
+            insort(self._state_order, key)
         self._state[key] = None
+
+    def scan_state(self, start: bytes, end: bytes | None) -> list[tuple[bytes, bytes]]:
+        """The state entries with ``start <= key < end`` (None: no end) as this
+        transaction sees them, in key order: one range read of the store, with this
+        transaction's own changes laid over it (their keys kept in order once scanned,
+        so a scan costs the range, not the transaction's size)."""
+        self._require_open()
+        found = dict(self._store.scan_state_range(start, end))
+        if self._state:
+            order = self._state_order
+            if order is None:
+                order = self._state_order = sorted(self._state)
+            low = bisect_left(order, start)
+            high = len(order) if end is None else bisect_left(order, end, low)
+            if low < high:
+                state = self._state
+                for key in order[low:high]:
+                    value = state[key]
+                    if value is None:
+                        found.pop(key, None)
+                    else:
+                        found[key] = value
+                return sorted(found.items())
+        return list(found.items())
 
     # -- dedup ------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import Topology
+from computations import JSON, Context, Record, Topology
 from computations.testing import TestHarness
 from dataflow import IntervalJoin, JoinType
 
@@ -121,3 +121,38 @@ def test_a_late_record_joins_nothing_and_goes_to_the_late_stream() -> None:
     assert rows(harness) == Counter()
     assert [(r.key, r.value) for r in harness.outputs("late")] == [(b"a", b"v0")]
     assert harness.state("join", b"a", "L") is None, "the buffer is collected"
+
+
+class LegacyStateJoin(IntervalJoin):
+    """Writes a record marked ``legacy:`` as the format before one row per record did
+    (a side as one JSON list, a timer tagged ``x:SIDE:ID``): what a node upgraded
+    with buffered records finds in its store."""
+
+    left, right, lower_ms, upper_ms, output = "clicks", "views", LOWER, UPPER, "joined"
+    how = JoinType.FULL
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if not record.value.startswith(b"legacy:"):
+            super().process_record(ctx, record)
+            return
+        side = "L" if record.stream == self.left else "R"
+        entry = {"t": record.event_time_ms, "id": record.record_id.hex(),
+                 "v": record.value.decode(), "m": False}  # fmt: skip
+        ctx.put_state(side, [*(ctx.get_state(side, JSON) or []), entry], JSON)
+        ctx.set_timer(f"x:{side}:{entry['id']}", self._expiry(side, record.event_time_ms))
+
+
+def test_records_buffered_in_the_old_format_still_join_and_expire() -> None:
+    harness = TestHarness(topology(f"{__name__}:LegacyStateJoin"))
+    harness.feed("clicks", b"k", b"legacy:matched", 1_000)
+    harness.feed("clicks", b"k", b"legacy:alone", 5_000)
+    harness.run()
+    harness.feed("views", b"k", b"view", 1_100)
+    harness.run()
+    harness.advance_watermark(20_000)
+    harness.run()
+    assert rows(harness) == Counter({
+        ("k", (1_000, "legacy:matched"), (1_100, "view")): 1,
+        ("k", (5_000, "legacy:alone"), None): 1,
+    })  # fmt: skip
+    assert harness.state("join", b"k", "L") is None
