@@ -1,11 +1,18 @@
-"""An interval join on one hot key: the cost of a record as the key's backlog grows.
+"""Joins on one hot key: the cost of a record as the key's backlog grows.
 
-One key; ``--backlog`` left records (one per second of event time) wait in the
-join's state, the watermark held back so none expires; then ``--probes`` records
-(half left, half right, each matching one or two partners) are processed one
-commit each, timed. The library once kept a side as one JSON list rewritten on
-every record (issue 32: 351 -> 8,989 us per record from 500 to 4,000 waiting);
-now each waiting record is a row of its own, read by time range.
+One key; ``--backlogs`` records (one per second of event time) wait in the join's
+state, the watermark held back so none expires; then ``--probes`` records are
+processed one commit each, timed, through the node's engine (``IntervalProcessor``
+over RocksDB, commits unsynced):
+
+- ``IntervalJoin``: the backlog is left records; probes alternate left and right,
+  each matching one or two partners;
+- ``TableJoin`` in event-time mode: the backlog is records waiting for the
+  watermark; probes alternate such records and changes of the table row.
+
+The library once kept a side, a history or the waiting records as one JSON list
+rewritten on every record (issue 32: 351 -> 8,989 us per record from 500 to 4,000
+waiting); now each is a row of its own, read by time range.
 
 In the same run, the reference: the same probes through a computation that only
 buffers a record in one state row (no join), at the smallest backlog.
@@ -18,8 +25,10 @@ buffers a record in one state row (no join), at the smallest backlog.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # after PYTHONPATH: --root runs another checkout's code
 
 from computations import Computation, Context, Record, Topology  # noqa: E402
-from computations.testing import TestHarness  # noqa: E402
-from dataflow import IntervalJoin, JoinType  # noqa: E402
+from dataflow import IntervalJoin, JoinType, TableJoin  # noqa: E402
+from engine import IntervalProcessor  # noqa: E402
+from millrace.wire.v1 import record_pb2  # noqa: E402
+from statestore import StateStore, StoreConfig  # noqa: E402
 
 SECOND = 1_000
 
@@ -39,6 +50,11 @@ class HotJoin(IntervalJoin):
     how = JoinType.INNER
 
 
+class HotTableJoin(TableJoin):
+    stream, table, output = "clicks", "views", "joined"
+    versioned = True
+
+
 class BufferOnly(Computation):
     """The reference: one state row written per record, nothing read."""
 
@@ -46,40 +62,52 @@ class BufferOnly(Computation):
         ctx.put_state(f"b/{record.event_time_ms:016x}", record.value)
 
 
-def harness(handler: type[Computation]) -> TestHarness:
-    return TestHarness(
-        Topology.from_dict(
-            {
-                "streams": {"clicks": {}, "views": {}, "joined": {}},
-                "computations": {
-                    "join": {
-                        "handler": handler,
-                        "inputs": {"clicks": "key", "views": "key"},
-                        "outputs": ["joined"],
-                    }
-                },
-            }
-        )
+def topology(handler: type[Computation]) -> Topology:
+    return Topology.from_dict(
+        {
+            "streams": {"clicks": {}, "views": {}, "joined": {}},
+            "computations": {
+                "join": {
+                    "handler": handler,
+                    "inputs": {"clicks": "key", "views": "key"},
+                    "outputs": ["joined"],
+                }
+            },
+        }
     )
 
 
-def per_record_us(handler: type[Computation], backlog: int, probes: int) -> float:
-    """Median microseconds of one probe's commit, after ``backlog`` waiting records."""
-    h = harness(handler)
-    for at in range(0, backlog, 1_000):
-        for i in range(at, min(at + 1_000, backlog)):
-            h.feed("clicks", b"hot", b"c", i * SECOND)
-        h.run()
-    h.advance_watermark(0)  # held back: nothing expires
-    h.run()
-    times = []
-    for i in range(probes):
-        stream = "views" if i % 2 else "clicks"
-        t = (i % backlog) * SECOND + 300
-        h.feed(stream, b"hot", b"p", t)
-        started = time.perf_counter()
-        h.run()
-        times.append(time.perf_counter() - started)
+def per_record_us(handler: type[Computation], backlog: int, probes: int, work: Path) -> float:
+    """Median microseconds of one probe's commit, after ``backlog`` waiting records: the
+    node's engine over RocksDB (unsynced commits), productions acknowledged at once."""
+    store = StateStore.open_rocksdb(work / f"{handler.__name__}-{backlog}",
+                                    config=StoreConfig(sync=False))  # fmt: skip
+    processor = IntervalProcessor(
+        topology=topology(handler), computation="join", interval=0, store=store, epoch=1
+    )
+    number = 0
+
+    def commit(stream: str, value: bytes, t: int) -> None:
+        nonlocal number
+        number += 1
+        record = record_pb2.Record(record_id=number.to_bytes(16, "big"), key=b"hot",
+                                   value=value, event_time_ms=t, stream=stream)  # fmt: skip
+        outcome = processor.process_records([record], durable=False)
+        if outcome.productions:
+            processor.acknowledge([p.outbox_key for p in outcome.productions])
+
+    try:
+        processor.advance_watermark(0)  # held back: nothing expires
+        for i in range(backlog):
+            commit("clicks", b"c", i * SECOND)
+        times = []
+        for i in range(probes):
+            stream = "views" if i % 2 else "clicks"
+            started = time.perf_counter()
+            commit(stream, b"p", (i % backlog) * SECOND + 300)
+            times.append(time.perf_counter() - started)
+    finally:
+        store.close()
     return statistics.median(times) * 1e6
 
 
@@ -89,18 +117,24 @@ def main() -> int:
     parser.add_argument("--probes", type=int, default=200)
     args = parser.parse_args()
     backlogs = [int(b) for b in args.backlogs.split(",")]
-    reference = per_record_us(BufferOnly, backlogs[0], args.probes)
-    figures = {backlog: per_record_us(HotJoin, backlog, args.probes) for backlog in backlogs}
-    print(f"{'waiting records':>16}{'us per record':>16}{'vs smallest':>14}")
-    for backlog, us in figures.items():
-        print(f"{backlog:>16,}{us:>16.0f}{us / figures[backlogs[0]]:>14.2f}")
-    print(f"{'reference':>16}{reference:>16.0f}   (one state row per record, no join)")
-    largest = backlogs[-1]
-    print(
-        f"RESULT bench=join_hot_key probes={args.probes} "
-        + " ".join(f"us_at_{b}={us:.0f}" for b, us in figures.items())
-        + f" growth={figures[largest] / figures[backlogs[0]]:.2f} reference_us={reference:.0f}"
-    )
+    work = Path(tempfile.mkdtemp(prefix="join-hot-key-"))
+    reference = per_record_us(BufferOnly, backlogs[0], args.probes, work)
+    print(f"{'join':<16}{'waiting records':>16}{'us per record':>16}{'vs smallest':>14}")
+    lines = []
+    for name, handler in (("interval", HotJoin), ("table_versioned", HotTableJoin)):
+        figures = {b: per_record_us(handler, b, args.probes, work) for b in backlogs}
+        for backlog, us in figures.items():
+            print(f"{name:<16}{backlog:>16,}{us:>16.0f}{us / figures[backlogs[0]]:>14.2f}")
+        growth = figures[backlogs[-1]] / figures[backlogs[0]]
+        lines.append(
+            f"RESULT bench=join_hot_key join={name} probes={args.probes} "
+            + " ".join(f"us_at_{b}={us:.0f}" for b, us in figures.items())
+            + f" growth={growth:.2f} reference_us={reference:.0f}"
+        )
+    print(f"{'reference':<16}{'':>16}{reference:>16.0f}   (one state row per record, no join)")
+    for line in lines:
+        print(line)
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -73,17 +73,30 @@ class Context(Protocol):
 
     @overload
     def scan_state(
-        self, prefix: str, *, start: str = "", end: str | None = None
+        self, prefix: str, *, start: str = "", end: str | None = None, limit: int | None = None
     ) -> list[tuple[str, bytes]]: ...
     @overload
     def scan_state(
-        self, prefix: str, serde: Serde[T], *, start: str = "", end: str | None = None
+        self,
+        prefix: str,
+        serde: Serde[T],
+        *,
+        start: str = "",
+        end: str | None = None,
+        limit: int | None = None,
     ) -> list[tuple[str, T]]: ...
     def scan_state(
-        self, prefix: str, serde: Serde[Any] = BYTES, *, start: str = "", end: str | None = None
+        self,
+        prefix: str,
+        serde: Serde[Any] = BYTES,
+        *,
+        start: str = "",
+        end: str | None = None,
+        limit: int | None = None,
     ) -> list[tuple[str, Any]]:
         """This key's state entries whose tags start with ``prefix`` (and, after it, are
-        ``>= start`` and ``< end``), as ``(tag, value)`` in tag order (UTF-8 bytes).
+        ``>= start`` and ``< end``), as ``(tag, value)`` in tag order (UTF-8 bytes), the
+        first ``limit`` of them (None: all; the store reads no further).
 
         One row per entry, read as a range: a list, map or time-ordered buffer of a key
         kept as one tag per element (``f"buf/{time:016x}/{id}"``) costs per record what

@@ -200,6 +200,17 @@ class TestHarness:
         raw = processor.store.get(state_key(key, tag))
         return None if raw is None else serde.loads(raw)
 
+    def state_rows(self, computation: str, key: bytes, prefix: str) -> list[tuple[str, bytes]]:
+        """Committed state of ``key`` in ``computation`` whose tags start with ``prefix``,
+        as ``(tag, raw value)`` in tag order (what ``Context.scan_state`` reads)."""
+        spec = self.topology.computations[computation]
+        processor = self.processors[(computation, interval_of(key, spec.intervals))]
+        head = state_key(key, "")
+        return [
+            (found[len(head) :].decode(), raw)
+            for found, raw in processor.store.scan_state(state_key(key, prefix))
+        ]
+
     def reported_late(self, computation: str) -> list[int]:
         """The lateness (ms behind the low watermark) of each record ``computation``
         reported late (``Context.report_late``): what a node's

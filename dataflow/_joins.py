@@ -37,6 +37,7 @@ from computations import (
     Record,
 )
 from dataflow._outputs import json_bytes, json_output, send_late
+from dataflow._rows import time_tag
 
 
 class JoinType(Enum):
@@ -101,7 +102,7 @@ class IntervalJoin(Computation):
             else (t - self.upper_ms, t - self.lower_ms)
         )
         for tag, candidate in ctx.scan_state(
-            f"{other}/", JSON, start=_time_tag(low), end=_time_tag(high + 1)
+            f"{other}/", JSON, start=time_tag(low), end=time_tag(high + 1)
         ):
             left, right = (entry, candidate) if side == "L" else (candidate, entry)
             self._emit(ctx, left, right)
@@ -110,7 +111,7 @@ class IntervalJoin(Computation):
                 candidate["m"] = True
                 ctx.put_state(tag, candidate, JSON)
         ctx.put_state(_element_tag(side, t, entry["id"]), entry, JSON)
-        ctx.set_timer(f"x:{side}:{_time_tag(t)}:{entry['id']}", self._expiry(side, t))
+        ctx.set_timer(f"x:{side}:{time_tag(t)}:{entry['id']}", self._expiry(side, t))
 
     def _expiry(self, side: str, t: int) -> int:
         """When no record of the other side that is not late can match one at ``t``."""
@@ -152,14 +153,9 @@ class IntervalJoin(Computation):
         ctx.produce(self.output, ctx.key, value, max(times))
 
 
-def _time_tag(t: int) -> str:
-    """``t`` as fixed-width hex from the earliest event time: tags sort as times do."""
-    return f"{min(max(t, MIN_EVENT_TIME_MS), MAX_EVENT_TIME_MS + 1) - MIN_EVENT_TIME_MS:016x}"
-
-
 def _element_tag(side: str, t: int, rid: str) -> str:
     """Where one buffered record of ``side`` lives: one state row per record."""
-    return f"{side}/{_time_tag(t)}/{rid}"
+    return f"{side}/{time_tag(t)}/{rid}"
 
 
 def _migrate(ctx: Context) -> None:

@@ -9,10 +9,12 @@ Two modes, chosen by ``versioned``:
   before its row meets nothing.
 - **Event time** (``versioned = True``, as Flink's event-time temporal join):
   a record at ``t`` meets the version with the greatest change event time
-  ``<= t``, whatever the arrival order. The key keeps its version history
-  (``versions``, see ``_versions``) and buffers its records (``pending``)
-  until the watermark passes their time (an event-time timer ``at:T``):
-  then every change up to ``t`` has arrived, and the record is joined.
+  ``<= t``, whatever the arrival order. The key keeps its version history,
+  one state row per version (``v/<time>``), and buffers its records, one row
+  each (``p/<time>/<id>``), until the watermark passes their time (an
+  event-time timer ``at:T``): then every change up to ``t`` has arrived, and
+  the record is joined. Rows are read by time range (``Context.scan_state``),
+  so a record's cost does not grow with its key's backlog.
 
 Lateness in event-time mode, with ``W`` the low watermark and ``L`` the
 allowed lateness: a record with ``t < W - L`` is late: it joins nothing and
@@ -40,15 +42,22 @@ from typing import Any
 
 from computations import JSON, Computation, Context, FiredTimer, Record
 from dataflow._outputs import json_bytes, json_output, send_late
+from dataflow._rows import time_tag
 from dataflow._tables import Changelog, parse_change
-from dataflow._versions import as_of, insert, prune, row_of
+from dataflow._versions import Version, row_of
 
 ROW = "row"
 """State tag of a key's current row in arrival mode (``{"t": event time, "value": row}``)."""
+VERSION_ROWS = "v/"
+"""Event-time mode: a key's version history, one row per version (``v/<time>``:
+``{"t": ms, "row": row}`` or ``{"t": ms, "deleted": true}``)."""
+PENDING_ROWS = "p/"
+"""Event-time mode: a key's records waiting for the watermark, one row each
+(``p/<time>/<record id>``: ``{"t": ms, "v": value}``)."""
 VERSIONS = "versions"
-"""State tag of a key's version history in event-time mode."""
 PENDING = "pending"
-"""State tag of a key's records waiting for the watermark (``[{"t": ms, "v": value}]``)."""
+"""The format before one row per version and per record: one JSON list each, moved
+to rows on first touch (:func:`_migrate`)."""
 
 
 class TableJoin(Computation):
@@ -120,13 +129,18 @@ class TableJoin(Computation):
     # -- event-time mode ------------------------------------------------------------
 
     def _add_version(self, ctx: Context, record: Record) -> None:
-        horizon = self._horizon(ctx, ctx.get_state(PENDING, JSON) or [])
+        _migrate(ctx)
+        horizon = self._horizon(ctx)
         if horizon is not None and record.event_time_ms < horizon:
             send_late(ctx, record, self.late_output)  # the history before H is final
             return
         deleted, row = parse_change(record.value, self.changelog)
-        history = insert(ctx.get_state(VERSIONS, JSON) or [], record.event_time_ms, deleted, row)
-        self._keep(ctx, history, horizon)
+        t = record.event_time_ms
+        # One row per version; a change at an existing version's time replaces it (of
+        # two changes at one instant, the later to arrive wins).
+        version = {"t": t, "deleted": True} if deleted else {"t": t, "row": row}
+        ctx.put_state(f"{VERSION_ROWS}{time_tag(t)}", version, JSON)
+        self._prune(ctx, horizon)
 
     def _probe(self, ctx: Context, record: Record) -> None:
         t, watermark = record.event_time_ms, ctx.low_watermark
@@ -134,50 +148,55 @@ class TableJoin(Computation):
             send_late(ctx, record, self.late_output)
         elif watermark is not None and t < watermark:
             # Late within the lateness: every change up to t that is not late is here.
-            history = ctx.get_state(VERSIONS, JSON) or []
-            self._emit(ctx, json_bytes(record.value), *row_of(as_of(history, t)), t)
+            _migrate(ctx)
+            self._emit(ctx, json_bytes(record.value), *row_of(self._as_of(ctx, t)), t)
         else:
-            pending = ctx.get_state(PENDING, JSON) or []
-            ctx.put_state(PENDING, [*pending, {"t": t, "v": json_bytes(record.value)}], JSON)
+            tag = f"{PENDING_ROWS}{time_tag(t)}/{record.record_id.hex()}"
+            ctx.put_state(tag, {"t": t, "v": json_bytes(record.value)}, JSON)
             ctx.set_timer(f"at:{t}", t)
 
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
         """The watermark passed ``timer.time_ms``: join the records buffered up to it."""
-        pending = ctx.get_state(PENDING, JSON) or []
-        due = [p for p in pending if p["t"] <= timer.time_ms]
-        waiting = [p for p in pending if p["t"] > timer.time_ms]
-        history = ctx.get_state(VERSIONS, JSON) or []
-        for entry in sorted(due, key=lambda p: p["t"]):
-            self._emit(ctx, entry["v"], *row_of(as_of(history, entry["t"])), entry["t"])
-        for t in {p["t"] for p in due} - {timer.time_ms}:
+        _migrate(ctx)
+        due = ctx.scan_state(PENDING_ROWS, JSON, end=time_tag(timer.time_ms + 1))
+        for tag, entry in due:
+            self._emit(ctx, entry["v"], *row_of(self._as_of(ctx, entry["t"])), entry["t"])
+            ctx.delete_state(tag)
+        for t in {entry["t"] for _, entry in due} - {timer.time_ms}:
             ctx.delete_timer(f"at:{t}")  # joined early, with this one
-        if waiting:
-            ctx.put_state(PENDING, waiting, JSON)
-        else:
-            ctx.delete_state(PENDING)
-        horizon = self._horizon(ctx, waiting)
-        if horizon is not None and len(prune(history, horizon)) < len(history):
-            self._keep(ctx, history, horizon)
+        self._prune(ctx, self._horizon(ctx))
 
-    def _horizon(self, ctx: Context, pending: list[dict[str, Any]]) -> int | None:
+    @staticmethod
+    def _as_of(ctx: Context, t: int) -> Version | None:
+        """The version in force at ``t``: the one with the greatest time ``<= t``."""
+        found = ctx.scan_state(VERSION_ROWS, JSON, end=time_tag(t + 1))
+        return found[-1][1] if found else None
+
+    def _horizon(self, ctx: Context) -> int | None:
         """The oldest time a record of this key may still be joined at: the watermark
         minus the lateness, or the oldest buffered record's time if that is older (its
         timer may be due but not fired yet). None before the first watermark."""
         watermark = ctx.low_watermark
         if watermark is None:
             return None
-        oldest: int = min([watermark - self.allowed_lateness_ms, *(p["t"] for p in pending)])
-        return oldest
+        oldest = ctx.scan_state(PENDING_ROWS, JSON, limit=1)
+        floor = watermark - self.allowed_lateness_ms
+        return min(floor, oldest[0][1]["t"]) if oldest else floor
 
     @staticmethod
-    def _keep(ctx: Context, history: list[dict[str, Any]], horizon: int | None) -> None:
-        """Store ``history`` pruned to ``horizon`` (no state at all when nothing is left)."""
-        if horizon is not None:
-            history = prune(history, horizon)
-        if history:
-            ctx.put_state(VERSIONS, history, JSON)
-        else:
-            ctx.delete_state(VERSIONS)
+    def _prune(ctx: Context, horizon: int | None) -> None:
+        """Drop the versions no lookup at ``horizon`` or later can meet: those before the
+        one in force at ``horizon``, and that one too if it is a deletion."""
+        if horizon is None:
+            return
+        before = ctx.scan_state(VERSION_ROWS, JSON, end=time_tag(horizon + 1))
+        if not before:
+            return
+        floor_tag, floor = before[-1]
+        for tag, _ in before[:-1]:
+            ctx.delete_state(tag)
+        if floor.get("deleted"):
+            ctx.delete_state(floor_tag)
 
     # -- output -----------------------------------------------------------------------
 
@@ -187,3 +206,18 @@ class TableJoin(Computation):
         body = {"v": 1, "key": json_bytes(ctx.key), "record": value, "row": row}
         encoded = json_output(body)
         ctx.produce(self.output, ctx.key, encoded, t)
+
+
+def _migrate(ctx: Context) -> None:
+    """A key's history and buffered records kept as one JSON list each (the format
+    before one row per version and per record) become rows, once."""
+    history = ctx.get_state(VERSIONS, JSON)
+    if history is not None:
+        for version in history:
+            ctx.put_state(f"{VERSION_ROWS}{time_tag(version['t'])}", version, JSON)
+        ctx.delete_state(VERSIONS)
+    pending = ctx.get_state(PENDING, JSON)
+    if pending is not None:
+        for number, entry in enumerate(pending):  # no id was kept: their order is
+            ctx.put_state(f"{PENDING_ROWS}{time_tag(entry['t'])}/{number:08x}", entry, JSON)
+        ctx.delete_state(PENDING)

@@ -168,6 +168,7 @@ class RecordScope:
         *,
         start: str = "",
         end: str | None = None,
+        limit: int | None = None,
     ) -> list[tuple[str, Any]]:
         low_tag = prefix + start
         high_tag = None if end is None else prefix + end
@@ -176,16 +177,24 @@ class RecordScope:
         high = key_prefix + high_tag.encode() if high_tag is not None else None
         if high is None:
             high = _after_prefix(key_prefix + prefix.encode())
+        own = {  # this call's own changes in the range
+            tag.encode(): raw
+            for tag, raw in self._state.items()
+            if tag.startswith(prefix) and low_tag <= tag and (high_tag is None or tag < high_tag)
+        }
+        wanted = None if limit is None else limit + sum(1 for raw in own.values() if raw is None)
         skip = len(key_prefix)
-        found = {k[skip:]: raw for k, raw in self._txn.scan_state(low, high)}
-        for tag, raw in self._state.items():  # this call's own changes
-            if tag.startswith(prefix) and low_tag <= tag and (high_tag is None or tag < high_tag):
-                encoded = tag.encode()
+        found = {k[skip:]: raw for k, raw in self._txn.scan_state(low, high, wanted)}
+        if own:
+            for tag, raw in own.items():
                 if raw is None:
-                    found.pop(encoded, None)
+                    found.pop(tag, None)
                 else:
-                    found[encoded] = raw
-        return [(tag.decode(), serde.loads(raw)) for tag, raw in sorted(found.items())]
+                    found[tag] = raw
+            entries = sorted(found.items())[:limit]
+        else:
+            entries = list(found.items())
+        return [(tag.decode(), serde.loads(raw)) for tag, raw in entries]
 
     def delete_state(self, tag: str) -> None:
         self._state[tag] = None

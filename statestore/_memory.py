@@ -85,12 +85,19 @@ class MemoryEngine:
     def scan(
         self, column: Column, start: bytes, end: bytes | None
     ) -> Iterator[tuple[bytes, bytes]]:
-        with self._lock:
-            col = self._columns[column]
-            lo = bisect.bisect_left(col.keys, start)
-            hi = len(col.keys) if end is None else bisect.bisect_left(col.keys, end)
-            snapshot = [(key, col.values[key]) for key in col.keys[lo:hi]]
-        yield from snapshot
+        # A stretch at a time, each under the lock: a scan that stops early (a limit)
+        # costs what it read, not the whole range.
+        position = start
+        while True:
+            with self._lock:
+                col = self._columns[column]
+                lo = bisect.bisect_left(col.keys, position)
+                hi = len(col.keys) if end is None else bisect.bisect_left(col.keys, end)
+                stretch = [(key, col.values[key]) for key in col.keys[lo : min(hi, lo + 256)]]
+            yield from stretch
+            if lo + 256 >= hi:
+                return
+            position = stretch[-1][0] + b"\x00"
 
     def estimate_rows(self, column: Column) -> int:
         return len(self._columns[column].values)

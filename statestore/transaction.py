@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
+from itertools import islice
 
 from statestore import _keys
 from statestore._engine import Batch, Column
@@ -105,29 +106,42 @@ class Transaction:
             insort(self._state_order, key)
         self._state[key] = None
 
-    def scan_state(self, start: bytes, end: bytes | None) -> list[tuple[bytes, bytes]]:
-        """The state entries with ``start <= key < end`` (None: no end) as this
-        transaction sees them, in key order: one range read of the store, with this
-        transaction's own changes laid over it (their keys kept in order once scanned,
-        so a scan costs the range, not the transaction's size)."""
+    def scan_state(
+        self, start: bytes, end: bytes | None, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        """The first ``limit`` (None: all) state entries with ``start <= key < end``
+        (None: no end) as this transaction sees them, in key order: one range read of
+        the store, merged with this transaction's own changes (their keys kept in order
+        once scanned, so a scan costs what it reads, not the transaction's size)."""
         self._require_open()
-        found = dict(self._store.scan_state_range(start, end))
+        committed = self._store.scan_state_range(start, end)
+        own: list[bytes] = []
         if self._state:
             order = self._state_order
             if order is None:
                 order = self._state_order = sorted(self._state)
             low = bisect_left(order, start)
             high = len(order) if end is None else bisect_left(order, end, low)
-            if low < high:
-                state = self._state
-                for key in order[low:high]:
-                    value = state[key]
-                    if value is None:
-                        found.pop(key, None)
-                    else:
-                        found[key] = value
-                return sorted(found.items())
-        return list(found.items())
+            own = order[low:high]
+        if not own:
+            return list(committed if limit is None else islice(committed, limit))
+        state = self._state
+        found: list[tuple[bytes, bytes]] = []
+        stored = next(committed, None)
+        at = 0
+        while (stored is not None or at < len(own)) and (limit is None or len(found) < limit):
+            if at < len(own) and (stored is None or own[at] <= stored[0]):
+                key = own[at]
+                at += 1
+                if stored is not None and stored[0] == key:
+                    stored = next(committed, None)  # this transaction's value wins
+                if (value := state[key]) is not None:
+                    found.append((key, value))
+            else:
+                assert stored is not None
+                found.append(stored)
+                stored = next(committed, None)
+        return found
 
     # -- dedup ------------------------------------------------------------
 

@@ -27,20 +27,22 @@ class Ops(Computation):
             elif op[0] == "del":
                 ctx.delete_state(op[1])
             else:
-                _, prefix, start, end = op
-                found = ctx.scan_state(prefix, start=start, end=end)
+                _, prefix, start, end, limit = op
+                found = ctx.scan_state(prefix, start=start, end=end, limit=limit)
                 ctx.produce(
                     "out", ctx.key, json.dumps([[t, v.decode()] for t, v in found]).encode()
                 )
 
 
-def oracle(state: dict[str, str], prefix: str, start: str, end: str | None) -> list[list[str]]:
+def oracle(
+    state: dict[str, str], prefix: str, start: str, end: str | None, limit: int | None
+) -> list[list[str]]:
     low, high = prefix + start, None if end is None else prefix + end
     return [
         [tag, state[tag]]
         for tag in sorted(state, key=str.encode)
         if tag.startswith(prefix) and low <= tag and (high is None or tag < high)
-    ]
+    ][:limit]
 
 
 tags = st.sampled_from(["a", "a/1", "a/2", "a/10", "b/1", "b", "é/1", "a/\u00ff"])
@@ -48,7 +50,13 @@ pieces = st.sampled_from(["", "a", "a/", "b", "/1", "/2", "1", "é"])
 ops = st.one_of(
     st.tuples(st.just("put"), tags, st.text("xyz", max_size=3)),
     st.tuples(st.just("del"), tags),
-    st.tuples(st.just("scan"), pieces, pieces, st.one_of(st.none(), pieces)),
+    st.tuples(
+        st.just("scan"),
+        pieces,
+        pieces,
+        st.one_of(st.none(), pieces),
+        st.one_of(st.none(), st.integers(0, 3)),
+    ),
 )
 
 
@@ -82,7 +90,7 @@ def test_scans_see_what_a_dict_would_hold(
             elif op[0] == "del":
                 state.pop(op[1], None)
             else:
-                expected.append((key, oracle(state, op[1], op[2], op[3])))
+                expected.append((key, oracle(state, op[1], op[2], op[3], op[4])))
         if number == crash_after:
             harness.step()
             harness.crash()
