@@ -18,18 +18,29 @@ SERVER_MODULES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("command", ["inject", "watermarks", "status", "health"])
-def test_a_client_command_imports_no_server(command: str) -> None:
+HEAVY_MODULES = [
+    "engine", "computations", "statestore", "dataflow", "rocksdict", "numpy", "pyarrow",
+]  # fmt: skip
+
+
+def loaded_by(command: str, modules: list[str]) -> list[str]:
+    """Which of ``modules`` building ``command``'s parser imports, in a fresh process."""
     probe = (
         "import json, sys\n"
         "from millrace import cli\n"
         f"cli.build_parser({command!r})\n"
-        f"print(json.dumps([m for m in {SERVER_MODULES!r} if m in sys.modules]))\n"
+        f"print(json.dumps([m for m in {modules!r} if m in sys.modules]))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
     )
-    assert json.loads(result.stdout) == []
+    loaded: list[str] = json.loads(result.stdout)
+    return loaded
+
+
+@pytest.mark.parametrize("command", ["inject", "watermarks", "status", "health"])
+def test_a_client_command_imports_no_server(command: str) -> None:
+    assert loaded_by(command, SERVER_MODULES) == []
 
 
 def test_the_help_still_lists_every_command() -> None:
@@ -41,14 +52,4 @@ def test_the_help_still_lists_every_command() -> None:
 
 @pytest.mark.parametrize("command", ["inject", "health"])
 def test_a_client_of_one_service_imports_no_engine_and_no_user_code(command: str) -> None:
-    heavy = ["engine", "computations", "statestore", "dataflow", "rocksdict", "numpy", "pyarrow"]
-    probe = (
-        "import json, sys\n"
-        "from millrace import cli\n"
-        f"cli.build_parser({command!r})\n"
-        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
-    )
-    assert json.loads(result.stdout) == []
+    assert loaded_by(command, HEAVY_MODULES) == []
