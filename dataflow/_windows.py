@@ -120,9 +120,14 @@ class GlobalWindows(WindowAssigner):
 class Sessions(WindowAssigner):
     """Per key, activity separated by gaps of at least ``gap_ms``: each record opens
     ``[t, t + gap)``, and windows that overlap merge (their accumulators too), also
-    when a late record bridges two sessions."""
+    when a late record bridges two sessions.
+
+    ``merge_touching``: also merge windows that only touch (one ends where the next
+    begins: records exactly ``gap_ms`` apart), as Flink's session windows do. Without
+    it (the default, Beam's rule) those are two sessions."""
 
     gap_ms: int
+    merge_touching: bool = False
     merging = True
 
     def __post_init__(self) -> None:
@@ -136,7 +141,10 @@ class Sessions(WindowAssigner):
         """Every chain of overlapping windows becomes their span."""
         groups: list[tuple[list[Window], Window]] = []
         for window in sorted(windows):
-            if groups and window.start < groups[-1][1].end:
+            end = groups[-1][1].end if groups else None
+            if end is not None and (
+                window.start < end or (self.merge_touching and window.start == end)
+            ):
                 members, span = groups[-1]
                 groups[-1] = ([*members, window], Window(span.start, max(span.end, window.end)))
             else:
@@ -173,8 +181,13 @@ class Sliding(WindowAssigner):
 
 def parse_window(spec: str) -> WindowAssigner:
     """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
-    ``hopping:SIZE_MS:SLIDE_MS``, ``session:GAP_MS``, ``sliding:SPAN_MS`` or ``global``."""
+    ``hopping:SIZE_MS:SLIDE_MS``, ``session:GAP_MS`` (``session:GAP_MS:touching``:
+    sessions exactly a gap apart merge, Flink's rule), ``sliding:SPAN_MS`` or
+    ``global``."""
     kind, *numbers = spec.split(":")
+    touching = kind == "session" and numbers[-1:] == ["touching"]
+    if touching:
+        numbers = numbers[:-1]
     try:
         values = [int(n) for n in numbers]
         if kind == "tumbling" and len(values) == 1:
@@ -184,12 +197,12 @@ def parse_window(spec: str) -> WindowAssigner:
         if kind == "global" and not values:
             return GlobalWindows()
         if kind == "session" and len(values) == 1:
-            return Sessions(values[0])
+            return Sessions(values[0], merge_touching=touching)
         if kind == "sliding" and len(values) == 1:
             return Sliding(values[0])
     except ValueError as exc:
         raise ValueError(f"window {spec!r}: {exc}") from None
     raise ValueError(
         f"window {spec!r}: expected tumbling:SIZE_MS, hopping:SIZE_MS:SLIDE_MS, "
-        "session:GAP_MS, sliding:SPAN_MS or global"
+        "session:GAP_MS[:touching], sliding:SPAN_MS or global"
     )

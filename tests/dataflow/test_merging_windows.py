@@ -26,6 +26,7 @@ from dataflow import (
     WindowAssigner,
     WindowedAggregation,
 )
+from dataflow._windows import parse_window
 from tests.dataflow.test_windowed_aggregation import (
     assert_merged_results,
     events_strategy,
@@ -157,3 +158,50 @@ def test_a_live_window_that_takes_others_in_keeps_its_panes_and_timers() -> None
         (first, 2, Timing.ON_TIME, False, 3),  # no on-time pane of the merged-away window
     ]
     assert harness.state("agg", b"a", "sessions", JSON) is None
+
+
+def session_oracle(
+    events: list[tuple[str, int, int]], gap: int, *, touching: bool
+) -> dict[tuple[bytes, Window], float]:
+    """Per key, a sorted pass: a record more than ``gap`` after the session's last one
+    (or exactly ``gap``, unless ``touching``) starts a new session."""
+    by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for key, ts, value in events:
+        by_key[key].append((ts, value))
+    sessions: dict[tuple[bytes, Window], float] = {}
+    for key, items in by_key.items():
+        current: list[tuple[int, int]] = []
+        for ts, value in sorted(items):
+            apart = ts - max(t for t, _ in current) if current else None
+            if apart is not None and (apart > gap or (apart == gap and not touching)):
+                last = max(t for t, _ in current)
+                sessions[(key.encode(), Window(current[0][0], last + gap))] = sum(
+                    v for _, v in current
+                )
+                current = []
+            current.append((ts, value))
+        last = max(t for t, _ in current)
+        sessions[(key.encode(), Window(current[0][0], last + gap))] = sum(v for _, v in current)
+    return sessions
+
+
+def test_touching_sessions_merge_only_when_asked() -> None:
+    windows = [Window(0, 300), Window(300, 600)]
+    assert Sessions(300).merge(windows) == []
+    assert Sessions(300, merge_touching=True).merge(windows) == [(windows, Window(0, 600))]
+    assert parse_window("session:300:touching") == Sessions(300, merge_touching=True)
+    assert parse_window("session:300") == Sessions(300)
+
+
+@pytest.mark.parametrize("touching", [False, True])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=events_strategy, data=st.data())
+def test_sessions_a_gap_apart_in_any_order(
+    touching: bool, events: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    """Times on a coarse grid, so records exactly a gap apart are common."""
+    events = [(key, ts // GAP * GAP // 2, value) for key, ts, value in events]
+    assigner = Sessions(GAP // 2, merge_touching=touching)
+    found = run_drawn(data, events, assigner, Sum(), Accumulation.ACCUMULATING)
+    expected = session_oracle(events, GAP // 2, touching=touching)
+    assert_merged_results(found, expected, Accumulation.ACCUMULATING)
