@@ -7,7 +7,7 @@ backfills. See ``docs/windows.md``.
 """
 
 from dataflow._aggregation import WindowedAggregation
-from dataflow._combiners import Combiner, Count, Max, Mean, Min, Sum
+from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from dataflow._joins import IntervalJoin, JoinType
 from dataflow._operators import Dedup, Filter, FlatMap, Map, Split, Union
 from dataflow._outputs import LATE_DROPPED
@@ -49,6 +49,7 @@ __all__ = [
     "Dedup",
     "Filter",
     "FlatMap",
+    "Combined",
     "Combiner",
     "Count",
     "EachLateRecord",
