@@ -52,7 +52,7 @@ class HotJoin(IntervalJoin):
 
 class HotTableJoin(TableJoin):
     stream, table, output = "clicks", "views", "joined"
-    versioned = True
+    mode = "event_time"
 
 
 class BufferOnly(Computation):

@@ -37,6 +37,7 @@ deleted).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,11 +67,13 @@ class TableJoin(Computation):
     stream: str = ""
     table: str = ""
     changelog: Changelog = Changelog.UPSERT
-    left_join: bool = False
-    """True: a record with no row is emitted with ``"row": null`` (inner join: dropped)."""
+    how: str = "inner"
+    """``"left"``: a record with no row is emitted with ``"row": null`` (``"inner"``:
+    dropped). The same name and values as in a topology's ``params``."""
     output: str = ""
-    versioned: bool = False
-    """True: each record meets the row as of its own event time (see the module)."""
+    mode: str = "arrival"
+    """``"event_time"``: each record meets the row as of its own event time (see the
+    module); ``"arrival"``: the row its key has when it is processed."""
     allowed_lateness_ms: int = 0
     """Event-time mode: how far behind the watermark a record may still be joined."""
     late_output: str | None = None
@@ -85,14 +88,15 @@ class TableJoin(Computation):
                 setattr(self, name, str(params[name]))
         if "changelog" in params:
             self.changelog = Changelog(params["changelog"])
-        if "how" in params:
-            if params["how"] not in ("inner", "left"):
-                raise ValueError(f"how {params['how']!r}: expected inner or left")
-            self.left_join = params["how"] == "left"
-        if "mode" in params:
-            if params["mode"] not in ("arrival", "event_time"):
-                raise ValueError(f"mode {params['mode']!r}: expected arrival or event_time")
-            self.versioned = params["mode"] == "event_time"
+        self._read_old_names()
+        self.how = str(params.get("how", self.how))
+        self.mode = str(params.get("mode", self.mode))
+        if self.how not in ("inner", "left"):
+            raise ValueError(f"how {self.how!r}: expected inner or left")
+        if self.mode not in ("arrival", "event_time"):
+            raise ValueError(f"mode {self.mode!r}: expected arrival or event_time")
+        self.left_join = self.how == "left"
+        self.versioned = self.mode == "event_time"
         if "allowed_lateness_ms" in params:
             self.allowed_lateness_ms = int(params["allowed_lateness_ms"])
         if "late_output" in params:
@@ -106,6 +110,18 @@ class TableJoin(Computation):
             raise ValueError("allowed_lateness_ms must be >= 0")
         if not self.versioned and (self.allowed_lateness_ms or self.late_output):
             raise ValueError(f"{name}: allowed lateness and late_output need event-time mode")
+
+    def _read_old_names(self) -> None:
+        """A subclass written with the names before ``how`` and ``mode`` (``left_join =
+        True``, ``versioned = True``) still works, with a warning."""
+        for old, new, value in (("left_join", "how", "left"), ("versioned", "mode", "event_time")):
+            if getattr(type(self), old, False) is True:
+                warnings.warn(
+                    f"{type(self).__name__}.{old} = True is now {new} = {value!r}",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
+                setattr(self, new, value)
 
     def process_record(self, ctx: Context, record: Record) -> None:
         if record.stream not in (self.stream, self.table):

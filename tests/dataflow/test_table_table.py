@@ -194,7 +194,7 @@ class DebeziumProfiles(TableTableJoin):
 class EnrichOrders(TableJoin):
     stream = "orders"
     table = "profiles"  # the join's output, read as an upsert changelog
-    left_join = True
+    how = "left"
     output = "enriched"
 
 

@@ -46,7 +46,7 @@ class Enrich(TableJoin):
     stream = "orders"
     table = "customers"
     changelog = Changelog.DEBEZIUM
-    left_join = True
+    how = "left"
     output = "enriched"
 
 

@@ -41,9 +41,9 @@ def join_class(*, left: bool, lateness: int, changelog: Changelog = Changelog.UP
         table = "customers"
         output = "enriched"
         late_output = "late"
-        versioned = True
+        mode = "event_time"
 
-    Versioned.left_join = left
+    Versioned.how = "left" if left else "inner"
     Versioned.allowed_lateness_ms = lateness
     Versioned.changelog = changelog
     name = f"Versioned_{left}_{lateness}_{changelog.value}"
@@ -238,7 +238,7 @@ class LegacyStateTableJoin(TableJoin):
     and per record did (one JSON list each), for changes and orders marked
     ``legacy``: what a node upgraded with such state finds in its store."""
 
-    stream, table, output, versioned, left_join = "orders", "customers", "enriched", True, True
+    stream, table, output, mode, how = "orders", "customers", "enriched", "event_time", "left"
 
     def process_record(self, ctx: Context, record: Record) -> None:
         if b"legacy" not in record.value:
@@ -269,3 +269,26 @@ def test_state_of_the_old_format_is_read_and_moved_to_rows() -> None:
     })  # fmt: skip
     assert harness.state("join", b"a", "versions") is None
     assert harness.state("join", b"a", "pending") is None
+
+
+def test_the_python_names_are_the_topology_names_and_the_old_ones_still_work() -> None:
+    class Old(TableJoin):
+        stream, table, output = "s", "t", "o"
+        versioned = True
+        left_join = True
+
+    join = Old()
+    with pytest.warns(DeprecationWarning) as warned:
+        join.setup({})
+    assert sorted(str(w.message) for w in warned) == [
+        "Old.left_join = True is now how = 'left'",
+        "Old.versioned = True is now mode = 'event_time'",
+    ]
+    assert (join.mode, join.how, join.versioned, join.left_join) == (
+        "event_time",
+        "left",
+        True,
+        True,
+    )
+    with pytest.raises(ValueError, match="how 'outer': expected inner or left"):
+        TableJoin().setup({"stream": "s", "table": "t", "output": "o", "how": "outer"})
