@@ -51,6 +51,7 @@ from computations import (
 from dataflow._batch_timers import fire_on_time
 from dataflow._builtins import parse_aggregate
 from dataflow._combiners import Combiner, Count
+from dataflow._durations import duration_ms
 from dataflow._merging import add_live, drop_live, merge_into
 from dataflow._outputs import send_late
 from dataflow._panes import Pane, Timing
@@ -92,7 +93,9 @@ class WindowedAggregation(Computation):
         if "field" in params:
             self.field = str(params["field"])
         if "allowed_lateness_ms" in params:
-            self.allowed_lateness_ms = int(params["allowed_lateness_ms"])
+            self.allowed_lateness_ms = duration_ms(
+                params["allowed_lateness_ms"], "allowed_lateness_ms"
+            )
         if "accumulation" in params:
             self.accumulation = Accumulation(params["accumulation"])
         if "output" in params:

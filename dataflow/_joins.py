@@ -36,6 +36,7 @@ from computations import (
     FiredTimer,
     Record,
 )
+from dataflow._durations import duration_ms
 from dataflow._outputs import json_bytes, json_output, send_late
 from dataflow._rows import time_tag
 
@@ -68,7 +69,7 @@ class IntervalJoin(Computation):
                 setattr(self, name, str(params[name]))
         for name in ("lower_ms", "upper_ms", "allowed_lateness_ms"):
             if name in params:
-                setattr(self, name, int(params[name]))
+                setattr(self, name, duration_ms(params[name], name))
         if "how" in params:
             self.how = JoinType(params["how"])
         if "late_output" in params:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from computations import JSON, Computation, Context, FiredTimer, Record
+from dataflow._durations import duration_ms
 from dataflow._outputs import json_output
 
 Emitted = Any
@@ -217,10 +218,7 @@ class Dedup(_Operator):
 
     def setup(self, params: Mapping[str, Any]) -> None:
         super().setup(params)
-        if "within_ms" in params:
-            self.within_ms = params["within_ms"]
-        if not isinstance(self.within_ms, int) or isinstance(self.within_ms, bool):
-            raise ValueError(f"within_ms must be integer milliseconds, not {self.within_ms!r}")
+        self.within_ms = duration_ms(params.get("within_ms", self.within_ms), "within_ms")
         if self.within_ms <= 0:
             raise ValueError("Dedup needs within_ms > 0 (how long a key's duplicates are dropped)")
 

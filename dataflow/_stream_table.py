@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from computations import JSON, Computation, Context, FiredTimer, Record
+from dataflow._durations import duration_ms
 from dataflow._outputs import json_bytes, json_output, send_late
 from dataflow._rows import time_tag
 from dataflow._tables import Changelog, parse_change
@@ -98,7 +99,9 @@ class TableJoin(Computation):
         self.left_join = self.how == "left"
         self.versioned = self.mode == "event_time"
         if "allowed_lateness_ms" in params:
-            self.allowed_lateness_ms = int(params["allowed_lateness_ms"])
+            self.allowed_lateness_ms = duration_ms(
+                params["allowed_lateness_ms"], "allowed_lateness_ms"
+            )
         if "late_output" in params:
             self.late_output = str(params["late_output"]) or None
         name = type(self).__name__

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from dataflow._durations import duration_ms
+
 
 class Accumulation(Enum):
     """What the panes after the first hold."""
@@ -167,7 +169,7 @@ def parse_trigger(params: Mapping[str, Any]) -> AfterWatermark:
 
 def _condition(params: Mapping[str, Any], phase: str) -> Condition | None:
     records = int(params.get(f"{phase}_every_records", 0))
-    interval_ms = int(params.get(f"{phase}_every_ms", 0))
+    interval_ms = duration_ms(params.get(f"{phase}_every_ms", 0), f"{phase}_every_ms")
     conditions: list[Condition] = []
     if records:
         conditions.append(EveryRecords(records))

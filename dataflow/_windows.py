@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+from dataflow._durations import duration_ms
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -183,13 +184,14 @@ def parse_window(spec: str) -> WindowAssigner:
     """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
     ``hopping:SIZE_MS:SLIDE_MS``, ``session:GAP_MS`` (``session:GAP_MS:touching``:
     sessions exactly a gap apart merge, Flink's rule), ``sliding:SPAN_MS`` or
-    ``global``."""
+    ``global``; a duration is milliseconds or a number with a unit (``tumbling:1m``,
+    ``hopping:1h:5m``: ``dataflow/_durations.py``)."""
     kind, *numbers = spec.split(":")
     touching = kind == "session" and numbers[-1:] == ["touching"]
     if touching:
         numbers = numbers[:-1]
     try:
-        values = [int(n) for n in numbers]
+        values = [duration_ms(n, "window") for n in numbers]
         if kind == "tumbling" and len(values) == 1:
             return Tumbling(values[0])
         if kind == "hopping" and len(values) == 2:
