@@ -234,6 +234,6 @@ class Dedup(_Operator):
         ctx.produce(self.output, record.key, record.value, record.event_time_ms)
 
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
-        first = ctx.get_state(self._FIRST, JSON)
-        if first is not None and first + self.within_ms - 1 <= timer.time_ms:
-            ctx.delete_state(self._FIRST)
+        # The timer moves with the key's first time (one tag), so when it fires the
+        # bound of the current first has passed.
+        ctx.delete_state(self._FIRST)

@@ -209,26 +209,20 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
 
 def _injector(table: _Table) -> InjectorPlacement | None:
     address = table.text("address")
-    defaults = InjectorPlacement(address="")
-    placement = InjectorPlacement(
-        address=address or "",
-        out_of_orderness_ms=_or(
-            table.integer("out_of_orderness_ms", minimum=0), defaults.out_of_orderness_ms
-        ),
-        idle_timeout_ms=_or(table.integer("idle_timeout_ms", minimum=0), defaults.idle_timeout_ms),
-        metrics_port=table.port("metrics_port"),
-        file_sources=table.directories("file_sources"),
-        segment_bytes=_or(table.integer("segment_bytes", minimum=1), defaults.segment_bytes),
-        segment_ms=_or(table.integer("segment_ms", minimum=1), defaults.segment_ms),
-        retention_ms=table.integer("retention_ms", default=None, minimum=0),
-        archive_uri=table.text("archive_uri", default=None),
-        archive_retention_ms=table.integer("archive_retention_ms", default=None, minimum=0),
-    )
-    return placement if address is not None else None
-
-
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value
+    read: dict[str, Any] = {  # every setting read (its problems reported); unset: defaults
+        "out_of_orderness_ms": table.integer("out_of_orderness_ms", minimum=0),
+        "idle_timeout_ms": table.integer("idle_timeout_ms", minimum=0),
+        "metrics_port": table.port("metrics_port"),
+        "file_sources": table.directories("file_sources"),
+        "segment_bytes": table.integer("segment_bytes", minimum=1),
+        "segment_ms": table.integer("segment_ms", minimum=1),
+        "retention_ms": table.integer("retention_ms", minimum=0),
+        "archive_uri": table.text("archive_uri", default=None),
+        "archive_retention_ms": table.integer("archive_retention_ms", minimum=0),
+    }
+    if address is None:
+        return None
+    return InjectorPlacement(address=address, **{k: v for k, v in read.items() if v is not None})
 
 
 _REQUIRED: Any = object()

@@ -16,7 +16,7 @@ from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Se
 from computations.errors import ProduceError, TimerError
 from engine._tuples import new_tuple
 from millrace.event_time import event_time_problem
-from statestore import Transaction
+from statestore import Transaction, prefix_end
 from statestore.types import TimeDomain, Timer
 
 _U32 = struct.Struct(">I")
@@ -28,12 +28,6 @@ RESERVED_PREFIX = b"\xff\xff\xff\xff"
 def state_key(key: bytes, tag: str) -> bytes:
     """Where ``key``'s state ``tag`` lives in the state column family."""
     return _U32.pack(len(key)) + key + tag.encode()
-
-
-def _after_prefix(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with ``prefix`` (None: none)."""
-    stripped = prefix.rstrip(b"\xff")
-    return stripped[:-1] + bytes((stripped[-1] + 1,)) if stripped else None
 
 
 def state_prefix(key: bytes) -> bytes:
@@ -176,7 +170,7 @@ class RecordScope:
         low = key_prefix + low_tag.encode()
         high = key_prefix + high_tag.encode() if high_tag is not None else None
         if high is None:
-            high = _after_prefix(key_prefix + prefix.encode())
+            high = prefix_end(key_prefix + prefix.encode())
         own = {  # this call's own changes in the range
             tag.encode(): raw
             for tag, raw in self._state.items()

@@ -15,6 +15,7 @@ The in-memory backend (:meth:`StateStore.open_memory`) has the same API and
 passes the same contract tests.
 """
 
+from statestore._keys import prefix_end
 from statestore._memory import MemoryEngine
 from statestore.config import StoreConfig
 from statestore.errors import (
@@ -52,5 +53,6 @@ __all__ = [
     "TransactionStateError",
     "TransactionStatus",
     "monotonic_ms",
+    "prefix_end",
     "wall_clock_ms",
 ]
