@@ -25,6 +25,7 @@ from engine._local_network import InFlight, LocalNetwork, receive
 from engine._outcome import BatchOutcome
 from engine._processor import IntervalProcessor, IntervalStatus
 from engine._production_ids import Production, split_outbox_key
+from engine._received import Received
 from engine._routing import SINK_PREFIX, Route, routes_of, source_productions
 from engine._scope import state_key, state_prefix
 from engine._tuples import new_tuple
@@ -57,6 +58,7 @@ __all__ = [
     "OldestInFlight",
     "Route",
     "Production",
+    "Received",
     "any_valid_epoch",
     "compute_watermarks",
     "feeders",

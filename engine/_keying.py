@@ -62,12 +62,18 @@ class RecordKeying:
         self._keyed_as_sent = keyed_as_sent
 
     def admit(
-        self, txn: Transaction, received: Received, outcome: BatchOutcome
+        self,
+        txn: Transaction,
+        received: Received,
+        outcome: BatchOutcome,
+        *,
+        remembered: bool = True,
     ) -> tuple[Admitted, list[bytes]]:
         """The new records with their keys; and the ids of repeated copies within the
-        batch (duplicates if their first copy commits, else retried with it)."""
+        batch (duplicates if their first copy commits, else retried with it).
+        ``remembered`` False: the store keeps no ids (an ephemeral run), none is looked up."""
         rids = received.ids
-        seen = txn.seen(rids)
+        seen = txn.seen(rids) if remembered else [False] * len(rids)
         plain = self._admit_plain(received, seen)
         if plain is not None:
             return plain, []

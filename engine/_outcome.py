@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from engine._frames import Frame
 from engine._production_ids import Production
+from engine._received import Received
 from engine._routing import FrameBuilder
 
 
@@ -45,3 +47,16 @@ class BatchOutcome:
         if self.built is None:
             return []
         return [key for frame in self.built.built() for key in frame.outbox_keys]
+
+    def production_columns(self) -> tuple[list[str], list[int], Received]:
+        """Every production as columns, as :attr:`productions` orders them: each one's
+        consumer, its interval, and the records' fields (decoded natively from the
+        frames, without an object per production)."""
+        frames = self.built.built() if self.built is not None else []
+        consumers: list[str] = []
+        intervals: list[int] = []
+        for frame in frames:
+            consumers.extend(repeat(frame.consumer, len(frame)))
+            intervals.extend(repeat(frame.interval, len(frame)))
+        records = Received.decode([frame.encoded() for frame in frames], interval=0, intervals=1)
+        return consumers, intervals, records

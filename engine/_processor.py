@@ -93,12 +93,20 @@ class IntervalProcessor:
         epoch: int,
         clock: Clock = wall_clock_ms,
         cut_at_timers: bool = False,
+        ephemeral: bool = False,
     ) -> None:
         """``cut_at_timers`` (backfills, ``engine/_timer_cuts.py``): a commit never runs
         a key past a timer set for it earlier in the commit; the key's later records
-        come back in ``BatchOutcome.retry``."""
+        come back in ``BatchOutcome.retry``.
+
+        ``ephemeral`` (a backfill's interval run, which any failure redoes from an
+        empty store): no record id is remembered (its input holds each id once) and
+        no production is checkpointed in the outbox; the caller takes them from each
+        outcome (:attr:`BatchOutcome.built`) and acknowledges nothing. Production ids
+        and everything else committed are the same."""
         self.topology = topology
         self._cut_at_timers = cut_at_timers
+        self._ephemeral = ephemeral
         self.spec = topology.computations[computation]
         self.name = computation
         self.interval = interval
@@ -172,7 +180,9 @@ class IntervalProcessor:
         now = self._clock()
         committed = outcome.committed
         failures = self._failures
-        admitted, repeats = self._keying.admit(txn, records, outcome)
+        admitted, repeats = self._keying.admit(
+            txn, records, outcome, remembered=not self._ephemeral
+        )
         if self._batches and admitted:
             admitted = self._offer_batch(txn, admitted, now, outcome)
         scope = self._scope(txn, b"", 0, now)
@@ -206,7 +216,8 @@ class IntervalProcessor:
             done = set(committed)
             for rid in repeats:
                 (outcome.duplicates if rid in done else outcome.retry).append(rid)
-        txn.mark_seen(committed)
+        if not self._ephemeral:
+            txn.mark_seen(committed)
         if progress:
             txn.note_progress(progress)
         delivered: set[bytes] = set()
@@ -524,7 +535,7 @@ class IntervalProcessor:
     ) -> None:
         """Checkpoint the productions (all of them, or all but the already-acked ``skip``),
         one frame per destination, in the same commit as everything else."""
-        staged = self._outbox.stage(txn, built, skip)
+        staged = self._outbox.stage(txn, None if self._ephemeral else built, skip)
         self._sender_epochs.stage(txn)
         txn.commit(sync=None if durable else False)
         self._sender_epochs.committed()

@@ -4,7 +4,8 @@ A node's deliveries arrive as ``DeliveryBatch`` bytes; their records are decoded
 natively into columns (:func:`millrace.dataplane.decode_deliveries`), with the shape
 that tells admission whether it can take the batch whole, so no Python object is made
 per field access of a protobuf record. Callers that hold parsed messages get the
-same columns through their serialized bytes.
+same columns through their serialized bytes, and callers that hold the fields as
+columns already (a backfill reading Arrow) hand them over as they are.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from millrace.dataplane import UndecodableRequestError, decode_deliveries
+from millrace.dataplane import UndecodableRequestError, columns_shape, decode_deliveries
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 
@@ -58,6 +59,29 @@ class Received:
         """The records of protobuf records (as one batch, as :meth:`decode`)."""
         wire = delivery_pb2.DeliveryBatch(records=records).SerializeToString()
         return cls.decode([wire], interval=interval, intervals=intervals)
+
+    @classmethod
+    def of_columns(
+        cls,
+        *,
+        ids: list[bytes],
+        streams: list[str],
+        keys: list[bytes],
+        values: list[bytes],
+        times: list[int],
+        producers: list[str],
+        interval: int,
+        intervals: int,
+    ) -> Received:
+        """Records given as columns (taken as they are, not copied), their shape
+        computed natively as :meth:`decode` computes it."""
+        shape = columns_shape(ids, streams, keys, times, interval=interval, intervals=intervals)
+        if not len(values) == len(producers) == len(ids):
+            raise ValueError(
+                f"columns of different lengths: {len(ids)} ids, {len(values)} values, "
+                f"{len(producers)} producers"
+            )
+        return cls(ids, streams, keys, values, times, producers, Shape(*shape))
 
     def __len__(self) -> int:
         return len(self.ids)

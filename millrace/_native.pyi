@@ -13,6 +13,7 @@ __all__ = [
     "RecordBatch",
     "TimerIndex",
     "UndecodableRequestError",
+    "columns_shape",
     "decode_deliveries",
     "decode_ingest_request",
     "decode_commit",
@@ -219,6 +220,15 @@ def decode_deliveries(
     list[str],
     tuple[bool, bool, int, int, int],
 ]: ...
+def columns_shape(
+    ids: Sequence[bytes],
+    streams: Sequence[str],
+    keys: Sequence[bytes],
+    times: Sequence[int],
+    *,
+    interval: int,
+    intervals: int,
+) -> tuple[bool, bool, int, int, int]: ...
 def ingest_response(tag: bytes, first_offset: int, count: int, replayed: bool) -> bytes: ...
 def ingest_request(stream: str, idempotency_key: str, batch: RecordBatch) -> bytes: ...
 def encode_log_request(

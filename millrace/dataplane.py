@@ -20,7 +20,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
   ``DeliveryBatch`` frames per destination interval.
 - :func:`decode_deliveries`: the records of delivered ``DeliveryBatch`` messages as
-  columns, and the shape admission takes whole (``engine/_received.py``).
+  columns, and the shape admission takes whole (``engine/_received.py``);
+  :func:`columns_shape`, that shape of records already held as columns.
 - :class:`BloomHasher`, :class:`BloomPositions`, :class:`BloomBits`: the dedup's
   Bloom filters, hashed and probed a batch of ids at a time (``statestore/_bloom.py``).
 - :class:`TimerIndex`: a store's committed timers in time order, and the timer
@@ -47,6 +48,7 @@ from millrace._native import (
     RecordBatch,
     TimerIndex,
     UndecodableRequestError,
+    columns_shape,
     decode_commit,
     decode_deliveries,
     decode_ingest_request,
@@ -72,6 +74,7 @@ __all__ = [
     "RecordBatch",
     "TimerIndex",
     "UndecodableRequestError",
+    "columns_shape",
     "decode_commit",
     "decode_deliveries",
     "decode_ingest_request",

@@ -28,8 +28,8 @@ from spark_jobs.batch._corrections import (
 from spark_jobs.batch._interval_run import (
     END_OF_TIME,
     BackfillError,
-    InputRow,
     IntervalStats,
+    OutputColumns,
     OutputRow,
     run_interval,
 )
@@ -49,6 +49,7 @@ from spark_jobs.batch._stages import (
     stage_order,
     with_intervals,
 )
+from spark_jobs.batch._upcoming import InputColumns, InputRow
 
 __all__ = [
     "BootstrapError",
@@ -72,8 +73,10 @@ __all__ = [
     "BackfillError",
     "BackfillOptions",
     "BackfillSummary",
+    "InputColumns",
     "InputRow",
     "IntervalStats",
+    "OutputColumns",
     "OutputRow",
     "interval_ordered",
     "run_backfill",

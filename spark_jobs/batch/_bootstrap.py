@@ -25,9 +25,10 @@ import pyarrow as pa
 
 from computations import MIN_EVENT_TIME_MS, Topology
 from injector.forwarder import set_acknowledged
-from spark_jobs.batch._interval_run import InputRow, IntervalStats, run_interval
-from spark_jobs.batch._pipeline import PRODUCTIONS, _rows_of, by_interval, interval_ordered
+from spark_jobs.batch._interval_run import IntervalStats, run_interval
+from spark_jobs.batch._pipeline import PRODUCTIONS, interval_ordered
 from spark_jobs.batch._stages import SourceRouter
+from spark_jobs.batch._upcoming import InputColumns, intervals_of
 
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters")
 
@@ -151,16 +152,16 @@ class _StoreTask:
         self._counters = counters
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for interval, rows in by_interval(_rows_of(batches)):
-            self._store(interval, rows)
+        for interval, inputs in intervals_of(batches):
+            self._store(interval, inputs)
         return iter(())
 
-    def _store(self, interval: int, rows: list[InputRow]) -> None:
+    def _store(self, interval: int, inputs: list[InputColumns]) -> None:
         path = Path(self._nodes_dir) / self._computation / str(interval)
         path.parent.mkdir(parents=True, exist_ok=True)
         stats = IntervalStats()
         for _ in run_interval(
-            self._topology, self._computation, interval, rows, stats,
+            self._topology, self._computation, interval, inputs, stats,
             batch_size=self._batch_size, keep_store=path, final_watermark=self._watermark_ms,
         ):  # fmt: skip
             pass  # productions stay in the store's outbox

@@ -31,15 +31,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Topology
-from engine import IntervalDriver, IntervalProcessor, Production
-from millrace.wire.v1 import delivery_pb2, record_pb2
+from engine import BatchOutcome, IntervalDriver, IntervalProcessor, Received
+from spark_jobs.batch._upcoming import InputColumns, Upcoming
 from statestore import StateStore, StoreConfig
 from statestore.types import TimeDomain
 
@@ -48,17 +47,6 @@ END_OF_TIME = MAX_EVENT_TIME_MS + 1
 RETRY_ROUNDS = 20
 """Rounds a batch's failing records get before the job gives up (user code that
 fails ``max_attempts`` times is dead-lettered long before)."""
-
-
-class InputRow(NamedTuple):
-    """A record for one interval: what a node would receive."""
-
-    record_id: bytes
-    key: bytes
-    value: bytes
-    event_time_ms: int
-    producer: str
-    stream: str
 
 
 class OutputRow(NamedTuple):
@@ -77,6 +65,31 @@ class OutputRow(NamedTuple):
     """Its place in production order: the producing interval (above bit 40), then
     how many productions that interval made before it. 0 for a source record (its
     record id follows the log's order)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputColumns:
+    """Productions of one commit as columns (one list per :class:`OutputRow` field)."""
+
+    consumers: list[str]
+    intervals: list[int]
+    record_ids: list[bytes]
+    keys: list[bytes]
+    values: list[bytes]
+    times: list[int]
+    producers: list[str]
+    streams: list[str]
+    seqs: list[int]
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
+
+    def rows(self) -> Iterator[OutputRow]:
+        """The productions one by one."""
+        return map(OutputRow._make, zip(
+            self.consumers, self.intervals, self.record_ids, self.keys, self.values,
+            self.times, self.producers, self.streams, self.seqs, strict=True,
+        ))  # fmt: skip
 
 
 SEQ_INTERVAL_SHIFT = 40
@@ -102,17 +115,20 @@ def run_interval(
     topology: Topology,
     computation: str,
     interval: int,
-    rows: Iterable[InputRow],
+    inputs: Iterable[InputColumns],
     stats: IntervalStats,
     *,
     batch_size: int = 2000,
     scratch: str | None = None,
     keep_store: Path | None = None,
     final_watermark: int = END_OF_TIME,
-) -> Iterator[OutputRow]:
-    """Every production of ``computation``'s ``interval`` over ``rows`` (sorted by
-    event time, then record id), the end-of-input timers' included; ``stats`` is
-    filled in as it goes. The store lives in a scratch directory removed at the end.
+) -> Iterator[OutputColumns]:
+    """Every production of ``computation``'s ``interval`` over ``inputs`` (one after
+    the other, sorted by event time), the end-of-input timers' included; ``stats`` is
+    filled in as it goes, a commit's productions at a time. The store lives in a
+    scratch directory removed at the end, and the processor is ephemeral: no record
+    id is remembered, no production checkpointed (a failed task runs again from the
+    start).
 
     With ``keep_store`` (a state bootstrap) the store is made there and kept, synced,
     for a node to open: the watermark stops at ``final_watermark`` (timers after it
@@ -130,11 +146,11 @@ def run_interval(
     try:
         processor = IntervalProcessor(
             topology=topology, computation=computation, interval=interval, store=store,
-            epoch=1, clock=clock, cut_at_timers=True,
+            epoch=1, clock=clock, cut_at_timers=True, ephemeral=keep_store is None,
         )  # fmt: skip
-        run = _Run(IntervalDriver(processor), clock, stats, computation, keep_store is None)
+        run = _Run(IntervalDriver(processor), clock, stats, computation)
         run.next_seq = (interval << SEQ_INTERVAL_SHIFT) + 1
-        upcoming = _Upcoming(rows)
+        upcoming = Upcoming(inputs)
         while (first := upcoming.first_time()) is not None:
             yield from run.advance(first)
             pending = store.next_timer_ms(TimeDomain.EVENT_TIME)
@@ -149,44 +165,6 @@ def run_interval(
         store.close()
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-class _Upcoming:
-    """An interval's records in ``(event_time_ms, record_id)`` order, as
-    :class:`record_pb2.Record`; those a commit hands back go in front again (they are
-    never after a record not taken yet)."""
-
-    def __init__(self, rows: Iterable[InputRow]) -> None:
-        self._rows = iter(rows)
-        self._front: deque[record_pb2.Record] = deque()
-
-    def first_time(self) -> int | None:
-        """The event time of the next record (None: no more)."""
-        if not self._front:
-            row = next(self._rows, None)
-            if row is None:
-                return None
-            self._front.append(
-                record_pb2.Record(
-                    record_id=row.record_id, key=row.key, value=row.value,
-                    event_time_ms=row.event_time_ms, producer=row.producer, stream=row.stream,
-                )
-            )  # fmt: skip
-        return self._front[0].event_time_ms
-
-    def take(self, size: int, *, up_to: int) -> list[record_pb2.Record]:
-        """At most ``size`` next records, none after ``up_to`` (but always the first)."""
-        batch: list[record_pb2.Record] = []
-        front = self._front
-        while len(batch) < size and self.first_time() is not None:
-            if batch and front[0].event_time_ms > up_to:
-                break
-            batch.append(front.popleft())
-        return batch
-
-    def put_back(self, records: list[record_pb2.Record]) -> None:
-        """``records`` (in order) before every record not taken yet."""
-        self._front.extendleft(reversed(records))
 
 
 class _Clock:
@@ -206,10 +184,8 @@ class _Run:
         clock: _Clock,
         stats: IntervalStats,
         computation: str,
-        acknowledge: bool,
     ) -> None:
         self._driver = driver
-        self._acknowledge = acknowledge
         self._clock = clock
         self._stats = stats
         self._computation = computation
@@ -219,29 +195,37 @@ class _Run:
         self.next_seq = 1
         """The :attr:`OutputRow.seq` of the next production."""
 
-    def process(
-        self, records: list[record_pb2.Record]
-    ) -> Generator[OutputRow, None, list[record_pb2.Record]]:
+    def process(self, records: InputColumns) -> Generator[OutputColumns, None, InputColumns]:
         """One commit of ``records``; returns those to come again (in order): the ones a
         timer set earlier in the commit must fire before, and the ones user code
         asked to retry."""
-        outcome = self._driver.process([delivery_pb2.DeliveryBatch(records=records)],
-                                       durable=False)  # fmt: skip
+        processor = self._driver.processor
+        received = Received.of_columns(
+            ids=records.record_ids, streams=records.streams, keys=records.keys,
+            values=records.values, times=records.times, producers=records.producers,
+            interval=processor.interval, intervals=processor.spec.intervals,
+        )  # fmt: skip
+        outcome = processor.process_records(received, durable=False)
         self._stats.duplicates += len(outcome.duplicates)
-        yield from self._hand_on(outcome.productions)
+        yield from self._hand_on(outcome)
         done = {*outcome.committed, *outcome.duplicates, *outcome.dead_lettered}
         done.update(rid for rid, _, _ in outcome.rejected)
         self._stats.records_in += len(done)
-        again = [r for r in records if r.record_id not in done]
         self._stalled = 0 if done else self._stalled + 1
+        if len(done) == len(records):
+            return InputColumns.of_rows(())
+        ids = records.record_ids
+        again = records.pick([i for i, rid in enumerate(ids) if rid not in done])
         if self._stalled > RETRY_ROUNDS:
             raise BackfillError(
                 f"{self._computation}: {len(again)} record(s) neither committed nor "
-                f"dead-lettered after {RETRY_ROUNDS} rounds (first: {again[0].record_id.hex()})"
+                f"dead-lettered after {RETRY_ROUNDS} rounds (first: {again.record_ids[0].hex()})"
             )
         return again
 
-    def advance(self, watermark: int, *, processing_time: int | None = None) -> Iterator[OutputRow]:
+    def advance(
+        self, watermark: int, *, processing_time: int | None = None
+    ) -> Iterator[OutputColumns]:
         """Move the perfect watermark (and the clock) to ``watermark``; fire what is due."""
         self._clock.now_ms = max(self._clock.now_ms, processing_time or watermark)
         self._driver.advance_watermark(watermark)
@@ -249,26 +233,26 @@ class _Run:
             self.last_watermark = watermark
         yield from self._fire(watermark)
 
-    def _fire(self, watermark: int | None) -> Iterator[OutputRow]:
+    def _fire(self, watermark: int | None) -> Iterator[OutputColumns]:
         for _ in range(1_000_000):
             outcome = self._driver.fire_timers(durable=False)
             self._stats.timers_fired += outcome.timers_fired
-            yield from self._hand_on(outcome.productions)
+            yield from self._hand_on(outcome)
             if not outcome.timers_fired and not outcome.timers_failed:
                 return
         raise BackfillError(f"{self._computation}: timers keep firing at watermark {watermark}")
 
-    def _hand_on(self, productions: list[Production]) -> Iterator[OutputRow]:
-        if not productions:
+    def _hand_on(self, outcome: BatchOutcome) -> Iterator[OutputColumns]:
+        """The commit's productions, numbered in production order. A backfill's are
+        not in the outbox (the processor is ephemeral); a bootstrap's stay there, for
+        the node to send."""
+        if not outcome.produced:
             return
-        self._stats.productions += len(productions)
-        for production in productions:
-            record = production.record
-            yield OutputRow(
-                production.consumer, production.interval, record.record_id, record.key,
-                record.value, record.event_time_ms, record.producer, record.stream,
-                self.next_seq,
-            )  # fmt: skip
-            self.next_seq += 1
-        if self._acknowledge:
-            self._driver.acknowledged([p.outbox_key for p in productions], flush=False)
+        consumers, intervals, records = outcome.production_columns()
+        made = len(consumers)
+        self._stats.productions += made
+        first, self.next_seq = self.next_seq, self.next_seq + made
+        yield OutputColumns(
+            consumers, intervals, records.ids, records.keys, records.values, records.times,
+            records.producers, records.streams, list(range(first, first + made)),
+        )  # fmt: skip

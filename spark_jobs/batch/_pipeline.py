@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from computations import Topology
 from engine import SINK_PREFIX
 from millrace.wire.v1 import record_pb2
 from sinks import PARQUET_SCHEMA, sink_line
-from spark_jobs.batch._interval_run import InputRow, IntervalStats, OutputRow, run_interval
+from spark_jobs.batch._interval_run import IntervalStats, OutputColumns, run_interval
 from spark_jobs.batch._stages import (
     PRODUCTIONS_ARROW,
     SourceRouter,
@@ -41,6 +41,7 @@ from spark_jobs.batch._stages import (
     stage_order,
     with_intervals,
 )
+from spark_jobs.batch._upcoming import InputColumns, intervals_of
 
 PRODUCTIONS = (
     "consumer string, interval int, record_id binary, key binary, value binary, "
@@ -141,7 +142,9 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     stages_dir = f"{options.out.rstrip('/')}/_stages"
     read = spark.sparkContext.accumulator(0)
     routed = log.select(*_LOG_COLUMNS).mapInArrow(_SourceTask(topology, read), PRODUCTIONS)
-    written = [_write(routed, f"{stages_dir}/source")]
+    consumers = [*stage_order(topology)]
+    sizes = _write(routed, f"{stages_dir}/source", consumers, intervals)
+    written = [f"{stages_dir}/source"]
     summary.records_read = read.value
     summary.corrupt = [
         {"stream": row.stream, "segment": row.key.decode(),
@@ -151,10 +154,15 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     for computation in stage_order(topology):
         counters = {name: spark.sparkContext.accumulator(0) for name in _STATS}
         inputs = _read(spark, written).where(col("consumer") == computation)
-        ordered = interval_ordered(inputs, parallelism)
+        ordered = interval_ordered(inputs, parallelism, sizes=sizes.get(computation, {}))
         task = _StageTask(topology, computation, options.batch_size, counters)
         produced = ordered.mapInArrow(task, PRODUCTIONS)
-        written.append(_write(produced, f"{stages_dir}/{computation}"))
+        made = _write(produced, f"{stages_dir}/{computation}", consumers, intervals)
+        for consumer, counts in made.items():
+            into = sizes.setdefault(consumer, {})
+            for interval, count in counts.items():
+                into[interval] = into.get(interval, 0) + count
+        written.append(f"{stages_dir}/{computation}")
         summary.stages[computation] = {name: counter.value for name, counter in counters.items()}
     every = _read(spark, written)
     for stream in topology.sinks():
@@ -174,7 +182,9 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     return summary
 
 
-def interval_ordered(productions: Any, partitions: int) -> Any:
+def interval_ordered(
+    productions: Any, partitions: int, *, sizes: Mapping[int, int] | None = None
+) -> Any:
     """``productions`` in ``partitions`` Spark partitions, each key interval whole in
     one of them, the intervals spread so that partitions hold about as many records
     (:func:`balance_intervals`), each interval's records in
@@ -185,17 +195,16 @@ def interval_ordered(productions: Any, partitions: int) -> Any:
     and range partitioning's sampled bounds do the same when one interval outweighs
     the others. So each interval gets a stand-in key whose hash Spark itself maps to
     the partition chosen for it (``hash`` is the Murmur3 that hash partitioning
-    uses). Counting the records per interval first costs one small job."""
+    uses). ``sizes``: the records per interval, as the write that made
+    ``productions`` counted them (:func:`_write`); without them, counting costs one
+    small job."""
     from pyspark.sql import functions as fn
 
     spark = productions.sparkSession
-    sizes = {row[0]: row[1] for row in productions.groupBy("interval").count().collect()}
-    chosen = balance_intervals(sizes, partitions)
-    wanted = fn.pmod(fn.hash(fn.col("id")), fn.lit(partitions))
-    found = spark.range(0, 64 * partitions + 1024).select("id", wanted.alias("part")).collect()
-    stand_in: dict[int, int] = {}
-    for row in found:
-        stand_in.setdefault(row.part, row.id)
+    if sizes is None:
+        sizes = {row[0]: row[1] for row in productions.groupBy("interval").count().collect()}
+    chosen = balance_intervals({i: n for i, n in sizes.items() if n}, partitions)
+    stand_in = _stand_ins(spark, partitions)
     if not chosen or len(stand_in) < partitions:  # nothing to run, or a hash that skips
         return productions.repartition(partitions, "interval").sortWithinPartitions(
             *STAGE_INPUT_ORDER
@@ -205,36 +214,75 @@ def interval_ordered(productions: Any, partitions: int) -> Any:
     return productions.repartition(partitions, part).sortWithinPartitions(*STAGE_INPUT_ORDER)
 
 
-def _write(frame: Any, path: str) -> str:
-    frame.write.mode("overwrite").parquet(path)
-    return path
+_STAND_INS: dict[int, dict[int, int]] = {}
 
 
-def _rows_of(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
-    """Rows of Arrow batches as tuples (columns converted in C, a batch at a time)."""
-    for batch in batches:
-        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+def _stand_ins(spark: Any, partitions: int) -> dict[int, int]:
+    """Per partition, a number whose Spark hash lands in it (found once per process)."""
+    from pyspark.sql import functions as fn
+
+    if partitions not in _STAND_INS:
+        wanted = fn.pmod(fn.hash(fn.col("id")), fn.lit(partitions))
+        found = spark.range(0, 64 * partitions + 1024).select("id", wanted.alias("part"))
+        stand_in: dict[int, int] = {}
+        for row in found.collect():
+            stand_in.setdefault(row.part, row.id)
+        _STAND_INS[partitions] = stand_in
+    return _STAND_INS[partitions]
 
 
-def _batched(rows: Iterable[OutputRow], size: int = 10_000) -> Iterator[pa.RecordBatch]:
-    """Productions as Arrow batches of :data:`PRODUCTIONS_ARROW`."""
-    chunk: list[OutputRow] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= size:
-            yield _batch(chunk)
-            chunk = []
-    if chunk:
-        yield _batch(chunk)
+def _write(
+    frame: Any, path: str, consumers: list[str], intervals: int
+) -> dict[str, dict[int, int]]:
+    """Write ``frame`` as Parquet to ``path``; returns, per consumer of ``consumers``,
+    how many of its rows went to each of its ``intervals``, counted while writing (a
+    Spark observation: no second pass over the rows)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as fn
+
+    cells = [(c, i) for c in consumers for i in range(intervals)]
+    if not cells:
+        frame.write.mode("overwrite").parquet(path)
+        return {}
+    observation = Observation("interval_sizes")
+    counts = [
+        fn.sum(((fn.col("consumer") == c) & (fn.col("interval") == i)).cast("long")).alias(f"n{n}")
+        for n, (c, i) in enumerate(cells)
+    ]
+    frame.observe(observation, *counts).write.mode("overwrite").parquet(path)
+    got = observation.get
+    sizes: dict[str, dict[int, int]] = {}
+    for n, (c, i) in enumerate(cells):
+        sizes.setdefault(c, {})[i] = int(got.get(f"n{n}") or 0)
+    return sizes
 
 
-def _batch(rows: list[OutputRow]) -> pa.RecordBatch:
-    columns = zip(*rows, strict=True)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(column, type=f.type) for column, f in zip(columns, PRODUCTIONS_ARROW,
-                                                             strict=True)],
-        schema=PRODUCTIONS_ARROW,
+def _batched(chunks: Iterable[OutputColumns], size: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """Productions as Arrow batches of :data:`PRODUCTIONS_ARROW` (about ``size`` rows)."""
+    pending: list[OutputColumns] = []
+    rows = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        rows += len(chunk)
+        if rows >= size:
+            yield _batch(pending)
+            pending, rows = [], 0
+    if pending:
+        yield _batch(pending)
+
+
+def _batch(chunks: list[OutputColumns]) -> pa.RecordBatch:
+    fields = (
+        "consumers", "intervals", "record_ids", "keys", "values", "times", "producers",
+        "streams", "seqs",
     )  # fmt: skip
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([x for chunk in chunks for x in getattr(chunk, name)], type=f.type)
+            for name, f in zip(fields, PRODUCTIONS_ARROW, strict=True)
+        ],
+        schema=PRODUCTIONS_ARROW,
+    )
 
 
 def _read(spark: Any, paths: list[str]) -> Any:
@@ -247,23 +295,6 @@ def _jsonl(row: Any) -> str:
         event_time_ms=row.event_time_ms, producer=row.producer,
     )  # fmt: skip
     return sink_line(record, seq=row.seq).decode().rstrip("\n")
-
-
-def by_interval(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[InputRow]]]:
-    """Production rows (:data:`PRODUCTIONS` columns) sorted by interval, as each
-    interval's input records."""
-    current: int | None = None
-    pending: list[InputRow] = []
-    for _consumer, interval, record_id, key, value, ts, producer, stream, _seq in rows:
-        if interval != current and pending:
-            assert current is not None
-            yield current, pending
-            pending = []
-        current = interval
-        pending.append(InputRow(record_id, key, value, ts, producer, stream))
-    if pending:
-        assert current is not None
-        yield current, pending
 
 
 class _SourceTask:
@@ -314,16 +345,17 @@ class _StageTask:
         self._counters = counters
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _batched(self._outputs(_rows_of(batches)))
+        return _batched(self._outputs(batches))
 
-    def _outputs(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[OutputRow]:
-        for interval, inputs in by_interval(rows):
+    def _outputs(self, batches: Iterable[pa.RecordBatch]) -> Iterator[OutputColumns]:
+        for interval, inputs in intervals_of(batches):
             yield from self._interval(interval, inputs)
 
-    def _interval(self, interval: int, rows: list[InputRow]) -> Iterator[OutputRow]:
+    def _interval(self, interval: int, inputs: list[InputColumns]) -> Iterator[OutputColumns]:
         stats = IntervalStats()
         yield from run_interval(
-            self._topology, self._computation, interval, rows, stats, batch_size=self._batch_size
-        )
+            self._topology, self._computation, interval, inputs, stats,
+            batch_size=self._batch_size,
+        )  # fmt: skip
         for name in _STATS:
             self._counters[name].add(getattr(stats, name))

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from computations import Topology
+from computations import Topology, intervals_of
 from engine import SINK_PREFIX, Route, routes_of
 from sinks import PARQUET_SCHEMA
 
@@ -115,7 +115,12 @@ class SourceRouter:
                 if keys is None or values is None:
                     keys = part.column("key").to_pylist()
                     values = part.column("value").to_pylist()
-                intervals = pa.array(map(route.interval_for, keys, values), pa.int32(), size=size)
+                numbers = (
+                    intervals_of(keys, route.intervals)
+                    if route.keyed_as_sent
+                    else map(route.interval_for, keys, values)
+                )
+                intervals = pa.array(numbers, pa.int32(), size=size)
             yield pa.RecordBatch.from_arrays(
                 [
                     pa.repeat(pa.scalar(route.consumer, pa.string()), size),

@@ -72,3 +72,26 @@ def test_native_reading_equals_protobufs(
 def test_bytes_that_are_not_a_batch_are_refused_with_a_message(wire: bytes) -> None:
     with pytest.raises(UndecodableRequestError, match="undecodable DeliveryBatch"):
         Received.decode([wire], interval=0, intervals=1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(records, st.sampled_from([(0, 1), (0, 2), (1, 2), (2, 3)]))
+def test_columns_given_whole_have_the_shape_their_wire_has(
+    rs: list[record_pb2.Record], layout: tuple[int, int]
+) -> None:
+    interval, intervals = layout
+    wire = delivery_pb2.DeliveryBatch(records=rs).SerializeToString()
+    decoded = Received.decode([wire], interval=interval, intervals=intervals)
+    given_whole = Received.of_columns(
+        ids=decoded.ids, streams=decoded.streams, keys=decoded.keys, values=decoded.values,
+        times=decoded.times, producers=decoded.producers, interval=interval, intervals=intervals,
+    )  # fmt: skip
+    assert given_whole == decoded
+
+
+def test_columns_of_different_lengths_are_refused() -> None:
+    with pytest.raises(ValueError, match="different lengths"):
+        Received.of_columns(
+            ids=[b"a", b"b"], streams=["s"], keys=[b"k", b"k"], values=[b"", b""], times=[1, 2],
+            producers=["p", "p"], interval=0, intervals=1,
+        )  # fmt: skip

@@ -22,6 +22,7 @@ from computations import (
 from computations.testing import TestHarness
 from injector.log import AppendRequest, LogConfig, StreamLog
 from spark_jobs.batch import (
+    InputColumns,
     InputRow,
     IntervalStats,
     OutputRow,
@@ -241,10 +242,10 @@ def local_backfill(
                 InputRow(r.record_id, r.key, r.value, r.event_time_ms, r.producer, r.stream)
                 for r in rows
             ]
-            produced.extend(
-                run_interval(topology, computation, interval, inputs, IntervalStats(),
-                             batch_size=batch_size)
-            )  # fmt: skip
+            for chunk in run_interval(topology, computation, interval,
+                                      [InputColumns.of_rows(inputs)], IntervalStats(),
+                                      batch_size=batch_size):  # fmt: skip
+                produced.extend(chunk.rows())
     outputs: dict[str, dict[bytes, tuple[bytes, bytes, int]]] = {s: {} for s in topology.sinks()}
     for row in produced:
         if row.consumer.startswith("sink:"):

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from computations import JSON, Computation, Context, FiredTimer, Record, Topology
-from spark_jobs.batch import InputRow, IntervalStats, run_interval, with_intervals
+from spark_jobs.batch import InputColumns, InputRow, IntervalStats, run_interval, with_intervals
 from tests.spark_backfill._topologies import local_backfill
 
 
@@ -58,8 +58,9 @@ def topology(intervals: int = 1) -> Topology:
 
 
 def fires(rows: list[InputRow], batch_size: int) -> list[dict[str, Any]]:
-    outputs = run_interval(topology(), "seen", 0, rows, IntervalStats(), batch_size=batch_size)
-    return [json.loads(row.value) for row in outputs]
+    inputs = [InputColumns.of_rows(rows)]
+    outputs = run_interval(topology(), "seen", 0, inputs, IntervalStats(), batch_size=batch_size)
+    return [json.loads(row.value) for chunk in outputs for row in chunk.rows()]
 
 
 def row(number: int, key: bytes, time_ms: int, delay: int) -> InputRow:

@@ -44,23 +44,38 @@ impl Delivered {
     /// The batch's shape, the wire keys hashed into `count` intervals for `interval`.
     pub fn shape(&self, interval: u32, count: u32) -> Shape {
         let records = &self.records;
-        let mut ids: Vec<&[u8]> = records.iter().map(|r| &r.record_id[..]).collect();
+        let ids: Vec<&[u8]> = records.iter().map(|r| &r.record_id[..]).collect();
+        let streams: Vec<&str> = records.iter().map(|r| r.stream.as_str()).collect();
+        let keys: Vec<&[u8]> = records.iter().map(|r| &r.key[..]).collect();
+        let times: Vec<i64> = records.iter().map(|r| r.event_time_ms).collect();
+        Shape::of_columns(&ids, &streams, &keys, &times, interval, count)
+    }
+}
+
+impl Shape {
+    /// The shape of records given as columns (one entry per record, in order), the
+    /// keys hashed into `count` intervals for `interval`.
+    pub fn of_columns(
+        ids: &[&[u8]],
+        streams: &[&str],
+        keys: &[&[u8]],
+        times: &[i64],
+        interval: u32,
+        count: u32,
+    ) -> Shape {
         let ids_present = ids.iter().all(|id| !id.is_empty());
-        ids.sort_unstable();
-        let ids_distinct = ids_present && ids.windows(2).all(|w| w[0] != w[1]);
-        let first = records.first().map(|r| r.stream.as_str());
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        let first = streams.first();
         Shape {
-            ids_distinct,
-            one_stream: records.iter().all(|r| Some(r.stream.as_str()) == first),
-            min_event_ms: records.iter().map(|r| r.event_time_ms).min().unwrap_or(0),
-            max_event_ms: records.iter().map(|r| r.event_time_ms).max().unwrap_or(0),
+            ids_distinct: ids_present && sorted.windows(2).all(|w| w[0] != w[1]),
+            one_stream: streams.iter().all(|s| Some(s) == first),
+            min_event_ms: times.iter().copied().min().unwrap_or(0),
+            max_event_ms: times.iter().copied().max().unwrap_or(0),
             keys_in_interval: if count <= 1 {
-                records.len()
+                keys.len()
             } else {
-                records
-                    .iter()
-                    .filter(|r| interval_of(&r.key, count) == interval)
-                    .count()
+                keys.iter().filter(|k| interval_of(k, count) == interval).count()
             },
         }
     }
@@ -138,6 +153,27 @@ mod tests {
         assert_eq!(total, 64);
         let in_one = keys.iter().filter(|k| interval_of(k, 4) == 2).count();
         assert_eq!(got.shape(2, 4).keys_in_interval, in_one);
+    }
+
+    #[test]
+    fn columns_give_the_shape_their_records_give() {
+        let records = vec![
+            record(b"1", b"k1", "s", 7),
+            record(b"2", b"k2", "s", -3),
+            record(b"3", b"k3", "s", 9),
+        ];
+        let got = Delivered::decode(&[wire(records.clone())]).unwrap();
+        let ids: Vec<&[u8]> = records.iter().map(|r| &r.record_id[..]).collect();
+        let streams: Vec<&str> = records.iter().map(|r| r.stream.as_str()).collect();
+        let keys: Vec<&[u8]> = records.iter().map(|r| &r.key[..]).collect();
+        let times: Vec<i64> = records.iter().map(|r| r.event_time_ms).collect();
+        for (interval, count) in [(0, 1), (0, 2), (1, 2), (3, 4)] {
+            let columns = Shape::of_columns(&ids, &streams, &keys, &times, interval, count);
+            assert_eq!(columns, got.shape(interval, count));
+        }
+        let empty = Shape::of_columns(&[], &[], &[], &[], 0, 2);
+        assert!(empty.ids_distinct && empty.one_stream);
+        assert_eq!(empty.keys_in_interval, 0);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The records of delivered `DeliveryBatch` messages, as columns for admission.
 
 use bytes::Bytes;
-use millrace_core::delivery::Delivered;
+use millrace_core::delivery::{Delivered, Shape};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::UndecodableRequestError;
@@ -58,6 +58,44 @@ pub(crate) fn decode_deliveries<'py>(
             shape.into_pyobject(py)?.into_any(),
         ],
     )
+}
+
+/// `(ids_distinct, one_stream, min_event_ms, max_event_ms, keys_in_interval)` of
+/// records given as columns (as `decode_deliveries` gives them): the shape admission
+/// asks of a batch, for a caller that holds the records' fields already.
+#[pyfunction]
+#[pyo3(signature = (ids, streams, keys, times, *, interval, intervals))]
+pub(crate) fn columns_shape(
+    py: Python<'_>,
+    ids: Vec<PyBackedBytes>,
+    streams: Vec<PyBackedStr>,
+    keys: Vec<PyBackedBytes>,
+    times: Vec<i64>,
+    interval: u32,
+    intervals: u32,
+) -> PyResult<(bool, bool, i64, i64, usize)> {
+    let count = ids.len();
+    if streams.len() != count || keys.len() != count || times.len() != count {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "columns of different lengths: {count} ids, {} streams, {} keys, {} times",
+            streams.len(),
+            keys.len(),
+            times.len()
+        )));
+    }
+    let shape = py.detach(|| {
+        let ids: Vec<&[u8]> = ids.iter().map(|b| &b[..]).collect();
+        let streams: Vec<&str> = streams.iter().map(|s| &s[..]).collect();
+        let keys: Vec<&[u8]> = keys.iter().map(|b| &b[..]).collect();
+        Shape::of_columns(&ids, &streams, &keys, &times, interval, intervals)
+    });
+    Ok((
+        shape.ids_distinct,
+        shape.one_stream,
+        shape.min_event_ms,
+        shape.max_event_ms,
+        shape.keys_in_interval,
+    ))
 }
 
 /// One Python string per run of equal strings (a batch's records share their stream

@@ -68,6 +68,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(ingest::decode_ingest_request, m)?)?;
     m.add_function(wrap_pyfunction!(delivery::decode_deliveries, m)?)?;
+    m.add_function(wrap_pyfunction!(delivery::columns_shape, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::ingest_response, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::ingest_request, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::encode_log_request, m)?)?;
