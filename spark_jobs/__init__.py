@@ -36,6 +36,7 @@ def read_log(
     streams: Sequence[str] | None = None,
     include_active: bool = False,
     corrupt: str = "report",
+    min_partitions: int = 1,
 ) -> Any:
     """The log at ``location`` (a log directory or an archive URI) as a DataFrame.
 
@@ -45,13 +46,15 @@ def read_log(
     pushed filters down on the DataFrame, and a later query on the same
     DataFrame that pushes none reuses it, reading only the earlier query's
     segments and rows. With this filter every query pushes one and is
-    planned afresh (``docs/spark.md``).
+    planned afresh (``docs/spark.md``). ``min_partitions``: fewer segments
+    than this are read in pieces, so that every core reads (option
+    ``minPartitions``).
     """
     from pyspark.sql import functions
 
     register(spark)
     reader = spark.read.format("millrace").option("includeActive", str(include_active).lower())
-    reader = reader.option("corrupt", corrupt)
+    reader = reader.option("corrupt", corrupt).option("minPartitions", str(min_partitions))
     if streams is not None:
         reader = reader.option("stream", ",".join(streams))
     return reader.load(location).where(functions.col("stream").isNotNull())

@@ -21,7 +21,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from injector.log._fileio import sized_source
-from injector.log._format import HEADER_SIZE, EntryError, decode_header
+from injector.log._format import (
+    HEADER_SIZE,
+    PREFIX_SIZE,
+    RECORD_HEAD_SIZE,
+    EntryError,
+    decode_header,
+)
 from injector.log._types import CorruptEntry
 from millrace.dataplane import scan_columns
 
@@ -36,7 +42,8 @@ class RecordColumns:
     Keys and values stay in ``data`` (a stretch of the segment file, or the
     bodies of the records): record ``i``'s key is
     ``data[key_start[i]:key_end[i]]`` and its value
-    ``data[key_end[i]:value_end[i]]``. Every array is int64.
+    ``data[key_end[i]:value_end[i]]``. Every array is int64. ``position``: the
+    file position of ``data[0]`` when ``data`` is a stretch of the file.
     """
 
     data: bytes
@@ -46,9 +53,15 @@ class RecordColumns:
     key_start: NDArray[np.int64]
     key_end: NDArray[np.int64]
     value_end: NDArray[np.int64]
+    position: int = 0
 
     def __len__(self) -> int:
         return len(self.offset)
+
+    def entry_positions(self) -> NDArray[np.int64]:
+        """The file position of each record's entry (where its 8-byte prefix starts),
+        for columns read from a segment file."""
+        return self.key_start + (self.position - PREFIX_SIZE - RECORD_HEAD_SIZE)
 
 
 def scan_segment_columns(
@@ -84,7 +97,12 @@ def _scan(f: BinaryIO, size: int, read_bytes: int) -> Iterator[RecordColumns | C
             data, position=position, expected=expected, complete=at_end
         )
         if columns is not None:
-            yield RecordColumns(data, *(np.frombuffer(column, np.int64) for column in columns))
+            offset, event, ingest, key_start, key_end, value_end = (
+                np.frombuffer(column, np.int64) for column in columns
+            )
+            yield RecordColumns(
+                data, offset, event, ingest, key_start, key_end, value_end, position=position
+            )
         if bad is not None:
             yield CorruptEntry(position=bad[0], reason=bad[1])
             return

@@ -96,8 +96,9 @@ def run_bootstrap(spark: Any, options: BootstrapOptions) -> BootstrapSummary:
     streams = check_bootstrap(options)
     topology, name = options.topology, options.computation
     log = spark_jobs.read_log(
-        spark, options.log, streams=streams, include_active=options.include_active
-    ).where(fn.col("corrupt_reason").isNull())
+        spark, options.log, streams=streams, include_active=options.include_active,
+        min_partitions=spark.sparkContext.defaultParallelism,
+    ).where(fn.col("corrupt_reason").isNull())  # fmt: skip
     below = None
     for stream in streams:
         cond = (fn.col("stream") == stream) & (fn.col("offset") < options.until[stream])

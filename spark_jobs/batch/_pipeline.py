@@ -130,8 +130,9 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     summary = BackfillSummary()
     sources = list(topology.sources())
     log = spark_jobs.read_log(
-        spark, options.log, streams=sources, include_active=options.include_active
-    )
+        spark, options.log, streams=sources, include_active=options.include_active,
+        min_partitions=parallelism,
+    )  # fmt: skip
     # Corrupt entries have no event time: a range filter alone would drop their rows.
     in_range = col("corrupt_reason").isNull()
     if options.from_ms is not None:

@@ -23,6 +23,7 @@ from spark_jobs.logsource._archive import is_uri
 from spark_jobs.logsource._plan import (
     SegmentPartition,
     check_location,
+    pieces,
     plan_segments,
     segment_exists,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "StreamPartition",
     "check_location",
     "is_uri",
+    "pieces",
     "plan_segments",
     "push_filters",
     "read_partition",

@@ -46,6 +46,7 @@ def record_batches(
     *,
     batch_rows: int,
     outcome: ScanOutcome,
+    piece: Bounds | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The record rows of one segment file that pass ``pushdown``, ``batch_rows`` per batch.
 
@@ -54,10 +55,13 @@ def record_batches(
     records before it given) goes to ``outcome``. Records come in offset
     order, so once they pass the upper offset bound the scan stops there and
     the rest of the file is never read. Without record rows wanted, the file
-    is only checked.
+    is only checked. ``piece``: only the records whose entries start within
+    these file positions (a segment read as several partitions); the file is
+    still checked from its start, and the scan stops past them.
     """
     wanted = RECORD in pushdown.kinds
     high = pushdown.offset.high
+    last_byte = None if piece is None else piece.high
     tag = stream_tag(stream)
     rebatch = _Rebatcher(batch_rows)
     for item in scan_segment_columns(source):
@@ -66,18 +70,29 @@ def record_batches(
             break
         if not wanted:
             continue
-        batch = _batch(item, _kept(item, pushdown), tag, stream, segment)
+        positions = None if piece is None else item.entry_positions()
+        batch = _batch(item, _kept(item, pushdown, positions, piece), tag, stream, segment)
         if batch is not None:
             yield from rebatch.add(batch)
-        if high is not None and item.offset[-1] > high:
+        if (high is not None and item.offset[-1] > high) or (
+            positions is not None and last_byte is not None and positions[-1] > last_byte
+        ):
             outcome.complete = False
             break
     yield from rebatch.flush()
 
 
-def _kept(columns: RecordColumns, pushdown: Pushdown) -> Int64s | None:
-    """The indices of the records within the offset and event-time bounds; None for all."""
+def _kept(
+    columns: RecordColumns,
+    pushdown: Pushdown,
+    positions: Int64s | None = None,
+    piece: Bounds | None = None,
+) -> Int64s | None:
+    """The indices of the records within the offset and event-time bounds (and, given
+    their entries' ``positions``, the ``piece``'s); None for all."""
     mask = None
+    if positions is not None and piece is not None:
+        mask = _within(positions, piece)
     for values, bounds in (
         (columns.offset, pushdown.offset),
         (columns.event_time_ms, pushdown.event_time),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from spark_jobs.logsource._archive import (
     open_archive,
     read_manifests,
 )
-from spark_jobs.logsource._pushdown import RECORD, Pushdown
+from spark_jobs.logsource._pushdown import RECORD, Bounds, Pushdown
 from spark_jobs.logsource._summary import (
     ManifestError,
     SegmentSummary,
@@ -57,6 +57,22 @@ class SegmentPartition(InputPartition):
     sealed: bool
     archived: bool
     summary: SegmentSummary | None = None
+    first_byte: int = 0
+    end_byte: int | None = None
+    """A piece of a segment read as several partitions (``minPartitions``): the
+    records whose entries start at file positions ``[first_byte, end_byte)``, and
+    the corrupt entry found there (``end_byte`` None: to the end of the file)."""
+
+    @property
+    def piece(self) -> Bounds | None:
+        """The file positions of the piece's entries (None: the whole segment)."""
+        if self.first_byte == 0 and self.end_byte is None:
+            return None
+        return Bounds(self.first_byte, None if self.end_byte is None else self.end_byte - 1)
+
+    def holds(self, position: int) -> bool:
+        """Whether a problem at file ``position`` is this partition's to report."""
+        return self.first_byte <= position and (self.end_byte is None or position < self.end_byte)
 
 
 def check_location(location: str) -> None:
@@ -73,15 +89,17 @@ def plan_segments(
     *,
     include_active: bool = False,
     pushdown: Pushdown | None = None,
+    min_partitions: int = 1,
 ) -> tuple[list[str], list[SegmentPartition]]:
     """The streams read and one :class:`SegmentPartition` per segment that can give rows.
 
     ``location`` is a local log directory or an archive URI. ``streams``
     None means every stream. Only sealed segments unless ``include_active``
     (an archive holds sealed segments only). Segments none of whose rows
-    can pass ``pushdown`` are left out. Raises :class:`LogDirError` for a
-    missing log directory or archive, a bad stream name or a named stream
-    that is not there.
+    can pass ``pushdown`` are left out. Fewer segments than ``min_partitions``:
+    the local ones are cut into pieces (:func:`pieces`). Raises
+    :class:`LogDirError` for a missing log directory or archive, a bad stream
+    name or a named stream that is not there.
     """
     pushdown = pushdown or Pushdown()
     if is_uri(location):
@@ -90,7 +108,44 @@ def plan_segments(
         chosen, candidates = _local_candidates(location, streams, include_active, pushdown)
     if not pushdown.kinds:
         return chosen, []
-    return chosen, [part for part in candidates if _by_summary(pushdown, part.summary)]
+    kept = [part for part in candidates if _by_summary(pushdown, part.summary)]
+    return chosen, pieces(kept, min_partitions)
+
+
+MIN_PIECE_BYTES = 4 << 20
+"""A segment is not cut into pieces smaller than this."""
+
+
+def pieces(parts: list[SegmentPartition], min_partitions: int) -> list[SegmentPartition]:
+    """``parts``, the local segments cut into pieces of about equal bytes when there
+    are fewer parts than ``min_partitions`` (as Spark's file sources split files so
+    that every core reads): pieces of at least :data:`MIN_PIECE_BYTES`, at most
+    ``min_partitions`` in all. Each piece's task scans its segment from the start
+    (the entries are checked in order) but makes rows of its own records only."""
+    if len(parts) >= min_partitions:
+        return parts
+    sizes = [0 if part.archived else _size(part) for part in parts]
+    target = max(MIN_PIECE_BYTES, sum(sizes) // min_partitions)
+    cut: list[SegmentPartition] = []
+    for part, size in zip(parts, sizes, strict=True):
+        count = min(size // target, min_partitions)
+        if count <= 1:
+            cut.append(part)
+            continue
+        starts = [i * size // count for i in range(count)]
+        ends: list[int | None] = [*starts[1:], None]
+        cut.extend(
+            replace(part, first_byte=start, end_byte=end)
+            for start, end in zip(starts, ends, strict=True)
+        )
+    return cut
+
+
+def _size(part: SegmentPartition) -> int:
+    try:
+        return os.path.getsize(part.location)
+    except OSError:
+        return 0  # gone: read whole, where the read reports it
 
 
 def segment_exists(partition: SegmentPartition) -> bool:

@@ -62,14 +62,16 @@ def read_partition(
     """The rows of one segment that pass ``pushdown``, as batches of :data:`ARROW_SCHEMA`.
 
     Records come in offset order, then the corrupt entry that ended the scan
-    if any. With ``fail_on_corrupt`` a corrupt entry (or a vanished file)
-    raises :class:`CorruptSegmentError` instead. Once the offsets pass the
+    if any (of a segment read in pieces, the piece holding its position reports
+    it). With ``fail_on_corrupt`` a corrupt entry (or a vanished file) raises
+    :class:`CorruptSegmentError` instead. Once the offsets pass the
     pushed-down upper bound the scan stops: what follows is never read.
     """
     try:
         source, size = _open(partition)
     except FileNotFoundError:
-        yield from _problem(partition, pushdown, None, VANISHED, fail_on_corrupt)
+        if partition.holds(0):  # one piece of a segment reports it vanished
+            yield from _problem(partition, pushdown, None, VANISHED, fail_on_corrupt)
         return
     outcome = ScanOutcome()
     with source:
@@ -80,11 +82,12 @@ def read_partition(
             pushdown,
             batch_rows=batch_rows,
             outcome=outcome,
+            piece=partition.piece,
         )
     corrupt = outcome.corrupt
     if corrupt is None and outcome.complete:
         corrupt = _length_check(partition, size)
-    if corrupt is not None:
+    if corrupt is not None and partition.holds(corrupt.position):
         yield from _problem(partition, pushdown, corrupt.position, corrupt.reason, fail_on_corrupt)
 
 

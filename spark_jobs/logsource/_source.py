@@ -41,6 +41,7 @@ class ReadOptions:
     streams: tuple[str, ...] | None = None
     include_active: bool = False
     fail_on_corrupt: bool = False
+    min_partitions: int = 1
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -64,7 +65,10 @@ class ReadOptions:
         corrupt = str(options.get("corrupt", "report")).lower()
         if corrupt not in _CORRUPT_MODES:
             raise ValueError(f"option corrupt={options['corrupt']!r}: use report or fail")
-        return cls(str(location), streams, include_active, corrupt == "fail")
+        given = str(options.get("minPartitions", "1"))
+        if not given.isdigit() or int(given) < 1:
+            raise ValueError(f"option minPartitions={given!r}: use a positive integer")
+        return cls(str(location), streams, include_active, corrupt == "fail", int(given))
 
 
 class MillraceLogSource(DataSource):
@@ -125,13 +129,15 @@ class LogReader(DataSourceReader):
         return rest
 
     def partitions(self) -> Sequence[InputPartition]:
-        """One :class:`SegmentPartition` per segment file that can give rows."""
+        """One :class:`SegmentPartition` per segment file that can give rows (or per
+        piece of one, for ``minPartitions``)."""
         streams = self.options.streams
         _, parts = plan_segments(
             self.options.location,
             streams,
             include_active=self.options.include_active,
             pushdown=self.pushdown,
+            min_partitions=self.options.min_partitions,
         )
         return list(parts)
 

@@ -322,7 +322,8 @@ def test_exported_names_are_pinned() -> None:
         "ARROW_SCHEMA", "BATCH_ROWS", "Bounds", "COLUMNS", "CorruptSegmentError", "LogDirError",
         "LogReader", "MillraceLogSource", "MillraceStreamReader", "Pushdown", "ReadOptions",
         "SCHEMA", "SegmentPartition", "SegmentSummary", "StreamOptions", "StreamPartition",
-        "VANISHED", "check_location", "is_uri", "plan_segments", "push_filters", "read_partition",
+        "VANISHED", "check_location", "is_uri", "pieces", "plan_segments", "push_filters",
+        "read_partition",
         "read_range", "segment_exists",
     ]  # fmt: skip
     assert spark_jobs.logsource.MillraceLogSource.name() == "millrace"

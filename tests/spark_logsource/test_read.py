@@ -21,6 +21,7 @@ from spark_jobs.logsource import (
     CorruptSegmentError,
     Pushdown,
     SegmentPartition,
+    pieces,
     plan_segments,
     read_partition,
 )
@@ -217,3 +218,59 @@ def test_scan_segment_reads_a_file_object_like_a_path(log_dir: Path, tmp_path: P
     from_copy = list(scan_segment(copy, part.stream))
     assert isinstance(from_copy[-1], CorruptEntry)
     assert list(scan_segment(io.BytesIO(bytes(damaged)), part.stream)) == from_copy
+
+
+@pytest.mark.parametrize(
+    "damage", ["none", "corrupt mid-file", "cut at an entry boundary", "bad header", "vanished"]
+)
+@pytest.mark.parametrize("count", [2, 3, 7])
+def test_a_segment_read_in_pieces_gives_the_rows_read_whole_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str, count: int
+) -> None:
+    monkeypatch.setattr("spark_jobs.logsource._plan.MIN_PIECE_BYTES", 64)
+    write_stream(tmp_path, "clicks", 150)
+    _, parts = plan_segments(str(tmp_path), include_active=True)
+    part = parts[1]
+    pieces_of = pieces([part], count)  # planned before the damage, as Spark plans
+    assert len(pieces_of) == count and pieces_of[0].first_byte == 0
+    assert pieces_of[-1].end_byte is None
+    path = Path(part.location)
+    if damage == "corrupt mid-file":
+        flip_byte_mid_file(path)
+    elif damage == "cut at an entry boundary":
+        os.truncate(path, commit_ends(path)[-3])
+    elif damage == "bad header":
+        path.write_bytes(b"not a segment file at all")
+    elif damage == "vanished":
+        path.unlink()
+    pushdowns = [
+        Pushdown(),
+        Pushdown(kinds=RECORDS_ONLY),
+        Pushdown(kinds=frozenset({"corrupt", "vanished"})),
+        Pushdown(offset=Bounds(part.base_offset + 3, part.base_offset + 17)),
+    ]
+    for pushdown in pushdowns:
+        whole = read(part, pushdown)
+        assert [row for piece in pieces_of for row in read(piece, pushdown)] == whole
+    if damage != "none":
+        raised = 0
+        for piece in pieces_of:
+            try:
+                read(piece, fail_on_corrupt=True)
+            except CorruptSegmentError:
+                raised += 1
+        assert raised == 1, "one piece reports the segment's problem"
+
+
+def test_pieces_are_made_only_where_there_are_fewer_segments_than_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_stream(tmp_path, "clicks", 150)
+    _, parts = plan_segments(str(tmp_path), include_active=True)
+    assert plan_segments(str(tmp_path), include_active=True, min_partitions=len(parts))[1] == parts
+    _, cut = plan_segments(str(tmp_path), include_active=True, min_partitions=len(parts) + 1)
+    assert cut == parts, "segments smaller than MIN_PIECE_BYTES stay whole"
+    monkeypatch.setattr("spark_jobs.logsource._plan.MIN_PIECE_BYTES", 64)
+    _, cut = plan_segments(str(tmp_path), include_active=True, min_partitions=4 * len(parts))
+    assert len(parts) < len(cut) <= 4 * len(parts)
+    assert [row for piece in cut for row in read(piece)] == [r for p in parts for r in read(p)]

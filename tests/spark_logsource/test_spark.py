@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import spark_jobs
-from injector.log import LogRecord, scan_segment
+from injector.log import AppendRequest, LogConfig, LogRecord, StreamLog, scan_segment
 from tests.spark_logsource._logs import (
     Row,
     archive,
@@ -151,3 +151,20 @@ def test_a_missing_path_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
         spark.read.format("millrace").load(str(tmp_path / "absent"))
     with pytest.raises(Exception, match="no log archive at 'file:///"):
         spark.read.format("millrace").load((tmp_path / "absent").as_uri())
+
+
+def test_min_partitions_reads_a_big_segment_in_pieces(spark: Any, tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "clicks", "clicks", config=LogConfig(fsync=False))
+    value = b"v" * 100
+    for start in range(0, 100_000, 5_000):
+        log.append(
+            [AppendRequest(records=[(b"k%d" % i, value, i) for i in range(start, start + 5_000)])]
+        )
+    log.close()  # one active segment of ~14 MiB: three pieces of at least 4 MiB
+    whole = spark_jobs.read_log(spark, str(tmp_path), include_active=True)
+    cut = spark_jobs.read_log(spark, str(tmp_path), include_active=True, min_partitions=3)
+    assert (whole.rdd.getNumPartitions(), cut.rdd.getNumPartitions()) == (1, 3)
+    assert collect(cut) == collect(whole)
+    assert cut.count() == 100_000
+    with pytest.raises(Exception, match="minPartitions='0'"):
+        spark.read.format("millrace").option("minPartitions", "0").load(str(tmp_path)).count()
