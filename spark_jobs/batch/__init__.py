@@ -44,7 +44,7 @@ from spark_jobs.batch._pipeline import (
 from spark_jobs.batch._stages import (
     PRODUCTIONS_ARROW,
     SourceRouter,
-    balance_intervals,
+    largest_first,
     sink_stream,
     stage_order,
     with_intervals,
@@ -82,7 +82,7 @@ __all__ = [
     "run_backfill",
     "run_interval",
     "SourceRouter",
-    "balance_intervals",
+    "largest_first",
     "sink_stream",
     "stage_order",
     "with_intervals",

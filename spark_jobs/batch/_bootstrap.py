@@ -116,12 +116,10 @@ def run_bootstrap(spark: Any, options: BootstrapOptions) -> BootstrapSummary:
     routed = records.mapInArrow(
         lambda batches: (out for batch in batches for out in router.route(batch)), PRODUCTIONS
     ).where(fn.col("consumer") == name)
-    routed = routed.cache()  # counted per interval, then run: route the log once
     ordered = interval_ordered(routed, intervals)
     counters = {stat: spark.sparkContext.accumulator(0) for stat in _STATS}
     task = _StoreTask(topology, name, options, summary.watermark_ms, counters)
     ordered.mapInArrow(task, PRODUCTIONS).count()
-    routed.unpersist()
     records.unpersist()
     summary.stats = {stat: counter.value for stat, counter in counters.items()}
     return summary

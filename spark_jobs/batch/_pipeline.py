@@ -1,16 +1,18 @@
 """The backfill as Spark stages: the log, routed; one stage per computation; the sinks.
 
-1. The log (``spark.read.format("millrace")``, event-time range pushed down)
-   becomes productions, routed as the injector's forwarder routes them, an
-   Arrow batch at a time; its corrupt entries are reported in the same pass.
+1. The log (``spark.read.format("millrace")``, event-time range pushed down, a short
+   log read in pieces so every core reads) becomes productions, routed as the
+   injector's forwarder routes them, an Arrow batch at a time; its corrupt entries are
+   reported in the same pass. When one computation alone reads the source streams,
+   it takes them straight from there; otherwise they are written once
+   (``<out>/_stages/source``) for every reader.
 2. Per computation, in dependency order: the productions addressed to it,
-   shuffled so that each key interval is whole in one partition, the intervals
-   balanced over the partitions (:func:`interval_ordered`), and sorted by
-   event time within each interval (ties: by key, then in production order), run
-   through :func:`run_interval` (one
-   ``IntervalDriver`` per interval, a perfect watermark); its productions are
+   shuffled so that each key interval is one Spark partition, the largest first
+   (:func:`interval_ordered`), and sorted by event time within each interval (ties: by
+   key, then in production order), run through :func:`run_interval` (one
+   ``IntervalProcessor`` per interval, a perfect watermark); its productions are
    written beside the others (``<out>/_stages/<computation>``) for the stages
-   after it.
+   after it, counted per interval while they are written.
 3. Every production addressed to a sink stream is written to
    ``<out>/<stream>/`` as Parquet (the ``ParquetSink`` columns and ``seq``), and
    with ``jsonl`` also to ``<out>/<stream>.jsonl/`` (one part file, lines as
@@ -24,20 +26,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from computations import Topology
-from engine import SINK_PREFIX
+from engine import SINK_PREFIX, routes_of
 from millrace.wire.v1 import record_pb2
 from sinks import PARQUET_SCHEMA, sink_line
 from spark_jobs.batch._interval_run import IntervalStats, OutputColumns, run_interval
 from spark_jobs.batch._stages import (
     PRODUCTIONS_ARROW,
     SourceRouter,
-    balance_intervals,
+    largest_first,
     stage_order,
     with_intervals,
 )
@@ -55,17 +58,14 @@ STAGE_INPUT_ORDER = ("interval", "event_time_ms", "key", "seq", "record_id")
 watermark's order); at one time, one key's records in the order they were produced
 (a source's: in log order, which its record ids follow)."""
 INTERVALS_PER_PARTITION = 4
-"""A backfill's default key intervals per Spark partition: with several, the
-partitions can be balanced when some keys hold many records (1,000,000 events
-with Zipf keys on 2 partitions: 8 intervals ran ~8% faster than 2)."""
+"""A backfill's default key intervals per core: each interval is a task, so with
+several per core the cores stay busy when some keys hold many records (1,000,000
+events with Zipf keys on 2 partitions: 8 intervals ran ~8% faster than 2)."""
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters", "duplicates")
 _LOG_COLUMNS = (
     "record_id", "key", "value", "event_time_ms", "stream", "segment", "corrupt_position",
     "corrupt_reason",
 )  # fmt: skip
-_CORRUPT = "corrupt:"
-"""The consumer of the source stage's rows that report a corrupt log entry (key: the
-segment, value: the reason, event time: the position), beside the productions."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,10 +82,12 @@ class BackfillOptions:
     to_ms: int | None = None
     """Only records with event time before this (None: to the end)."""
     partitions: int | None = None
-    """Spark partitions per stage (None: the session's default parallelism)."""
+    """The cores to plan for (None: the session's default parallelism): a short log
+    is read in at least this many pieces, and by default each computation gets
+    :data:`INTERVALS_PER_PARTITION` key intervals per core."""
     intervals: int | None = None
     """Key intervals per computation (None: :data:`INTERVALS_PER_PARTITION` per
-    partition, so every core has intervals to run and skewed keys can be balanced;
+    partition, so every core has intervals to run and skewed keys are balanced;
     outputs and their ids do not depend on it)."""
     jsonl: bool = False
     include_active: bool = False
@@ -117,6 +119,7 @@ class BackfillSummary:
 
 def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     """Run the whole backfill in ``spark`` (see the module docstring)."""
+    from pyspark.sql import DataFrame
     from pyspark.sql.functions import col
 
     import spark_jobs
@@ -142,77 +145,87 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     log = log.where(col("corrupt_reason").isNotNull() | in_range)
     stages_dir = f"{options.out.rstrip('/')}/_stages"
     read = spark.sparkContext.accumulator(0)
-    routed = log.select(*_LOG_COLUMNS).mapInArrow(_SourceTask(topology, read), PRODUCTIONS)
-    consumers = [*stage_order(topology)]
-    sizes = _write(routed, f"{stages_dir}/source", consumers, intervals)
-    written = [f"{stages_dir}/source"]
-    summary.records_read = read.value
-    summary.corrupt = [
-        {"stream": row.stream, "segment": row.key.decode(),
-         "corrupt_position": row.event_time_ms, "corrupt_reason": row.value.decode()}
-        for row in _read(spark, written).where(col("consumer") == _CORRUPT).collect()
-    ]  # fmt: skip
-    for computation in stage_order(topology):
+    corrupt = spark.sparkContext.accumulator([], _Reports())
+    routed = log.select(*_LOG_COLUMNS).mapInArrow(_SourceTask(topology, read, corrupt), PRODUCTIONS)
+    order = stage_order(topology)
+    sizes: dict[str, dict[int, int]] = {}
+    written: list[str] = []
+    readers = _source_readers(topology)
+    direct = readers[0] if len(readers) == 1 and readers[0] in topology.computations else None
+    if direct is None:  # several readers: route the log once, for all of them
+        sizes = _write(routed, f"{stages_dir}/source", order, intervals)
+        written.append(f"{stages_dir}/source")
+    for computation in order:
         counters = {name: spark.sparkContext.accumulator(0) for name in _STATS}
-        inputs = _read(spark, written).where(col("consumer") == computation)
-        ordered = interval_ordered(inputs, parallelism, sizes=sizes.get(computation, {}))
+        parts = [routed] if computation == direct else []
+        parts += [_read(spark, written)] if written else []
+        inputs = reduce(DataFrame.unionByName, parts).where(col("consumer") == computation)
+        ordered = interval_ordered(inputs, intervals, sizes=sizes.get(computation))
         task = _StageTask(topology, computation, options.batch_size, counters)
         produced = ordered.mapInArrow(task, PRODUCTIONS)
-        made = _write(produced, f"{stages_dir}/{computation}", consumers, intervals)
+        made = _write(produced, f"{stages_dir}/{computation}", order, intervals)
         for consumer, counts in made.items():
             into = sizes.setdefault(consumer, {})
             for interval, count in counts.items():
                 into[interval] = into.get(interval, 0) + count
         written.append(f"{stages_dir}/{computation}")
         summary.stages[computation] = {name: counter.value for name, counter in counters.items()}
-    every = _read(spark, written)
-    for stream in topology.sinks():
-        output = (
-            every.where(col("consumer") == SINK_PREFIX + stream)
-            .select(*SINK_COLUMNS)
-            .orderBy("producer", "seq", "record_id")
-        ).cache()
-        summary.outputs[stream] = output.count()
-        output.write.mode("overwrite").parquet(f"{options.out.rstrip('/')}/{stream}")
-        if options.jsonl:
-            output.coalesce(1).rdd.map(_jsonl).saveAsTextFile(
-                f"{options.out.rstrip('/')}/{stream}.jsonl"
-            )
-        output.unpersist()
+    summary.outputs = _write_sinks(spark, topology, _read(spark, written), options)
+    summary.records_read = read.value
+    summary.corrupt = sorted(
+        {tuple(sorted(report.items())): report for report in corrupt.value}.values(),
+        key=lambda r: (r["stream"], r["segment"], r["corrupt_position"]),
+    )
     summary.seconds = time.monotonic() - started
     return summary
 
 
-def interval_ordered(
-    productions: Any, partitions: int, *, sizes: Mapping[int, int] | None = None
-) -> Any:
-    """``productions`` in ``partitions`` Spark partitions, each key interval whole in
-    one of them, the intervals spread so that partitions hold about as many records
-    (:func:`balance_intervals`), each interval's records in
-    :data:`STAGE_INPUT_ORDER`.
-
-    Spark's partitioners cannot be told "this row goes to partition p": hashing a
-    few small interval numbers often puts two in one task and leaves a core idle,
-    and range partitioning's sampled bounds do the same when one interval outweighs
-    the others. So each interval gets a stand-in key whose hash Spark itself maps to
-    the partition chosen for it (``hash`` is the Murmur3 that hash partitioning
-    uses). ``sizes``: the records per interval, as the write that made
-    ``productions`` counted them (:func:`_write`); without them, counting costs one
-    small job."""
+def _write_sinks(
+    spark: Any, topology: Topology, every: Any, options: BackfillOptions
+) -> dict[str, int]:
+    """Each sink stream's productions written in production order; how many each got."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as fn
 
-    spark = productions.sparkSession
-    if sizes is None:
-        sizes = {row[0]: row[1] for row in productions.groupBy("interval").count().collect()}
-    chosen = balance_intervals({i: n for i, n in sizes.items() if n}, partitions)
-    stand_in = _stand_ins(spark, partitions)
-    if not chosen or len(stand_in) < partitions:  # nothing to run, or a hash that skips
-        return productions.repartition(partitions, "interval").sortWithinPartitions(
+    outputs = {}
+    for stream in topology.sinks():
+        path = f"{options.out.rstrip('/')}/{stream}"
+        order = ("producer", "seq", "record_id")
+        output = every.where(fn.col("consumer") == SINK_PREFIX + stream).select(*SINK_COLUMNS)
+        counted = Observation(f"sink_{stream}")
+        rows = fn.count(fn.lit(1)).alias("rows")
+        output.orderBy(*order).observe(counted, rows).write.mode("overwrite").parquet(path)
+        outputs[stream] = int(counted.get["rows"])
+        if options.jsonl:
+            lines = spark.read.parquet(path).orderBy(*order).coalesce(1).rdd.map(_jsonl)
+            lines.saveAsTextFile(f"{path}.jsonl")
+    return outputs
+
+
+def interval_ordered(
+    productions: Any, intervals: int, *, sizes: Mapping[int, int] | None = None
+) -> Any:
+    """``productions`` (of ``intervals`` key intervals) in one Spark partition per
+    interval, the largest first when ``sizes`` (records per interval) are known
+    (:func:`largest_first`), each interval's records in :data:`STAGE_INPUT_ORDER`.
+    Spark runs the partitions as tasks in order, each core taking the next when it is
+    done, so several intervals per core balance the stage.
+
+    Spark's partitioners cannot be told "this row goes to partition p": hashing a
+    few small interval numbers often puts two in one task. So each interval gets a
+    stand-in key whose hash Spark itself maps to the partition chosen for it
+    (``hash`` is the Murmur3 that hash partitioning uses)."""
+    from pyspark.sql import functions as fn
+
+    stand_in = _stand_ins(productions.sparkSession, intervals)
+    if len(stand_in) < intervals:  # a hash that skips a partition: one partition may hold two
+        return productions.repartition(intervals, "interval").sortWithinPartitions(
             *STAGE_INPUT_ORDER
         )
-    pairs = [fn.lit(value) for i, p in sorted(chosen.items()) for value in (i, stand_in[p])]
+    placed = largest_first(sizes or {}, intervals)
+    pairs = [fn.lit(value) for p, i in enumerate(placed) for value in (i, stand_in[p])]
     part = fn.element_at(fn.create_map(*pairs), fn.col("interval")).cast("long")
-    return productions.repartition(partitions, part).sortWithinPartitions(*STAGE_INPUT_ORDER)
+    return productions.repartition(intervals, part).sortWithinPartitions(*STAGE_INPUT_ORDER)
 
 
 _STAND_INS: dict[int, dict[int, int]] = {}
@@ -299,12 +312,13 @@ def _jsonl(row: Any) -> str:
 
 
 class _SourceTask:
-    """What one Spark task of the source stage runs: its log rows as productions, and
-    its corrupt entries' reports as :data:`_CORRUPT` rows."""
+    """What one Spark task reading the log runs: its log rows as productions; its
+    corrupt entries' reports go to an accumulator."""
 
-    def __init__(self, topology: Topology, read: Any) -> None:
+    def __init__(self, topology: Topology, read: Any, corrupt: Any) -> None:
         self._router = SourceRouter(topology)
         self._read = read
+        self._corrupt = corrupt
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -313,25 +327,42 @@ class _SourceTask:
             self._read.add(records.num_rows)
             yield from self._router.route(records)
             if records.num_rows < batch.num_rows:
-                yield _corrupt_rows(batch.filter(pc.invert(sound)))
+                self._corrupt.add(_corrupt_reports(batch.filter(pc.invert(sound))))
 
 
-def _corrupt_rows(corrupt: pa.RecordBatch) -> pa.RecordBatch:
-    size = corrupt.num_rows
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.repeat(pa.scalar(_CORRUPT, pa.string()), size),
-            pa.repeat(pa.scalar(0, pa.int32()), size),
-            pa.nulls(size, pa.binary()),
-            corrupt.column("segment").cast(pa.binary()),
-            corrupt.column("corrupt_reason").cast(pa.binary()),
-            corrupt.column("corrupt_position").cast(pa.int64()),
-            pa.nulls(size, pa.string()),
-            corrupt.column("stream"),
-            pa.repeat(pa.scalar(0, pa.int64()), size),
-        ],
-        schema=PRODUCTIONS_ARROW,
-    )
+def _corrupt_reports(corrupt: pa.RecordBatch) -> list[dict[str, Any]]:
+    return [
+        {"stream": row["stream"], "segment": row["segment"],
+         "corrupt_position": row["corrupt_position"], "corrupt_reason": row["corrupt_reason"]}
+        for row in corrupt.select(
+            ["stream", "segment", "corrupt_position", "corrupt_reason"]
+        ).to_pylist()
+    ]  # fmt: skip
+
+
+class _Reports:
+    """Spark's ``AccumulatorParam`` for reports (lists, concatenated); duck-typed, so
+    that this module imports without pyspark."""
+
+    def zero(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return []
+
+    def addInPlace(  # noqa: N802 (Spark's name)
+        self, value1: list[dict[str, Any]], value2: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        value1.extend(value2)
+        return value1
+
+
+def _source_readers(topology: Topology) -> list[str]:
+    """What reads the source streams: the computations consuming them, and the sinks of
+    source streams that no computation consumes."""
+    readers: list[str] = []
+    for stream in topology.sources():
+        for route in routes_of(topology, stream):
+            if route.consumer not in readers:
+                readers.append(route.consumer)
+    return readers
 
 
 class _StageTask:

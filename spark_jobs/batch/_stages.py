@@ -10,7 +10,6 @@ them, :class:`SourceRouter`) and the productions of the stages before it.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 from collections.abc import Iterable, Iterator, Mapping
 
 import pyarrow as pa
@@ -56,21 +55,12 @@ def stage_order(topology: Topology) -> list[str]:
     return done
 
 
-def balance_intervals(sizes: Mapping[int, int], partitions: int) -> dict[int, int]:
-    """A partition for each interval of ``sizes`` (interval -> records), the largest
-    interval first to the partition holding the fewest records so far (ties: the
-    lower interval, the lower partition). One interval is never split: its records
-    go through one ``IntervalDriver`` in order."""
-    if partitions < 1:
-        raise ValueError(f"partitions must be positive, got {partitions}")
-    loads = [(0, p) for p in range(partitions)]
-    heapq.heapify(loads)
-    chosen: dict[int, int] = {}
-    for interval, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0])):
-        load, partition = heapq.heappop(loads)
-        chosen[interval] = partition
-        heapq.heappush(loads, (load + size, partition))
-    return chosen
+def largest_first(sizes: Mapping[int, int], intervals: int) -> list[int]:
+    """The ``intervals`` key intervals (``0 .. intervals - 1``) by how many records
+    ``sizes`` gives them (none: 0), most first; ties by interval. Spark starts a stage's
+    tasks in partition order, so giving the largest interval the first partition
+    schedules the stage largest first: no core is left with a big interval at the end."""
+    return sorted(range(intervals), key=lambda i: (-sizes.get(i, 0), i))
 
 
 PRODUCTIONS_ARROW = pa.schema(

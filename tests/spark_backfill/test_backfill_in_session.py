@@ -12,7 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import spark_jobs
-from spark_jobs.batch import BackfillOptions, interval_ordered, run_backfill, with_intervals
+from spark_jobs.batch import (
+    BackfillOptions,
+    interval_ordered,
+    largest_first,
+    run_backfill,
+    with_intervals,
+)
 from tests.spark_backfill._topologies import (
     local_backfill,
     log_records,
@@ -57,16 +63,10 @@ def test_a_corrupt_entry_is_reported_and_the_rest_backfilled(spark: Any, tmp_pat
 
 
 @pytest.mark.parametrize(
-    ("partitions", "sizes", "loads"),
-    [
-        (2, [700, 300], [700, 300]),
-        (2, [50, 30, 20, 10, 10], [60, 60]),
-        (3, [5, 5, 5, 5, 5, 5, 5], [15, 10, 10]),
-        (4, [9, 1], [9, 1, 0, 0]),
-    ],
+    ("sizes", "known"), [([700, 300], True), ([10, 50, 30, 0, 20], True), ([5, 9, 1], False)]
 )
-def test_each_interval_runs_whole_in_one_balanced_partition(
-    spark: Any, partitions: int, sizes: list[int], loads: list[int]
+def test_each_interval_is_one_partition_the_largest_first(
+    spark: Any, sizes: list[int], known: bool
 ) -> None:
     from pyspark.sql import functions as fn
 
@@ -78,14 +78,16 @@ def test_each_interval_runs_whole_in_one_balanced_partition(
         fn.lit(b"k").alias("key"),
         fn.lit(0).cast("long").alias("seq"),
     )
-    placed = interval_ordered(frame, partitions).select(
+    given = dict(enumerate(sizes)) if known else None
+    placed = interval_ordered(frame, len(sizes), sizes=given)
+    assert placed.rdd.getNumPartitions() == len(sizes)
+    got = placed.select(
         "interval", "event_time_ms", fn.spark_partition_id().alias("partition")
-    )
-    got = placed.collect()
-    where = {(r.interval, r.partition) for r in got}
-    assert len(where) == len(sizes), "an interval is split over partitions"
-    per_partition = [sum(1 for r in got if r.partition == p) for p in range(partitions)]
-    assert sorted(per_partition, reverse=True) == sorted(loads, reverse=True)
+    ).collect()
+    where = {r.interval: r.partition for r in got}
+    assert len({(r.interval, r.partition) for r in got}) == len(where), "an interval is split"
+    expected = largest_first(given or {}, len(sizes))
+    assert where == {i: expected.index(i) for i in where}, "partition order: largest first"
     for interval in range(len(sizes)):
         times = [r.event_time_ms for r in got if r.interval == interval]
         assert times == sorted(times)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.batch import balance_intervals, with_intervals
+from spark_jobs.batch import largest_first, with_intervals
 from tests.spark_backfill._topologies import (
     harness_outputs,
     join_and_sessions,
@@ -64,12 +64,7 @@ def test_a_join_and_merging_sessions_equal_the_online_run(tmp_path: Path) -> Non
         assert local_backfill(topology, records, batch_size=batch_size) == online
 
 
-def test_intervals_are_balanced_largest_first_never_split() -> None:
-    assert balance_intervals({0: 50, 1: 30, 2: 20, 3: 10, 4: 10}, 2) == {
-        0: 0, 1: 1, 2: 1, 3: 0, 4: 1,
-    }  # fmt: skip
-    assert balance_intervals({3: 7}, 4) == {3: 0}
-    assert balance_intervals({}, 2) == {}
-    chosen = balance_intervals({i: (i * 37) % 11 + 1 for i in range(40)}, 3)
-    loads = [sum((i * 37) % 11 + 1 for i, p in chosen.items() if p == q) for q in range(3)]
-    assert sorted(chosen) == list(range(40)) and max(loads) - min(loads) <= 11
+def test_intervals_run_largest_first() -> None:
+    assert largest_first({0: 50, 1: 30, 2: 20, 3: 10, 4: 10}, 5) == [0, 1, 2, 3, 4]
+    assert largest_first({3: 7, 1: 9}, 4) == [1, 3, 0, 2]
+    assert largest_first({}, 2) == [0, 1]
