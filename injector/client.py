@@ -11,8 +11,9 @@ Requests go out as wire bytes built natively (:func:`ingest_request_bytes`, the 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 import grpc
 
@@ -24,7 +25,9 @@ RETRYABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
      grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED}
 )  # fmt: skip
+_T = TypeVar("_T")
 INGEST_METHOD = "/millrace.wire.v1.Ingest/Ingest"
+FINISH_METHOD = "/millrace.wire.v1.Ingest/FinishStream"
 
 
 def ingest_request_bytes(
@@ -42,6 +45,21 @@ def ingest_request_bytes(
     return ingest_request(stream, idempotency_key, batch)
 
 
+def retrying(call: Callable[[], _T], deadline: float) -> _T:
+    """``call()``, again after a retryable failure (backing off up to 1 s) until it
+    answers; raises ``grpc.RpcError`` for a status that is not retryable or once
+    ``deadline`` (``time.monotonic``) has passed."""
+    backoff = 0.05
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as error:
+            if error.code() not in RETRYABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+
 class PendingIngest:
     """A request on its way: :meth:`result` waits for the acknowledgement, resending the
     same bytes on a retryable failure, so work can go on while the injector appends."""
@@ -57,18 +75,14 @@ class PendingIngest:
     def result(self) -> ingest_pb2.IngestResponse:
         """The acknowledgement; raises ``grpc.RpcError`` for a non-retryable status (bad
         input) or once ``give_up_after_s`` has passed."""
-        backoff = 0.05
-        while True:
+        if self._first is not None:
+            first, self._first = self._first, None
             try:
-                if self._first is not None:
-                    first, self._first = self._first, None
-                    return first.result()
-                return self._client._call(self._request)
+                return first.result()
             except grpc.RpcError as error:
                 if error.code() not in RETRYABLE or time.monotonic() > self._deadline:
                     raise
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+        return retrying(lambda: self._client._call(self._request), self._deadline)
 
 
 class IngestClient:
@@ -84,7 +98,28 @@ class IngestClient:
         self._ingest = self._channel.unary_unary(
             INGEST_METHOD, response_deserializer=ingest_pb2.IngestResponse.FromString
         )
+        self._finish = self._channel.unary_unary(
+            FINISH_METHOD,
+            request_serializer=ingest_pb2.FinishStreamRequest.SerializeToString,
+            response_deserializer=ingest_pb2.FinishStreamResponse.FromString,
+        )
         self._thread: ThreadPoolExecutor | None = None
+
+    def finish(
+        self, stream: str, *, give_up_after_s: float = 120.0
+    ) -> ingest_pb2.FinishStreamResponse:
+        """Finish ``stream`` (a bounded input is complete; idempotent): it takes no new
+        records, and its watermark goes to the end of time once every record is
+        acknowledged downstream. Retries like :meth:`ingest`."""
+        request = ingest_pb2.FinishStreamRequest(stream=stream)
+
+        def call() -> ingest_pb2.FinishStreamResponse:
+            response: ingest_pb2.FinishStreamResponse = self._finish(
+                request, timeout=self._timeout_s, wait_for_ready=True
+            )
+            return response
+
+        return retrying(call, time.monotonic() + give_up_after_s)
 
     def ingest(
         self,
@@ -100,16 +135,7 @@ class IngestClient:
         ``give_up_after_s`` passes.
         """
         request = ingest_request_bytes(stream, records, idempotency_key)
-        deadline = time.monotonic() + give_up_after_s
-        backoff = 0.05
-        while True:
-            try:
-                return self._call(request)
-            except grpc.RpcError as error:
-                if error.code() not in RETRYABLE or time.monotonic() > deadline:
-                    raise
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+        return retrying(lambda: self._call(request), time.monotonic() + give_up_after_s)
 
     def start_ingest(
         self,

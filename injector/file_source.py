@@ -21,7 +21,8 @@ fsynced; it is submitted only once that one is committed. Malformed
 lines are counted and written to ``rejects.jsonl`` (file, line number,
 reason); the position still moves past them. A batch's rejects are written
 (and fsynced) before its commit, so none is lost; a crash in between re-reads
-the batch, and the rejects already in the file are not written again.
+the batch, and the rejects already in the file are not written again. Once the stream is
+finished (``millrace finish``), the source reads no more.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from deployment import AppendOnlyFile, write_json_durably
-from injector.group_commit import Acked, GroupCommitter
+from injector.group_commit import Acked, GroupCommitter, StreamFinishedError
 from injector.json_lines import parse_lines
 from injector.log import AppendRequest, LogError
 from millrace.dataplane import RecordBatch
@@ -192,6 +193,9 @@ class FileSource:
                 progressed = self._ingest_new_lines()
                 if not progressed:
                     self._checkpoint()
+            except StreamFinishedError as exc:
+                log.warning("file source %s: %s; it reads no more", self.directory, exc)
+                return
             except (LogError, OSError) as exc:
                 # A full disk (the log's or the rejects file's): nothing past the committed
                 # position counts as read; the same lines are read again once writes work.

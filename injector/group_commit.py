@@ -14,6 +14,11 @@ records: one with other records under a used key is refused
 
 Isolation: a request the log cannot encode fails alone; the others of its
 group are written.
+
+Finishing (a bounded input): :meth:`GroupCommitter.finish` refuses every new
+request from then on (:class:`StreamFinishedError`) but still answers replays of
+requests committed or being committed, and returns once everything queued before
+it is committed.
 """
 
 from __future__ import annotations
@@ -51,6 +56,18 @@ class IdempotencyKeyReusedError(Exception):
         self.key = key
 
 
+class StreamFinishedError(Exception):
+    """The stream was finished: it takes no new records (replays are still answered)."""
+
+    def __init__(self, stream: str, end_offset: int) -> None:
+        super().__init__(
+            f"stream {stream!r} is finished (its records end before offset {end_offset}): "
+            "it takes no more records; retries of requests it already took are answered"
+        )
+        self.stream = stream
+        self.end_offset = end_offset
+
+
 @dataclass(frozen=True, slots=True)
 class Acked:
     """What a client learns: where its records are, and whether this was a replay."""
@@ -84,6 +101,8 @@ class GroupCommitter:
         self._inflight: dict[bytes, tuple[Future[Acked], AppendRequest]] = {}
         self._done: OrderedDict[bytes, Acked] = OrderedDict()
         self._stopping = False
+        self._finished = False
+        self._committing = False
         for commit in stream_log.commits():
             if commit.idempotency_key:
                 self._remember(
@@ -118,11 +137,14 @@ class GroupCommitter:
                 return future
             done = self._done.get(key) if key else None
             running = self._inflight.get(key) if key and done is None else None
+            if done is None and running is None and self._finished:
+                future.set_exception(StreamFinishedError(self.log.stream, self.log.next_offset))
+                return future
             if done is None and running is None:
                 if key:
                     self._inflight[key] = (future, request)
                 self._queue.append((request, future))
-                self._cond.notify()
+                self._cond.notify_all()
                 return future
         if running is not None:
             first_future, first_request = running
@@ -140,6 +162,20 @@ class GroupCommitter:
             where = f"offsets {done.first_offset}..{end}" if done.count else "an empty request"
             future.set_exception(IdempotencyKeyReusedError(key, where))
         return future
+
+    def finish(self) -> int:
+        """Take no new request from now on; wait until every request queued before is
+        written (or refused); return the offset the stream's records end before."""
+        with self._cond:
+            self._finished = True
+            while self._queue or self._committing:
+                self._cond.wait()
+        return self.log.next_offset
+
+    @property
+    def finished(self) -> bool:
+        """Whether :meth:`finish` was called."""
+        return self._finished
 
     def _same_records(self, done: Acked, request: AppendRequest) -> bool:
         """Whether ``request`` carries the records committed at ``done`` (read back from the
@@ -170,7 +206,13 @@ class GroupCommitter:
                     item = self._queue.pop(0)
                     group.append(item)
                     total += len(item[0].records)
-            self._commit(group)
+                self._committing = True
+            try:
+                self._commit(group)
+            finally:
+                with self._cond:
+                    self._committing = False
+                    self._cond.notify_all()
 
     def _commit(self, group: list[tuple[AppendRequest, Future[Acked]]]) -> None:
         """Append the group; complete its futures. A failed append fails the requests it

@@ -8,7 +8,10 @@ that are no ``IngestRequest``, unknown stream, empty or oversized request, overs
 record or idempotency key, an event time out of range) and nothing of that request is
 written. Every request is checked here, before it joins a group commit, so one
 client's bad request can never fail another's. A key reused for other records is
-FAILED_PRECONDITION.
+FAILED_PRECONDITION, and so is a new request to a finished stream.
+
+``FinishStream`` finishes a stream (a bounded input, :meth:`IngestStream.finish`):
+rare, so it is served with protobuf's own (de)serializers.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import grpc
 
 from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from deployment import abort, brief
-from injector.group_commit import IdempotencyKeyReusedError
+from injector.group_commit import IdempotencyKeyReusedError, StreamFinishedError
 from injector.ingest_stream import IngestStream
 from injector.log import AppendRequest, LogError, stream_tag
 from millrace.dataplane import (
@@ -36,6 +39,8 @@ MAX_RECORDS_PER_REQUEST = 100_000
 MAX_IDEMPOTENCY_KEY_BYTES = 1024
 APPEND_TIMEOUT_S = 60.0
 
+_Stream = IngestStream
+"""(The service's ``IngestStream`` method hides the class inside it.)"""
 SERVICE = ingest_pb2.DESCRIPTOR.services_by_name["Ingest"].full_name
 REQUEST_LIMITS: dict[str, int] = {
     "max_records": MAX_RECORDS_PER_REQUEST,
@@ -71,20 +76,13 @@ class IngestService:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"/{SERVICE}/{method}: undecodable request ({len(raw)} bytes): {str(exc)[:200]}",
             )
-        stream = self._streams.get(name)
-        if stream is None:
-            sources = ", ".join(sorted(self._streams))
-            abort(
-                context,
-                grpc.StatusCode.NOT_FOUND,
-                f"unknown stream {brief(name)}: the topology's source streams are [{sources}]",
-            )
+        stream = self._stream(name, context)
         if problem is not None:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem_text(problem))
         append = AppendRequest(records=records, idempotency_key=idempotency_key.encode())
         try:
             acked = stream.submit(append).result(timeout=APPEND_TIMEOUT_S)
-        except IdempotencyKeyReusedError as exc:
+        except (IdempotencyKeyReusedError, StreamFinishedError) as exc:
             abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LogError as exc:
             # The log cannot write now (a full disk): nothing of this request is kept.
@@ -98,6 +96,28 @@ class IngestService:
             )
         return ingest_response(stream_tag(name), acked.first_offset, acked.count, acked.replayed)
 
+    def FinishStream(
+        self, request: ingest_pb2.FinishStreamRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.FinishStreamResponse:
+        stream = self._stream(request.stream, context)
+        already = stream.finished_at is not None
+        try:
+            end = stream.finish()
+        except OSError as exc:  # the mark could not be written (a full disk): not finished
+            abort(context, grpc.StatusCode.UNAVAILABLE, f"stream {request.stream!r}: {exc}")
+        return ingest_pb2.FinishStreamResponse(end_offset=end, already_finished=already)
+
+    def _stream(self, name: str, context: grpc.ServicerContext) -> _Stream:
+        stream = self._streams.get(name)
+        if stream is None:
+            sources = ", ".join(sorted(self._streams))
+            abort(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"unknown stream {brief(name)}: the topology's source streams are [{sources}]",
+            )
+        return stream
+
 
 def add_ingest_service(service: IngestService, server: grpc.Server) -> None:
     """Serve ``service`` as ``millrace.wire.v1.Ingest`` on ``server``, with no protobuf
@@ -106,6 +126,11 @@ def add_ingest_service(service: IngestService, server: grpc.Server) -> None:
     handlers = {
         "Ingest": grpc.unary_unary_rpc_method_handler(service.Ingest),
         "IngestStream": grpc.stream_stream_rpc_method_handler(service.IngestStream),
+        "FinishStream": grpc.unary_unary_rpc_method_handler(
+            service.FinishStream,
+            request_deserializer=ingest_pb2.FinishStreamRequest.FromString,
+            response_serializer=ingest_pb2.FinishStreamResponse.SerializeToString,
+        ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 

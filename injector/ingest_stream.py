@@ -1,19 +1,32 @@
 """``IngestStream``: one source stream of the injector: its log, writer, forwarder and
-source watermark, and the hold of what it appended but nobody has acknowledged yet."""
+source watermark, and the hold of what it appended but nobody has acknowledged yet.
+
+A stream can be finished (a bounded input): :meth:`IngestStream.finish` writes
+``finished.json`` durably in the stream's log directory once every append before
+it is committed; from then on, also after a restart, the stream takes no new
+records and its watermark goes to the end of time once all of them are
+acknowledged."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 
 from computations import MIN_TIME, Topology
+from deployment import write_json_durably
 from injector.forwarder import STATE_FILE, Forwarder, Submitter
 from injector.group_commit import Acked, GroupCommitter
 from injector.injector_metrics import InjectorMetrics
 from injector.log import AppendRequest, AppendResult, StreamLog
 from injector.source_watermark import SourceWatermark
+
+FINISHED_FILE = "finished.json"
+"""In a stream's log directory: the stream is finished, its records end before
+``end_offset``."""
 
 
 class IngestStream:
@@ -55,10 +68,28 @@ class IngestStream:
             default=None,
         )
         self.watermark.resume(newest, published_ms, clock())
+        self.finished_at: int | None = finished_offset(stream_log.directory)
+        """The offset the stream's records end before, once it is finished."""
+        if self.finished_at is not None:
+            self.committer.finish()
+            self.watermark.finish()
 
     def submit(self, request: AppendRequest) -> Future[Acked]:
         """Append (group-committed; idempotent replays append nothing)."""
         return self.committer.submit(request)
+
+    def finish(self) -> int:
+        """Finish the stream (idempotent): no new record from now on; returns the offset
+        its records end before. Appends acknowledged before are all in the log."""
+        end = self.committer.finish()
+        if self.finished_at is None:
+            write_json_durably(
+                self.log.directory / FINISHED_FILE,
+                {"stream": self.name, "end_offset": end, "finished_at_ms": self._clock()},
+            )
+            self.finished_at = end
+        self.watermark.finish()
+        return self.finished_at
 
     def _committed(self, results: list[AppendResult], requests: list[AppendRequest]) -> None:
         """After each group commit (pushed and file-source records alike): count late
@@ -121,3 +152,12 @@ class IngestStream:
         in_flight = self.forwarder.oldest_unfinished_ms(consumer)
         candidates = [t for t in (waiting, in_flight) if t is not None]
         return min(candidates) if candidates else None
+
+
+def finished_offset(directory: Path) -> int | None:
+    """The offset a finished stream's records end before (None: not finished)."""
+    try:
+        body = json.loads((directory / FINISHED_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    return int(body["end_offset"])

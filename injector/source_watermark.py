@@ -11,6 +11,10 @@ Records the log refused (a full disk) are not idleness: their clients retry
 them. Each refused request holds the watermark at its oldest event time until
 it is appended (its idempotency key commits; a request without a key: any
 later append) or ``idle_timeout_ms`` passes without it being refused again.
+
+A finished source (a bounded input: :meth:`SourceWatermark.finish`) has no more
+records to come: once every record it holds is acknowledged, its watermark is the
+end of time, so every window and timer downstream fires.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from computations import MIN_TIME
+from computations import MAX_TIME, MIN_TIME
 from engine import saturate
 
 
@@ -33,6 +37,7 @@ class SourceWatermark:
         self._last_append_ms: int | None = None
         self._published = MIN_TIME
         self._refused: dict[bytes, tuple[int, int]] = {}  # key -> (oldest event, refused at)
+        self._finished = False
         self.idle_advances = 0
 
     def resume(self, max_event_ms: int | None, published_ms: int, now_ms: int) -> None:
@@ -67,6 +72,13 @@ class SourceWatermark:
             oldest = oldest_event_ms if held is None else min(held[0], oldest_event_ms)
             self._refused[key] = (oldest, now_ms)
 
+    def finish(self) -> None:
+        """No record will ever be appended again: the watermark goes to the end of time
+        once nothing is unfinished."""
+        with self._lock:
+            self._finished = True
+            self._refused.clear()  # a refused request can no longer come back
+
     def is_late(self, event_ms: int) -> bool:
         """True when a record is behind the watermark already published."""
         return event_ms < self._published
@@ -80,6 +92,10 @@ class SourceWatermark:
                 oldest_unfinished_ms is None or refused < oldest_unfinished_ms
             ):
                 oldest_unfinished_ms = refused
+            if self._finished:
+                mark = MAX_TIME if oldest_unfinished_ms is None else oldest_unfinished_ms
+                self._published = max(self._published, mark)
+                return self._published
             if self._max_seen is None or self._last_append_ms is None:
                 return self._published
             # Saturated: a value from before event times were range-checked (an old log,

@@ -16,6 +16,7 @@ from millrace._version import __version__
 COMMANDS: dict[str, str] = {
     "injector": "injector",
     "inject": "inject",
+    "finish": "inject",
     "watermarks": "watermarks",
     "status": "status",
     "state": "state",

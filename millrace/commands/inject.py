@@ -22,6 +22,12 @@ Malformed lines are skipped and reported with their line numbers. Exit
 code: 0 if any record was accepted (or the input was empty), 1 if the input
 held only malformed lines, 2 for usage errors or an unreachable injector,
 130 when interrupted (re-run the same command to finish).
+
+A bounded input: ``--finish`` finishes the stream once every batch is
+acknowledged (``millrace finish --stream S`` alone does the same): it takes no
+new records, and once they are all processed its watermark is the end of time, so
+every window and timer downstream fires and the pipeline completes by itself.
+Re-running the same command after a finish is answered with replays.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ EXIT_OK = 0
 EXIT_ONLY_MALFORMED = 1
 
 # The batching lives in _inject_batches; its public names are this command's too.
-__all__ = ["Batch", "Malformed", "read_batches", "register", "run"]
+__all__ = ["Batch", "Malformed", "read_batches", "register", "run", "run_finish"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -106,6 +112,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "use a new name to ingest the same lines again on purpose"
         ),
     )
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help=(
+            "then finish the stream (a bounded input): it takes no more records and its "
+            "watermark goes to the end of time once they are processed"
+        ),
+    )
     add_timeout_argument(parser)
     parser.add_argument(
         "--give-up-after",
@@ -115,6 +129,50 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stop retrying one batch after this long (default: 60)",
     )
     parser.set_defaults(handler=run)
+    finish = subparsers.add_parser(
+        "finish",
+        help="finish a source stream: a bounded input is complete",
+        description=(
+            "Finish STREAM: the injector takes no new records for it (retries of requests "
+            "it took are answered), and once every record is processed the stream's "
+            "watermark is the end of time, so every window and timer fed by it fires. "
+            "Idempotent. Exit 0 when finished, 2 on usage or connection errors."
+        ),
+    )
+    add_config_argument(finish, required=False, purpose="finds the injector")
+    finish.add_argument(
+        "--injector", metavar="HOST:PORT", help="the injector's address (overrides --config)"
+    )
+    finish.add_argument("--stream", required=True, help="the source stream to finish")
+    add_timeout_argument(finish)
+    finish.set_defaults(handler=run_finish, give_up_after=60.0)
+
+
+def run_finish(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Finish the stream; print where its records end; return the exit code."""
+
+    def finish() -> int:
+        service, deployment = injector_service(args.deployment, args.injector)
+        _finish(args, service, security_of(deployment), sys.stdout if out is None else out)
+        return EXIT_OK
+
+    return run_command("finish", finish)
+
+
+def _finish(args: argparse.Namespace, service: Service, security: Security, out: TextIO) -> None:
+    client = IngestClient(service.address, security=security, timeout_s=args.timeout)
+    try:
+        response = client.finish(args.stream, give_up_after_s=args.give_up_after)
+    except grpc.RpcError as error:
+        raise CommandError(explain(error, service, "Ingest.FinishStream", args.timeout)) from None
+    finally:
+        client.close()
+    already = " (it was already)" if response.already_finished else ""
+    print(
+        f"stream {args.stream} finished{already}: its records end before offset "
+        f"{response.end_offset}; its watermark goes to the end of time once they are processed",
+        file=out,
+    )
 
 
 @dataclass(slots=True)
@@ -193,6 +251,8 @@ def _inject(args: argparse.Namespace, stdin: BinaryIO, out: TextIO, err: TextIO)
             handle.close()
     if totals is None:
         return EXIT_INTERRUPTED
+    if args.finish:
+        _finish(args, service, security_of(deployment), out)
     if totals.accepted == 0 and totals.malformed:
         return EXIT_ONLY_MALFORMED
     return EXIT_OK

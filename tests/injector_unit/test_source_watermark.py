@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from computations import MIN_TIME
+from computations import MAX_TIME, MIN_TIME
 from injector.source_watermark import SourceWatermark
 
 
@@ -92,3 +92,19 @@ def test_watermark_arithmetic_saturates_at_the_int64_limit() -> None:
     source = SourceWatermark(out_of_orderness_ms=100, idle_timeout_ms=1_000)
     source.observe(2**63 - 1, 0)
     assert source.current(None, 5_000) == 2**63 - 1
+
+
+def test_a_finished_source_goes_to_the_end_of_time_once_nothing_is_unfinished() -> None:
+    source = SourceWatermark(out_of_orderness_ms=1_000, idle_timeout_ms=10**9)
+    source.observe(5_000, now_ms=0)
+    source.refused(b"lost", 100, 0)
+    source.finish()
+    assert source.current(3_000, 0) == 3_000, "its records are not all processed yet"
+    assert source.current(None, 0) == MAX_TIME, "a refused request can no longer come back"
+    assert source.current(2_000, 10) == MAX_TIME, "never decreases"
+
+
+def test_a_finished_source_that_never_saw_a_record_ends_too() -> None:
+    source = SourceWatermark(out_of_orderness_ms=1_000, idle_timeout_ms=10**9)
+    source.finish()
+    assert source.current(None, 0) == MAX_TIME

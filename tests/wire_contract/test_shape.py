@@ -38,6 +38,7 @@ EXPECTED_SERVICES: dict[str, dict[str, dict[str, tuple[str, str, bool, bool]]]] 
         "Ingest": {
             "Ingest": ("IngestRequest", "IngestResponse", False, False),
             "IngestStream": ("IngestRequest", "IngestResponse", True, True),
+            "FinishStream": ("FinishStreamRequest", "FinishStreamResponse", False, False),
         },
     },
     "record": {},
@@ -158,6 +159,8 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "uint64 first_offset = 2",
             "bool replayed = 3",
         ),
+        "FinishStreamRequest": ("string stream = 1",),
+        "FinishStreamResponse": ("uint64 end_offset = 1", "bool already_finished = 2"),
     },
     "sink": {
         "SubscribeRequest": (

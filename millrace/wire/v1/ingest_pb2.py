@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmillrace/wire/v1/ingest.proto\x12\x10millrace.wire.v1\"A\n\x0cIngestRecord\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x15\n\revent_time_ms\x18\x03 \x01(\x03\"i\n\rIngestRequest\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12/\n\x07records\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.IngestRecord\"L\n\x0eIngestResponse\x12\x12\n\nrecord_ids\x18\x01 \x03(\x0c\x12\x14\n\x0c\x66irst_offset\x18\x02 \x01(\x04\x12\x10\n\x08replayed\x18\x03 \x01(\x08\x32\xac\x01\n\x06Ingest\x12K\n\x06Ingest\x12\x1f.millrace.wire.v1.IngestRequest\x1a .millrace.wire.v1.IngestResponse\x12U\n\x0cIngestStream\x12\x1f.millrace.wire.v1.IngestRequest\x1a .millrace.wire.v1.IngestResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmillrace/wire/v1/ingest.proto\x12\x10millrace.wire.v1\"A\n\x0cIngestRecord\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x15\n\revent_time_ms\x18\x03 \x01(\x03\"i\n\rIngestRequest\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12/\n\x07records\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.IngestRecord\"L\n\x0eIngestResponse\x12\x12\n\nrecord_ids\x18\x01 \x03(\x0c\x12\x14\n\x0c\x66irst_offset\x18\x02 \x01(\x04\x12\x10\n\x08replayed\x18\x03 \x01(\x08\"%\n\x13\x46inishStreamRequest\x12\x0e\n\x06stream\x18\x01 \x01(\t\"D\n\x14\x46inishStreamResponse\x12\x12\n\nend_offset\x18\x01 \x01(\x04\x12\x18\n\x10\x61lready_finished\x18\x02 \x01(\x08\x32\x8b\x02\n\x06Ingest\x12K\n\x06Ingest\x12\x1f.millrace.wire.v1.IngestRequest\x1a .millrace.wire.v1.IngestResponse\x12U\n\x0cIngestStream\x12\x1f.millrace.wire.v1.IngestRequest\x1a .millrace.wire.v1.IngestResponse(\x01\x30\x01\x12]\n\x0c\x46inishStream\x12%.millrace.wire.v1.FinishStreamRequest\x1a&.millrace.wire.v1.FinishStreamResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INGESTREQUEST']._serialized_end=223
   _globals['_INGESTRESPONSE']._serialized_start=225
   _globals['_INGESTRESPONSE']._serialized_end=301
-  _globals['_INGEST']._serialized_start=304
-  _globals['_INGEST']._serialized_end=476
+  _globals['_FINISHSTREAMREQUEST']._serialized_start=303
+  _globals['_FINISHSTREAMREQUEST']._serialized_end=340
+  _globals['_FINISHSTREAMRESPONSE']._serialized_start=342
+  _globals['_FINISHSTREAMRESPONSE']._serialized_end=410
+  _globals['_INGEST']._serialized_start=413
+  _globals['_INGEST']._serialized_end=680
 # @@protoc_insertion_point(module_scope)

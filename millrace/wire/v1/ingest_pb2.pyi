@@ -35,3 +35,17 @@ class IngestResponse(_message.Message):
     first_offset: int
     replayed: bool
     def __init__(self, record_ids: _Optional[_Iterable[bytes]] = ..., first_offset: _Optional[int] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class FinishStreamRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class FinishStreamResponse(_message.Message):
+    __slots__ = ("end_offset", "already_finished")
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    end_offset: int
+    already_finished: bool
+    def __init__(self, end_offset: _Optional[int] = ..., already_finished: _Optional[bool] = ...) -> None: ...

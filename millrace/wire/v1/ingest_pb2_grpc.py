@@ -45,6 +45,11 @@ class IngestStub:
                 request_serializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.IngestRequest.SerializeToString,
                 response_deserializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.IngestResponse.FromString,
                 _registered_method=True)
+        self.FinishStream = channel.unary_unary(
+                '/millrace.wire.v1.Ingest/FinishStream',
+                request_serializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.FinishStreamRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.FinishStreamResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServicer:
@@ -67,6 +72,15 @@ class IngestServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FinishStream(self, request, context):
+        """Finishes a stream (idempotent): once every record of it is acknowledged
+        downstream, its watermark is the end of time, so every window and timer
+        fed by it fires.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +93,11 @@ def add_IngestServicer_to_server(servicer, server):
                     servicer.IngestStream,
                     request_deserializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.IngestRequest.FromString,
                     response_serializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.IngestResponse.SerializeToString,
+            ),
+            'FinishStream': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishStream,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.FinishStreamRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_ingest__pb2.FinishStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -136,6 +155,33 @@ class Ingest:
             '/millrace.wire.v1.Ingest/IngestStream',
             millrace_dot_wire_dot_v1_dot_ingest__pb2.IngestRequest.SerializeToString,
             millrace_dot_wire_dot_v1_dot_ingest__pb2.IngestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millrace.wire.v1.Ingest/FinishStream',
+            millrace_dot_wire_dot_v1_dot_ingest__pb2.FinishStreamRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_ingest__pb2.FinishStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
