@@ -1,10 +1,12 @@
 """``run_backfill`` in a local[2] Spark session (slow): a corrupt log entry is reported,
-not skipped, and the rest is backfilled; every key interval runs whole in the task
-the pipeline places it in, partitions balanced by their records, so no core sits idle
-while another runs two intervals."""
+not skipped, and the rest is backfilled; every key interval is one task, the largest
+first; outputs come in production order; ids do not depend on the interval count and
+the values equal an exact computation."""
 
 from __future__ import annotations
 
+import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import spark_jobs
+from computations import Topology
 from spark_jobs.batch import (
     BackfillOptions,
     interval_ordered,
@@ -119,3 +122,77 @@ def test_outputs_come_in_production_order(spark: Any, tmp_path: Path, intervals:
     assert all(s == sorted(s) and len(set(s)) == len(s) for s in seqs.values())
     finals = {r["key"]: int(r["value"]) for r in pq.read_table(out / "finals").to_pylist()}
     assert finals == final
+
+
+SESSIONS_AND_WINDOWS = """
+[streams.events]
+[streams.sessions]
+[streams.windows]
+
+[computations.sessions]
+handler = "dataflow:WindowedAggregation"
+inputs = { events = "key" }
+outputs = ["sessions"]
+params = { window = "session:1500", aggregate = "count+sum", output = "sessions" }
+
+[computations.windows]
+handler = "dataflow:WindowedAggregation"
+inputs = { events = "key" }
+outputs = ["windows"]
+params = { window = "tumbling:10000", aggregate = "count+sum", output = "windows" }
+"""
+
+
+def exact(records: list[tuple[bytes, bytes, bytes, int, str]]) -> dict[str, dict[Any, Any]]:
+    """Sessions (gap 1,500 ms; Beam's rule: one gap apart do not merge) and 10-second
+    windows per key, ``[count, sum]`` each, computed without Millrace."""
+    per_key: dict[str, list[tuple[int, int]]] = {}
+    windows: dict[tuple[str, int], list[int]] = {}
+    for _, raw_key, raw_value, at, _ in records:
+        per_key.setdefault(raw_key.decode(), []).append((at, int(raw_value)))
+        acc = windows.setdefault((raw_key.decode(), at - at % 10_000), [0, 0])
+        acc[0] += 1
+        acc[1] += int(raw_value)
+    sessions: dict[tuple[str, int, int], list[int]] = {}
+    for key, items in per_key.items():
+        items.sort()
+        start = last = items[0][0]
+        count = total = 0
+        for ts, value in items:
+            if ts >= last + 1_500:
+                sessions[(key, start, last + 1_500)] = [count, total]
+                start, count, total = ts, 0, 0
+            last, count, total = ts, count + 1, total + value
+        sessions[(key, start, last + 1_500)] = [count, total]
+    return {"sessions": sessions, "windows": windows}
+
+
+def test_backfill_ids_do_not_depend_on_intervals_and_equal_an_exact_computation(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Issue 31: sessions (timers set inside batches, windows merging) and tumbling
+    windows backfilled at 1, 2, 3 and 8 intervals: the same records under the same ids
+    each time, and the values an exact computation gives."""
+    log_dir = tmp_path / "log"
+    write_log(log_dir, 3000)
+    expected = exact(log_records(log_dir))
+    topology = Topology.from_dict(tomllib.loads(SESSIONS_AND_WINDOWS))
+    runs = []
+    for intervals in (1, 2, 3, 8):
+        out = tmp_path / f"out-{intervals}"
+        run_backfill(spark, BackfillOptions(topology=topology, log=str(log_dir), out=str(out),
+                                            intervals=intervals, include_active=True))  # fmt: skip
+        runs.append({
+            stream: sorted((r["record_id"], r["key"], r["value"], r["event_time_ms"])
+                           for r in pq.read_table(out / stream).to_pylist())
+            for stream in ("sessions", "windows")
+        })  # fmt: skip
+    assert all(run == runs[0] for run in runs[1:]), "ids and values independent of intervals"
+    got: dict[str, dict[Any, Any]] = {"sessions": {}, "windows": {}}
+    for stream, rows in runs[0].items():
+        for *_, value, _ in rows:
+            pane = json.loads(value)
+            start, end = pane["window"]
+            where = (pane["key"], start, end) if stream == "sessions" else (pane["key"], start)
+            got[stream][where] = [pane["value"]["count"], pane["value"]["sum"]]
+    assert got == expected
