@@ -75,7 +75,9 @@ impl Shape {
             keys_in_interval: if count <= 1 {
                 keys.len()
             } else {
-                keys.iter().filter(|k| interval_of(k, count) == interval).count()
+                keys.iter()
+                    .filter(|k| interval_of(k, count) == interval)
+                    .count()
             },
         }
     }
