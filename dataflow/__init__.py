@@ -9,6 +9,7 @@ backfills. See ``docs/windows.md``.
 from dataflow._aggregation import WindowedAggregation
 from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from dataflow._joins import IntervalJoin, JoinType
+from dataflow._json_combiners import Collect, MaxBy, MinBy, TopN
 from dataflow._operators import Dedup, Filter, FlatMap, Map, Split, Union
 from dataflow._outputs import LATE_DROPPED
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
@@ -26,6 +27,7 @@ from dataflow._triggers import (
     FirstOf,
 )
 from dataflow._windows import (
+    FieldWindows,
     GlobalWindows,
     Hopping,
     Sessions,
@@ -40,6 +42,11 @@ __all__ = [
     "ApproxQuantiles",
     "Distinct",
     "TopK",
+    "TopN",
+    "MaxBy",
+    "MinBy",
+    "Collect",
+    "FieldWindows",
     "FORMAT_VERSION",
     "LATE_DROPPED",
     "Accumulation",

@@ -132,7 +132,9 @@ class WindowedAggregation(Computation):
         retract = False
         if self.input_panes:
             pane = Pane.decode(record.value)
-            value, retract = self._number(pane.value), pane.retraction
+            json_value = self.aggregate.json_values
+            value = self.aggregate.checked(pane.value) if json_value else self._number(pane.value)
+            retract = pane.retraction
         else:
             value = self._value_of(record) if self.aggregate.needs_value else 0
         if isinstance(self.window, Sliding):
@@ -140,7 +142,7 @@ class WindowedAggregation(Computation):
             missed = not add_sliding(self, ctx, t, value, watermark, retract=retract)
         else:
             missed = False
-            for assigned in self.window.assign(record.event_time_ms):
+            for assigned in self.window.assign_record(record):
                 if watermark is not None and watermark > self._expiry(assigned):
                     missed = True  # expired: its result is final
                     continue
@@ -234,6 +236,8 @@ class WindowedAggregation(Computation):
             if not isinstance(body, dict) or self.field not in body:
                 raise ValueError(f"record value has no field {self.field!r}")
             body = body[self.field]
+        if self.aggregate.json_values:
+            return self.aggregate.checked(body)  # type: ignore[no-any-return]  # any JSON
         if not self.aggregate.numeric:
             if isinstance(body, bool) or not isinstance(body, str | int | float):
                 raise ValueError(f"cannot aggregate {body!r}: not a string or a number")

@@ -19,6 +19,9 @@ class Combiner(ABC):
     """False when the combiner ignores the records' values (``Count``)."""
     numeric = True
     """True when values must be finite numbers; False: any JSON string or number."""
+    json_values = False
+    """True when values may be any JSON value (objects and lists too): the value (or its
+    ``field``, or a pane's value) is passed as parsed (``dataflow/_json_combiners.py``)."""
     plain_accumulator = False
     """True when every accumulator is made of dicts with str keys, lists, str, int,
     float, bool and None only (the built-in combiners): window state is then
@@ -40,6 +43,12 @@ class Combiner(ABC):
     def result(self, accumulator: Any) -> Any:
         """What a pane emits (default: the accumulator itself)."""
         return accumulator
+
+    def checked(self, value: Any) -> Any:
+        """``value`` if :meth:`add` can take it (``ValueError`` otherwise), checked as it
+        is read, before anything is folded: a JSON-valued combiner's hook (default: as
+        it is)."""
+        return value
 
     retractable = False
     """True when :meth:`retract` is implemented (needed to consume a retracting stream)."""
@@ -154,8 +163,19 @@ class Combined(Combiner):
         combiners = self.parts.values()
         self.needs_value = any(c.needs_value for c in combiners)
         self.numeric = all(c.numeric for c in combiners)
+        self.json_values = any(c.json_values for c in combiners)
+        if self.json_values and not all(c.json_values or not c.needs_value for c in combiners):
+            raise ValueError(
+                "Combined cannot mix aggregates of any JSON value (max_by, top_n, collect) "
+                "with aggregates of numbers or strings"
+            )
         self.retractable = all(c.retractable for c in combiners)
         self.plain_accumulator = all(c.plain_accumulator for c in combiners)
+
+    def checked(self, value: Any) -> Any:
+        for part in self.parts.values():
+            part.checked(value)
+        return value
 
     def create(self) -> list[Any]:
         return [c.create() for c in self.parts.values()]

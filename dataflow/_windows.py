@@ -4,16 +4,19 @@ A window is ``[start, end)`` in event-time milliseconds; its last instant,
 ``end - 1``, is when it is complete (the watermark passing it fires the
 on-time pane) and the event time of its output records. A merging assigner
 (Beam's ``WindowFn``: ``assign`` and ``merge``) also says which of a key's
-windows become one as records arrive, as sessions do.
+windows become one as records arrive, as sessions do. An assigner may read the
+whole record (:meth:`WindowAssigner.assign_record`), as :class:`FieldWindows`
+does: a window that ends at a field of the record.
 """
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record
 from dataflow._durations import duration_ms
 
 
@@ -50,6 +53,11 @@ class WindowAssigner(ABC):
     @abstractmethod
     def assign(self, event_time_ms: int) -> list[Window]:
         """The windows containing ``event_time_ms`` (at least one)."""
+
+    def assign_record(self, record: Record) -> list[Window]:
+        """The windows of ``record`` (at least one). Default: :meth:`assign` of its event
+        time; override it to read the record (a ``ValueError`` dead-letters it)."""
+        return self.assign(record.event_time_ms)
 
     def merge(self, windows: Sequence[Window]) -> list[tuple[list[Window], Window]]:
         """Which of a key's ``windows`` merge: each entry is a group of two or more of them
@@ -180,13 +188,54 @@ class Sliding(WindowAssigner):
         return Window(time_ms - self.span_ms + 1, time_ms + 1)
 
 
+@dataclass(frozen=True, slots=True)
+class FieldWindows(WindowAssigner):
+    """Each record's window is ``[start, end)`` read from its JSON value: ``end`` from the
+    field ``end_field``, ``start`` from ``start_field`` (None: the record's event time).
+    Records of a key with the same window aggregate together, and the window fires when
+    the watermark passes its end: e.g. the bids joined with their auction, in a window
+    ending at the auction's ``expires`` (the highest bid when it closes)."""
+
+    end_field: str
+    start_field: str | None = None
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        raise ValueError(f"{type(self).__name__} reads the record: use assign_record")
+
+    def assign_record(self, record: Record) -> list[Window]:
+        body = json.loads(record.value)
+        if not isinstance(body, dict):
+            raise ValueError(f"{type(self).__name__}: the record's value is not a JSON object")
+        end = _time_field(body, self.end_field)
+        start = (
+            record.event_time_ms
+            if self.start_field is None
+            else _time_field(body, self.start_field)
+        )
+        if end <= start:
+            raise ValueError(f"window [{start}, {end}) is empty ({self.end_field!r} <= start)")
+        return [Window(start, end)]
+
+
+def _time_field(body: dict[str, object], name: str) -> int:
+    found = body.get(name)
+    if isinstance(found, bool) or not isinstance(found, int):
+        raise ValueError(f"field {name!r} is {found!r}, not a time in ms")
+    if not MIN_EVENT_TIME_MS <= found <= MAX_EVENT_TIME_MS + 1:
+        raise ValueError(f"field {name!r} = {found} is out of the event-time range")
+    return found
+
+
 def parse_window(spec: str) -> WindowAssigner:
     """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
     ``hopping:SIZE_MS:SLIDE_MS``, ``session:GAP_MS`` (``session:GAP_MS:touching``:
     sessions exactly a gap apart merge, Flink's rule), ``sliding:SPAN_MS`` or
-    ``global``; a duration is milliseconds or a number with a unit (``tumbling:1m``,
-    ``hopping:1h:5m``: ``dataflow/_durations.py``)."""
+    ``global``, or ``field:END_FIELD`` / ``field:START_FIELD:END_FIELD``
+    (:class:`FieldWindows`); a duration is milliseconds or a number with a unit
+    (``tumbling:1m``, ``hopping:1h:5m``: ``dataflow/_durations.py``)."""
     kind, *numbers = spec.split(":")
+    if kind == "field" and 1 <= len(numbers) <= 2 and all(numbers):
+        return FieldWindows(numbers[-1], numbers[0] if len(numbers) == 2 else None)
     touching = kind == "session" and numbers[-1:] == ["touching"]
     if touching:
         numbers = numbers[:-1]
@@ -206,5 +255,5 @@ def parse_window(spec: str) -> WindowAssigner:
         raise ValueError(f"window {spec!r}: {exc}") from None
     raise ValueError(
         f"window {spec!r}: expected tumbling:SIZE_MS, hopping:SIZE_MS:SLIDE_MS, "
-        "session:GAP_MS[:touching], sliding:SPAN_MS or global"
+        "session:GAP_MS[:touching], sliding:SPAN_MS, global or field:[START_FIELD:]END_FIELD"
     )
