@@ -21,7 +21,7 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 """
 
 from computations._computation import BatchContext, Computation, Context, TimerBatchContext
-from computations._keys import KeyExtractor, interval_of, intervals_of, key_hash
+from computations._keys import KeyExtractor, import_object, interval_of, intervals_of, key_hash
 from computations._records import FiredTimer, Record
 from computations._serde import (
     BYTES,
@@ -61,6 +61,7 @@ __all__ = [
     "TimerError",
     "Topology",
     "TopologyError",
+    "import_object",
     "interval_of",
     "intervals_of",
     "key_hash",

@@ -41,7 +41,9 @@ def intervals_of(keys: Iterable[bytes], count: int) -> list[int]:
 
 
 def import_object(path: str, *, what: str) -> object:
-    """``module:name`` resolved to the object; ValueError naming ``what`` otherwise."""
+    """``module:name`` resolved to the object, as a topology's ``handler`` and ``py:``
+    key extractors are (for computations that take functions from their ``params``);
+    ValueError naming ``what`` otherwise."""
     module_name, _, name = path.rpartition(":")
     if not module_name or not name:
         raise ValueError(f"{what} must be written module:name")

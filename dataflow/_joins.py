@@ -13,6 +13,19 @@ the allowed lateness: it joins nothing and goes to ``late_output`` (or the
 key's ``late_dropped`` count). Every record that is not late meets every
 partner, whatever the arrival order.
 
+The interval may depend on the left record: ``left_from`` and ``left_until`` name
+JSON fields of its value holding absolute times that bound its partners' times too
+(``right.t <= left.until``: "bids before the auction's ``expires``"), within the
+``lower_ms``/``upper_ms`` interval, which still bounds how long records are kept (a
+left record leaves at its ``until`` if that comes first). ``where`` (a function of
+the left and the right :class:`computations.Record`, or the :meth:`matches` method)
+is a residual predicate: a pair is emitted, and counts as matched, only when it
+holds. ``ttl_ms`` makes the join unbounded in form: records join whatever their
+order, while their event times are at most ``ttl_ms`` apart (the interval
+``[-ttl_ms, +ttl_ms]``), and state is freed once the watermark is ``ttl_ms`` past a
+record (Flink's regular join with a state time-to-live, but in event time: the
+same pairs online and in a backfill, whatever the arrival order).
+
 Output value (version 1, JSON)::
 
     {"v": 1, "key": "k", "left": {"t": 5, "value": "..."}, "right": null}
@@ -23,7 +36,8 @@ time is the later of the two; an unmatched record keeps its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -37,7 +51,8 @@ from computations import (
     Record,
 )
 from dataflow._durations import duration_ms
-from dataflow._outputs import json_bytes, json_output, send_late
+from dataflow._operators import load_function
+from dataflow._outputs import from_json_bytes, json_bytes, json_output, send_late
 from dataflow._rows import time_tag
 
 
@@ -61,6 +76,12 @@ class IntervalJoin(Computation):
     allowed_lateness_ms: int = 0
     output: str = ""
     late_output: str | None = None
+    left_from: str | None = None
+    """A JSON field of the left record's value: its partners' times are at least it."""
+    left_until: str | None = None
+    """A JSON field of the left record's value: its partners' times are at most it."""
+    where: Callable[[Record, Record], bool] | None = None
+    """A residual predicate of (left, right); None: :meth:`matches` (every pair)."""
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """Settings from the topology's ``params`` override the class's."""
@@ -70,6 +91,16 @@ class IntervalJoin(Computation):
         for name in ("lower_ms", "upper_ms", "allowed_lateness_ms"):
             if name in params:
                 setattr(self, name, duration_ms(params[name], name))
+        if "ttl_ms" in params:
+            if {"lower_ms", "upper_ms"} & set(params):
+                raise ValueError("ttl_ms replaces lower_ms and upper_ms: give one or the other")
+            ttl = duration_ms(params["ttl_ms"], "ttl_ms")
+            self.lower_ms, self.upper_ms = -ttl, ttl
+        for name in ("left_from", "left_until"):
+            if name in params:
+                setattr(self, name, str(params[name]) or None)
+        if "where" in params:
+            self.where = load_function(params["where"], "where")
         if "how" in params:
             self.how = JoinType(params["how"])
         if "late_output" in params:
@@ -78,6 +109,11 @@ class IntervalJoin(Computation):
             raise ValueError(f"{type(self).__name__} needs left, right and output streams")
         if self.lower_ms > self.upper_ms:
             raise ValueError(f"lower_ms {self.lower_ms} is above upper_ms {self.upper_ms}")
+
+    def matches(self, left: Record, right: Record) -> bool:
+        """The residual predicate (``where`` when given; default: every pair in the
+        interval). Override it in a subclass; it must depend on the two records only."""
+        return True if self.where is None else bool(self.where(left, right))
 
     # -- records ------------------------------------------------------------------
 
@@ -96,27 +132,69 @@ class IntervalJoin(Computation):
             return
         _migrate(ctx)
         entry = {"t": t, "id": record.record_id.hex(), "v": json_bytes(record.value), "m": False}
-        # The partners' times: left.t + lower <= right.t <= left.t + upper.
+        # The partners' times: left.t + lower <= right.t <= left.t + upper (narrowed by
+        # the left record's own bounds, checked per pair).
         low, high = (
             (t + self.lower_ms, t + self.upper_ms)
             if side == "L"
             else (t - self.upper_ms, t - self.lower_ms)
         )
+        if side == "L" and (self.left_from or self.left_until):
+            low, high = self._left_bounds(record.value, entry, low, high)
         for tag, candidate in ctx.scan_state(
             f"{other}/", JSON, start=time_tag(low), end=time_tag(high + 1)
         ):
             left, right = (entry, candidate) if side == "L" else (candidate, entry)
+            if not self._pair(ctx, left, right):
+                continue
             self._emit(ctx, left, right)
             entry["m"] = True
             if not candidate["m"]:
                 candidate["m"] = True
                 ctx.put_state(tag, candidate, JSON)
         ctx.put_state(_element_tag(side, t, entry["id"]), entry, JSON)
-        ctx.set_timer(f"x:{side}:{time_tag(t)}:{entry['id']}", self._expiry(side, t))
+        ctx.set_timer(f"x:{side}:{time_tag(t)}:{entry['id']}", self._expiry(side, t, high))
 
-    def _expiry(self, side: str, t: int) -> int:
-        """When no record of the other side that is not late can match one at ``t``."""
-        horizon = t + self.upper_ms if side == "L" else t - self.lower_ms
+    def _left_bounds(
+        self, value: bytes, entry: dict[str, Any], low: int, high: int
+    ) -> tuple[int, int]:
+        """The left record's own bounds (``left_from``/``left_until``), kept in its
+        entry for the right records that come later; ``ValueError`` dead-letters it."""
+        body = json.loads(value)
+        if not isinstance(body, dict):
+            raise ValueError("left_from/left_until: the left record's value is not an object")
+        for name, field in (("lo", self.left_from), ("hi", self.left_until)):
+            if field is None:
+                continue
+            found = body.get(field)
+            if isinstance(found, bool) or not isinstance(found, int):
+                raise ValueError(f"field {field!r} is {found!r}, not a time in ms")
+            entry[name] = found
+        return max(low, entry.get("lo", low)), min(high, entry.get("hi", high))
+
+    def _pair(self, ctx: Context, left: dict[str, Any], right: dict[str, Any]) -> bool:
+        """Whether a left and a right record in the interval join: the left record's own
+        bounds, then the residual predicate."""
+        if not left.get("lo", right["t"]) <= right["t"] <= left.get("hi", right["t"]):
+            return False
+        if self.where is None and type(self).matches is IntervalJoin.matches:
+            return True
+        return self.matches(
+            self._record(ctx, self.left, left), self._record(ctx, self.right, right)
+        )
+
+    @staticmethod
+    def _record(ctx: Context, stream: str, entry: dict[str, Any]) -> Record:
+        value = from_json_bytes(entry["v"])
+        return Record(stream, ctx.key, value, entry["t"], bytes.fromhex(entry["id"]))
+
+    def _expiry(self, side: str, t: int, high: int | None = None) -> int:
+        """When no record of the other side that is not late can match one at ``t``
+        (a left one: none after ``high``, its own bound when it has one)."""
+        if side == "L":
+            horizon = t + self.upper_ms if high is None else high
+        else:
+            horizon = t - self.lower_ms
         return max(MIN_EVENT_TIME_MS, min(horizon + self.allowed_lateness_ms, MAX_EVENT_TIME_MS))
 
     # -- expiry -------------------------------------------------------------------

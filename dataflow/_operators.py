@@ -30,11 +30,10 @@ key; a duplicate arriving after that passes again).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from computations import JSON, Computation, Context, FiredTimer, Record
+from computations import JSON, Computation, Context, FiredTimer, Record, import_object
 from dataflow._durations import duration_ms
 from dataflow._outputs import json_output
 
@@ -42,18 +41,12 @@ Emitted = Any
 """What a function returns for one output: a value (bytes, str or JSON), or a Record."""
 
 
-def _load_function(path: object, what: str) -> Callable[..., Any]:
+def load_function(path: object, what: str) -> Callable[..., Any]:
     """``module:function`` from a topology's params."""
-    module_name, _, name = str(path).rpartition(":")
-    if not module_name or not name:
-        raise ValueError(f"{what} must be written module:function, not {path!r}")
-    try:
-        found = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"{what} {path!r} cannot be imported: {exc}") from exc
+    found = import_object(str(path), what=f"{what} {path!r}")
     if not callable(found):
         raise ValueError(f"{what} {path!r} is not a function")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def _value_bytes(value: Any) -> bytes:
@@ -104,7 +97,7 @@ class _FunctionOperator(_Operator):
     def setup(self, params: Mapping[str, Any]) -> None:
         super().setup(params)
         if "fn" in params:
-            setattr(self, self._method, _load_function(params["fn"], "fn"))
+            setattr(self, self._method, load_function(params["fn"], "fn"))
         elif self._defined_here():
             raise ValueError(
                 f"{type(self).__name__} needs its function: override {self._method}() "
@@ -175,8 +168,7 @@ class Split(_Operator):
             if not isinstance(raw, Mapping):
                 raise ValueError('routes must be a table of stream = "module:function"')
             self.routes = {
-                str(stream): _load_function(path, f"routes.{stream}")
-                for stream, path in raw.items()
+                str(stream): load_function(path, f"routes.{stream}") for stream, path in raw.items()
             }
         if "default" in params:
             self.default = str(params["default"]) or None

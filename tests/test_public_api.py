@@ -13,7 +13,7 @@ def test_the_user_api_is_pinned() -> None:
             "Computation", "Context", "BatchContext", "TimerBatchContext", "Record", "FiredTimer",
             "TimeDomain",
             "Topology", "ComputationSpec", "InputSpec", "KeyExtractor",
-            "interval_of", "intervals_of", "key_hash",
+            "import_object", "interval_of", "intervals_of", "key_hash",
             "ProduceError", "TimerError", "TopologyError",
             "MIN_TIME", "MAX_TIME", "MIN_EVENT_TIME_MS", "MAX_EVENT_TIME_MS",
         ]

@@ -1,0 +1,145 @@
+"""``IntervalJoin`` with conditions beyond a fixed interval, against a nested-loop join,
+for any arrival order and duplicates: bounds read from the left record
+(``left_until``, ``left_from``), a residual predicate (``where``), and the unbounded
+form with a state time-to-live (``ttl_ms``); from a topology file's params."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from computations import Record, Topology
+from computations.testing import TestHarness
+from dataflow import JoinType
+
+Row = tuple[str, Any, Any]
+
+
+def same_parity(left: Record, right: Record) -> bool:
+    """The residual predicate the topology names."""
+    return bool(json.loads(left.value)["n"] % 2 == json.loads(right.value)["w"] % 2)
+
+
+def harness(params: dict[str, Any]) -> TestHarness:
+    base = {"left": "clicks", "right": "views", "output": "joined", "late_output": "late",
+            "allowed_lateness_ms": 4_000}  # fmt: skip
+    return TestHarness(
+        Topology.from_dict(
+            {
+                "streams": {"clicks": {}, "views": {}, "joined": {}, "late": {}},
+                "computations": {
+                    "join": {
+                        "handler": "dataflow:IntervalJoin",
+                        "inputs": {"clicks": "key", "views": "key"},
+                        "outputs": ["joined", "late"],
+                        "params": {**base, **params},
+                    }
+                },
+            }
+        )
+    )
+
+
+def rows(h: TestHarness) -> Counter[Row]:
+    found: Counter[Row] = Counter()
+    for record in h.outputs("joined"):
+        body = json.loads(record.value)
+        sides = [None if body[s] is None else json.loads(body[s]["value"])["id"]
+                 for s in ("left", "right")]  # fmt: skip
+        found[(body["key"], sides[0], sides[1])] += 1
+    return found
+
+
+def oracle(
+    clicks: list[dict[str, Any]],
+    views: list[dict[str, Any]],
+    how: JoinType,
+    joins: Any,
+) -> Counter[Row]:
+    expected: Counter[Row] = Counter()
+    matched: set[str] = set()
+    for left in clicks:
+        for right in views:
+            if left["key"] == right["key"] and joins(left, right):
+                expected[(left["key"], left["id"], right["id"])] += 1
+                matched.update((left["id"], right["id"]))
+    if how in (JoinType.LEFT, JoinType.FULL):
+        expected.update((c["key"], c["id"], None) for c in clicks if c["id"] not in matched)
+    if how in (JoinType.RIGHT, JoinType.FULL):
+        expected.update((v["key"], None, v["id"]) for v in views if v["id"] not in matched)
+    return expected
+
+
+events = st.lists(
+    st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3_000), st.integers(-300, 500)),
+    max_size=12,
+)
+
+
+def feed(h: TestHarness, clicks: list[dict[str, Any]], views: list[dict[str, Any]],
+         data: st.DataObject) -> None:  # fmt: skip
+    items = [("clicks", c) for c in clicks] + [("views", v) for v in views]
+    order = data.draw(st.permutations(items))
+    again = data.draw(st.lists(st.sampled_from(items), max_size=3)) if items else []
+    seen = -1
+    for stream, body in [*order, *again]:
+        value = json.dumps(body).encode()
+        h.feed(stream, body["key"].encode(), value, body["t"], record_id=body["id"].encode())
+        seen = max(seen, body["t"])
+        h.advance_watermark(seen - 500)
+    h.advance_watermark(100_000)
+    assert h.outputs("late") == []
+
+
+@pytest.mark.parametrize("how", list(JoinType))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(left=events, right=events, data=st.data())
+def test_bounds_read_from_the_left_record_and_a_residual_predicate(
+    how: JoinType, left: list[tuple[str, int, int]], right: list[tuple[str, int, int]],
+    data: st.DataObject,
+) -> None:  # fmt: skip
+    clicks = [{"id": f"c{i}", "key": k, "t": t, "n": i, "until": t + d}
+              for i, (k, t, d) in enumerate(left)]  # fmt: skip
+    views = [{"id": f"v{j}", "key": k, "t": t, "w": d % 4} for j, (k, t, d) in enumerate(right)]
+    h = harness({"lower_ms": -200, "upper_ms": 300, "left_until": "until", "how": how.value,
+                 "where": f"{__name__}:same_parity"})  # fmt: skip
+    feed(h, clicks, views, data)
+
+    def joins(c: dict[str, Any], v: dict[str, Any]) -> bool:
+        in_interval = c["t"] - 200 <= v["t"] <= c["t"] + 300
+        return bool(in_interval and v["t"] <= c["until"] and c["n"] % 2 == v["w"] % 2)
+
+    assert rows(h) == oracle(clicks, views, how, joins)
+
+
+@pytest.mark.parametrize("how", [JoinType.INNER, JoinType.FULL])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(left=events, right=events, data=st.data())
+def test_the_unbounded_form_joins_within_its_time_to_live_and_frees_the_state(
+    how: JoinType, left: list[tuple[str, int, int]], right: list[tuple[str, int, int]],
+    data: st.DataObject,
+) -> None:  # fmt: skip
+    clicks = [{"id": f"c{i}", "key": k, "t": t, "n": i} for i, (k, t, _) in enumerate(left)]
+    views = [{"id": f"v{j}", "key": k, "t": t, "w": 0} for j, (k, t, _) in enumerate(right)]
+    h = harness({"ttl_ms": "250ms", "how": how.value, "left_from": "t"})
+    feed(h, clicks, views, data)
+    # ttl: |left.t - right.t| <= 250; left_from = its own time: the right one not before.
+    assert rows(h) == oracle(clicks, views, how, lambda c, v: c["t"] <= v["t"] <= c["t"] + 250)
+    for key in (b"a", b"b"):
+        assert h.state_rows("join", key, "") == [], "every record's state is freed"
+
+
+def test_bad_settings_and_bad_bounds() -> None:
+    with pytest.raises(ValueError, match="ttl_ms replaces lower_ms"):
+        harness({"ttl_ms": 100, "lower_ms": 0})
+    with pytest.raises(ValueError, match=r"where 'no\.such:thing' cannot be imported"):
+        harness({"lower_ms": 0, "upper_ms": 10, "where": "no.such:thing"})
+    h = harness({"lower_ms": 0, "upper_ms": 10, "left_until": "until"})
+    h.feed("clicks", b"a", b'{"until": "later"}', 5)
+    h.run()
+    assert any("not a time in ms" in d.error for d in h.dead_letters("join"))
