@@ -11,7 +11,7 @@ from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from dataflow._joins import IntervalJoin, JoinType
 from dataflow._json_combiners import Collect, MaxBy, MinBy, TopN
 from dataflow._operators import Dedup, Filter, FlatMap, Map, Split, Union
-from dataflow._outputs import LATE_DROPPED
+from dataflow._outputs import JOIN_OUTPUT_VERSION, LATE_DROPPED, decode_join
 from dataflow._panes import FORMAT_VERSION, Pane, Timing
 from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
 from dataflow._stream_table import TableJoin
@@ -49,6 +49,8 @@ __all__ = [
     "FieldWindows",
     "FORMAT_VERSION",
     "LATE_DROPPED",
+    "JOIN_OUTPUT_VERSION",
+    "decode_join",
     "Accumulation",
     "AfterWatermark",
     "AtExpiry",

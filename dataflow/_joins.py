@@ -26,12 +26,14 @@ order, while their event times are at most ``ttl_ms`` apart (the interval
 record (Flink's regular join with a state time-to-live, but in event time: the
 same pairs online and in a backfill, whatever the arrival order).
 
-Output value (version 1, JSON)::
+Output value (version 2, JSON)::
 
-    {"v": 1, "key": "k", "left": {"t": 5, "value": "..."}, "right": null}
+    {"v": 2, "key": "k", "left": {"t": 5, "value": {...}}, "right": null}
 
-a side's ``value`` is UTF-8 text, or ``{"base64": ...}``. A pair's event
-time is the later of the two; an unmatched record keeps its own.
+a side's ``value`` is the record's value as parsed JSON, or, when it is not JSON,
+``"raw"`` with its UTF-8 text (or ``{"base64": ...}``). ``output_version = 1``
+keeps version 1 (each ``value`` as text); :func:`dataflow.decode_join` reads both. A
+pair's event time is the later of the two; an unmatched record keeps its own.
 """
 
 from __future__ import annotations
@@ -52,7 +54,14 @@ from computations import (
 )
 from dataflow._durations import duration_ms
 from dataflow._operators import load_function
-from dataflow._outputs import from_json_bytes, json_bytes, json_output, send_late
+from dataflow._outputs import (
+    JOIN_OUTPUT_VERSION,
+    embedded,
+    from_json_bytes,
+    json_bytes,
+    json_output,
+    send_late,
+)
 from dataflow._rows import time_tag
 
 
@@ -82,6 +91,8 @@ class IntervalJoin(Computation):
     """A JSON field of the left record's value: its partners' times are at most it."""
     where: Callable[[Record, Record], bool] | None = None
     """A residual predicate of (left, right); None: :meth:`matches` (every pair)."""
+    output_version: int = JOIN_OUTPUT_VERSION
+    """2: each side's value as parsed JSON; 1: as text (the format before)."""
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """Settings from the topology's ``params`` override the class's."""
@@ -105,6 +116,10 @@ class IntervalJoin(Computation):
             self.how = JoinType(params["how"])
         if "late_output" in params:
             self.late_output = str(params["late_output"]) or None
+        if "output_version" in params:
+            self.output_version = int(params["output_version"])
+        if self.output_version not in (1, 2):
+            raise ValueError(f"output_version {self.output_version}: expected 1 or 2")
         if not (self.left and self.right and self.output):
             raise ValueError(f"{type(self).__name__} needs left, right and output streams")
         if self.lower_ms > self.upper_ms:
@@ -222,14 +237,19 @@ class IntervalJoin(Computation):
         self, ctx: Context, left: dict[str, Any] | None, right: dict[str, Any] | None
     ) -> None:
         body = {
-            "v": 1,
+            "v": self.output_version,
             "key": json_bytes(ctx.key),
-            "left": None if left is None else {"t": left["t"], "value": left["v"]},
-            "right": None if right is None else {"t": right["t"], "value": right["v"]},
+            "left": None if left is None else self._side(left),
+            "right": None if right is None else self._side(right),
         }
         times = [side["t"] for side in (left, right) if side is not None]
         value = json_output(body)
         ctx.produce(self.output, ctx.key, value, max(times))
+
+    def _side(self, entry: dict[str, Any]) -> dict[str, Any]:
+        if self.output_version == 1:
+            return {"t": entry["t"], "value": entry["v"]}
+        return {"t": entry["t"], **embedded(from_json_bytes(entry["v"]))}
 
 
 def _element_tag(side: str, t: int, rid: str) -> str:

@@ -1,5 +1,6 @@
 """What every dataflow computation shares in its outputs: bytes as JSON, strict JSON, late
-records."""
+records, and the joins' record values as parsed JSON (output version 2) with the reader
+of both versions."""
 
 from __future__ import annotations
 
@@ -25,6 +26,39 @@ def json_bytes(data: bytes) -> Any:
 def from_json_bytes(value: Any) -> bytes:
     """Inverse of :func:`json_bytes`."""
     return base64.b64decode(value["base64"]) if isinstance(value, dict) else value.encode()
+
+
+JOIN_OUTPUT_VERSION = 2
+"""The joins' output format: 2 embeds each record's value as parsed JSON (``"value"``,
+or ``"raw"`` with its text when it is not JSON); 1 embedded the text."""
+
+
+def embedded(data: bytes, name: str = "value") -> dict[str, Any]:
+    """A record's value inside a join's output (version 2): ``{name: parsed JSON}``, or
+    ``{"raw": text or {"base64": ...}}`` when it is not JSON (``name + "_raw"`` for
+    another ``name``)."""
+    try:
+        return {name: json.loads(data)}
+    except (ValueError, UnicodeDecodeError):
+        return {"raw" if name == "value" else name + "_raw": json_bytes(data)}
+
+
+def decode_join(value: bytes) -> dict[str, Any]:
+    """A join's output (an ``IntervalJoin`` pair or a ``TableJoin`` record), version 1
+    or 2, as version 2 reads: each embedded record's value parsed."""
+    body: dict[str, Any] = json.loads(value)
+    if body.get("v") != 1:
+        return body
+    body = {**body, "v": 2}
+    if "record" in body:  # a TableJoin's: the record's value as text
+        record = body.pop("record")
+        body.update(embedded(from_json_bytes(record), "record"))
+        return body
+    for side in ("left", "right"):
+        if body.get(side) is not None:
+            text = body[side]["value"]
+            body[side] = {"t": body[side]["t"], **embedded(from_json_bytes(text))}
+    return body
 
 
 _STRICT = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode

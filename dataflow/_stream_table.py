@@ -27,12 +27,14 @@ watermark but not older than ``H`` is applied, but results already emitted
 for records between its time and the watermark stay as they are (no
 retraction): only records joined after it arrives see it.
 
-Output value (version 1, JSON), at the record's event time::
+Output value (version 2, JSON), at the record's event time::
 
-    {"v": 1, "key": "k", "record": "...", "row": {...}}
+    {"v": 2, "key": "k", "record": {...}, "row": {...}}
 
-with ``row`` null in a left join when the record meets no row (none yet, or
-deleted).
+``record`` is the record's value as parsed JSON (``"record_raw"`` with its text
+instead when it is not JSON), ``row`` null in a left join when the record meets no
+row (none yet, or deleted). ``output_version = 1`` keeps version 1 (``record`` as
+text); :func:`dataflow.decode_join` reads both.
 """
 
 from __future__ import annotations
@@ -43,7 +45,14 @@ from typing import Any
 
 from computations import JSON, Computation, Context, FiredTimer, Record
 from dataflow._durations import duration_ms
-from dataflow._outputs import json_bytes, json_output, send_late
+from dataflow._outputs import (
+    JOIN_OUTPUT_VERSION,
+    embedded,
+    from_json_bytes,
+    json_bytes,
+    json_output,
+    send_late,
+)
 from dataflow._rows import time_tag
 from dataflow._tables import Changelog, parse_change
 from dataflow._versions import Version, row_of
@@ -78,6 +87,8 @@ class TableJoin(Computation):
     allowed_lateness_ms: int = 0
     """Event-time mode: how far behind the watermark a record may still be joined."""
     late_output: str | None = None
+    output_version: int = JOIN_OUTPUT_VERSION
+    """2: the record's value as parsed JSON; 1: as text (the format before)."""
     """Event-time mode: where late records and changes go (None: counted per key)."""
 
     def setup(self, params: Mapping[str, Any]) -> None:
@@ -104,6 +115,10 @@ class TableJoin(Computation):
             )
         if "late_output" in params:
             self.late_output = str(params["late_output"]) or None
+        if "output_version" in params:
+            self.output_version = int(params["output_version"])
+        if self.output_version not in (1, 2):
+            raise ValueError(f"output_version {self.output_version}: expected 1 or 2")
         name = type(self).__name__
         if not (self.stream and self.table and self.output):
             raise ValueError(f"{name} needs stream, table and output")
@@ -222,7 +237,11 @@ class TableJoin(Computation):
     def _emit(self, ctx: Context, value: Any, found: bool, row: Any, t: int) -> None:
         if not found and not self.left_join:
             return
-        body = {"v": 1, "key": json_bytes(ctx.key), "record": value, "row": row}
+        if self.output_version == 1:
+            body = {"v": 1, "key": json_bytes(ctx.key), "record": value, "row": row}
+        else:
+            record = embedded(from_json_bytes(value), "record")
+            body = {"v": 2, "key": json_bytes(ctx.key), **record, "row": row}
         encoded = json_output(body)
         ctx.produce(self.output, ctx.key, encoded, t)
 

@@ -99,7 +99,7 @@ def main() -> int:
     enriched: dict[str, Row | None] = {}
     for record in harness.outputs("enriched_orders"):
         body = json.loads(record.value)
-        enriched[json.loads(body["record"])["order"]] = body["row"]
+        enriched[body["record"]["order"]] = body["row"]  # the record's value, parsed
     for stream, key, value in EVENTS:
         if stream == "customers":
             op, after = value["payload"]["op"], value["payload"]["after"]

@@ -49,7 +49,7 @@ def rows(h: TestHarness) -> Counter[Row]:
     found: Counter[Row] = Counter()
     for record in h.outputs("joined"):
         body = json.loads(record.value)
-        sides = [None if body[s] is None else json.loads(body[s]["value"])["id"]
+        sides = [None if body[s] is None else body[s]["value"]["id"]
                  for s in ("left", "right")]  # fmt: skip
         found[(body["key"], sides[0], sides[1])] += 1
     return found

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from computations import JSON, Context, Record, Topology
 from computations.testing import TestHarness
-from dataflow import IntervalJoin, JoinType
+from dataflow import IntervalJoin, JoinType, decode_join
 
 LOWER, UPPER = -200, 300
 
@@ -59,7 +59,7 @@ def rows(harness: TestHarness) -> Counter[Row]:
     for record in harness.outputs("joined"):
         body = json.loads(record.value)
         side = [
-            None if body[s] is None else (body[s]["t"], body[s]["value"]) for s in ("left", "right")
+            None if body[s] is None else (body[s]["t"], body[s]["raw"]) for s in ("left", "right")
         ]
         found[(body["key"], side[0], side[1])] += 1
     return found
@@ -156,3 +156,39 @@ def test_records_buffered_in_the_old_format_still_join_and_expire() -> None:
         ("k", (5_000, "legacy:alone"), None): 1,
     })  # fmt: skip
     assert harness.state("join", b"k", "L") is None
+
+
+def test_outputs_embed_values_as_parsed_json_and_version_1_stays_readable() -> None:
+    def joined(version: int | None) -> list[dict[str, Any]]:
+        class Versioned(IntervalJoin):
+            left, right, lower_ms, upper_ms, output = "clicks", "views", 0, 100, "joined"
+            how = JoinType.LEFT
+
+        if version is not None:
+            Versioned.output_version = version
+        globals()["Versioned"] = Versioned
+        harness = TestHarness(topology(f"{__name__}:Versioned"))
+        harness.feed("clicks", b"k", b'{"page": 1}', 10)
+        harness.feed("views", b"k", b"plain text", 20)
+        harness.feed("clicks", b"k", b"\xff\xfe", 500)
+        harness.advance_watermark(10_000)
+        return [json.loads(r.value) for r in harness.outputs("joined")]
+
+    now = joined(None)
+    assert sorted(now, key=lambda b: b["left"]["t"]) == [
+        {"v": 2, "key": "k", "left": {"t": 10, "value": {"page": 1}},
+         "right": {"t": 20, "raw": "plain text"}},
+        {"v": 2, "key": "k", "left": {"t": 500, "raw": {"base64": "//4="}}, "right": None},
+    ]  # fmt: skip
+    before = joined(1)
+    assert {b["v"] for b in before} == {1}
+    assert [b["left"]["value"] for b in before if b["right"]] == ['{"page": 1}']
+    as_read = [decode_join(json.dumps(b).encode()) for b in before]
+    assert sorted(as_read, key=lambda b: b["left"]["t"]) == sorted(
+        now, key=lambda b: b["left"]["t"]
+    )
+    assert [decode_join(json.dumps(b).encode()) for b in now] == now
+    table_v1 = {"v": 1, "key": "a", "record": '{"order": 3}', "row": {"tier": 1}}
+    assert decode_join(json.dumps(table_v1).encode()) == {
+        "v": 2, "key": "a", "record": {"order": 3}, "row": {"tier": 1},
+    }  # fmt: skip

@@ -166,8 +166,8 @@ def enriched(sink: CollectingSink) -> Counter[Enriched]:
         if record.stream != "enriched":
             continue
         body = json.loads(record.value)
-        pair = json.loads(body["record"])
-        left, right = pair["left"]["value"], pair["right"]["value"]
+        pair = body["record"]  # the interval join's pair, parsed (output version 2)
+        left, right = pair["left"]["raw"], pair["right"]["raw"]
         row = json.dumps(body["row"], sort_keys=True)
         found[(body["key"], left, right, record.event_time_ms, row)] += 1
     return found

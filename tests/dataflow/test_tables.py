@@ -82,7 +82,9 @@ def test_every_order_meets_the_row_its_customer_had_when_it_arrived() -> None:
                 table[key] = row
         else:
             harness.feed("orders", key.encode(), f"order-{step}".encode(), step)
-            expected.append({"v": 1, "key": key, "record": f"order-{step}", "row": table.get(key)})
+            expected.append(
+                {"v": 2, "key": key, "record_raw": f"order-{step}", "row": table.get(key)}
+            )
         harness.run()  # each change or order is processed before the next arrives
         if step == 150:
             harness.crash()  # the table survives in the committed state
@@ -106,7 +108,7 @@ def test_an_inner_join_drops_orders_without_a_row() -> None:
     harness.feed("orders", b"a", b"late", 3)
     harness.run()
     got = [json.loads(r.value) for r in harness.outputs("enriched")]
-    assert got == [{"v": 1, "key": "a", "record": "late", "row": {"tier": 1}}]
+    assert got == [{"v": 2, "key": "a", "record_raw": "late", "row": {"tier": 1}}]
 
 
 class Contributions(TableChanges):

@@ -63,8 +63,9 @@ def joined(harness: TestHarness) -> Counter[Joined]:
     found: Counter[Joined] = Counter()
     for record in harness.outputs("enriched"):
         body = json.loads(record.value)
-        assert body["v"] == 1
-        found[(body["key"], body["record"], record.event_time_ms, json.dumps(body["row"]))] += 1
+        assert body["v"] == 2
+        text = body.get("record_raw", json.dumps(body.get("record")))  # the values are not JSON
+        found[(body["key"], text, record.event_time_ms, json.dumps(body["row"]))] += 1
     return found
 
 
