@@ -33,6 +33,7 @@ REQUIRED = {
     "view get": ["--stream", "s", "--key", "k"],
 }
 OPTIONAL = {
+    "finish": ["--stream", "s"],
     "health": [],
     "inject": ["--stream", "s"],
     "security init": [],

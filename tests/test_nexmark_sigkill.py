@@ -1,0 +1,162 @@
+"""Two Nexmark queries of ``examples/nexmark`` on real processes, under SIGKILL.
+
+q4 (bids joined with their auction within its lifetime: bounds read from the
+auction; the highest bid per auction in a window read from the record; the mean
+winning price per category in a global window) and q5 (bid counts per hopping
+window, then the auctions with the most, ties included) run as seven node processes
+behind a real injector. The three streams are pushed from JSON-lines files with
+``millrace inject --finish`` while the nodes and the injector are SIGKILLed and
+restarted at random. The finished inputs complete every window, the global ones
+too; the sinks must then hold exactly the plain-Python answers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from computations import MAX_TIME
+from examples.nexmark.__main__ import result
+from examples.nexmark.events import generate
+from examples.nexmark.oracle import answers
+from examples.nexmark.queries import QUERIES
+from tests.support import (
+    ROOT,
+    CollectingSink,
+    InjectorProcess,
+    NodeProcess,
+    chaos_kills,
+    free_port,
+    wait_until,
+)
+from tests.support.watermarks import wait_for_watermarks
+
+pytestmark = pytest.mark.slow
+
+SOURCES = ("persons", "auctions", "bids")
+RUN = ("q4", "q5")
+MIN_KILLS = chaos_kills(8)
+
+
+def renamed(query: str) -> dict[str, dict[str, Any]]:
+    """The query's computations, every stream but the sources prefixed by its name."""
+
+    def name(stream: str) -> str:
+        return stream if stream in SOURCES else f"{query}_{stream}"
+
+    computations = {}
+    for computation, spec in QUERIES[query]().items():
+        params = {k: name(v) if k in ("output", "late_output") else v
+                  for k, v in spec["params"].items()}  # fmt: skip
+        computations[f"{query}_{computation}"] = {
+            **spec,
+            "inputs": {name(s): key for s, key in spec["inputs"].items()},
+            "outputs": [name(s) for s in spec["outputs"]],
+            "params": params,
+        }
+    return computations
+
+
+def write_files(tmp_path: Path, sink: str, ports: dict[str, int]) -> Path:
+    computations = {n: c for q in RUN for n, c in renamed(q).items()}
+    streams = {s for c in computations.values() for s in [*c["inputs"], *c["outputs"]]}
+    topology = {"streams": {s: {} for s in sorted(streams)}, "computations": computations}
+    (tmp_path / "topology.json").write_text(json.dumps(topology))
+    lines = ['topology = "topology.toml"', "[injector]",
+             f'address = "127.0.0.1:{ports["injector"]}"', "out_of_orderness_ms = 1000",
+             "idle_timeout_ms = 3600000"]  # fmt: skip
+    for name in computations:
+        lines += [f"[nodes.{name}]", f'computation = "{name}"', "intervals = [0]",
+                  f'address = "127.0.0.1:{ports[name]}"']  # fmt: skip
+    lines += [f'[sinks.{q}_out]\naddress = "{sink}"' for q in RUN]
+    (tmp_path / "deployment.toml").write_text("\n".join(lines) + "\n")
+    (tmp_path / "topology.toml").write_text(_toml(topology))
+    return tmp_path / "deployment.toml"
+
+
+def _toml(topology: dict[str, Any]) -> str:
+    """The topology as TOML (inline tables: every value is a string, int or table)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f'"{k}" = {value(x)}' for k, x in v.items()) + " }"
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(v)
+
+    out = [f'[streams."{s}"]' for s in topology["streams"]]
+    for name, spec in topology["computations"].items():
+        out.append(f'[computations."{name}"]')
+        out += [f"{k} = {value(v)}" for k, v in spec.items()]
+    return "\n".join(out) + "\n"
+
+
+def test_nexmark_q4_and_q5_on_real_processes_are_exact_under_sigkill(tmp_path: Path) -> None:
+    rng = random.Random(21)
+    events = generate(1_500, seed=4)
+    expected = answers(events)
+    sink = CollectingSink()
+    names = [n for q in RUN for n in renamed(q)]
+    ports = {name: free_port() for name in ["injector", *names]}
+    deployment = write_files(tmp_path, sink.address, ports)
+    for stream in SOURCES:
+        (tmp_path / f"{stream}.jsonl").write_text("".join(
+            json.dumps({"key": "", "value": value, "ts": value["dateTime"]}) + "\n"
+            for s, value in events if s == stream
+        ))  # fmt: skip
+    injector = InjectorProcess(deployment, tmp_path / "log", tmp_path / "injector.log")
+    nodes = {n: NodeProcess(deployment, n, tmp_path / "data", tmp_path) for n in names}
+    processes: dict[str, InjectorProcess | NodeProcess] = {"injector": injector, **nodes}
+    injector.start()
+    for node in nodes.values():
+        node.start()
+    stop = threading.Event()
+    kills = [0]
+
+    def chaos() -> None:
+        while not stop.is_set() and kills[0] < MIN_KILLS:
+            time.sleep(rng.uniform(0.3, 1.2))
+            victim = processes[rng.choice(sorted(processes))]
+            victim.kill()
+            kills[0] += 1
+            victim.start()
+
+    chaos_thread = threading.Thread(target=chaos, daemon=True)
+    chaos_thread.start()
+    try:
+        for stream in SOURCES:
+            done = subprocess.run(
+                [sys.executable, "-m", "millrace", "inject", "--config", str(deployment),
+                 "--stream", stream, "--batch", "100", "--finish",
+                 str(tmp_path / f"{stream}.jsonl")],
+                check=False, capture_output=True, text=True, cwd=ROOT, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+        chaos_thread.join(120)
+        wanted = {q: len(expected[q]) for q in RUN}
+
+        def arrived() -> dict[str, int]:
+            streams = [r.stream for r in list(sink.records.values())]
+            return {q: streams.count(f"{q}_out") for q in RUN}
+
+        wait_until(lambda: arrived() == wanted, 240, f"every result at the sink: {wanted}")
+        marks = wait_for_watermarks(f"127.0.0.1:{ports['injector']}", names, MAX_TIME, 60)
+        assert all(marks.get(n) == MAX_TIME for n in names), marks
+        assert kills[0] >= MIN_KILLS
+        for query in RUN:
+            outputs = [json.loads(r.value) for r in list(sink.records.values())
+                       if r.stream == f"{query}_out"]  # fmt: skip
+            assert result(query, outputs) == expected[query], query
+    finally:
+        stop.set()
+        for process in processes.values():
+            process.terminate()
+        sink.stop()
