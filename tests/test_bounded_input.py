@@ -30,6 +30,7 @@ from tests.support import (
     InjectorProcess,
     NodeProcess,
     chaos_kills,
+    chaos_rng,
     free_port,
     wait_until,
 )
@@ -119,7 +120,7 @@ def panes(sink: CollectingSink) -> tuple[dict[str, int], dict[tuple[str, int], i
 
 
 def test_a_finished_input_completes_every_window_under_sigkill(tmp_path: Path) -> None:
-    rng = random.Random(5)
+    rng = chaos_rng(5)
     sink = CollectingSink()
     ports = {name: free_port() for name in ("injector", "keys", "minutes")}
     deployment = write_deployment(tmp_path, ports, sink.address)
