@@ -50,9 +50,13 @@ class _Scored(Combiner):
         self.score(value)
         return value
 
+    def _rank(self, value: Any) -> float:
+        """Lower is better: the negated score."""
+        return -self.score(value)
+
     def _order(self, value: Any) -> tuple[float, str]:
-        """Best first: the higher score, then the canonical JSON text."""
-        return -self.score(value), _canonical(value)
+        """Best first: the better rank, then the canonical JSON text."""
+        return self._rank(value), _canonical(value)
 
 
 class TopN(_Scored):
@@ -71,7 +75,10 @@ class TopN(_Scored):
         return []
 
     def add(self, accumulator: list[Any], value: Any) -> list[Any]:
-        return self._trim([*accumulator, self.checked(value)])
+        rank = self._rank(value)
+        if len(accumulator) >= self.n and rank > self._rank(accumulator[-1]):
+            return accumulator  # worse than all kept (most values): nothing to sort
+        return self._trim([*accumulator, value])
 
     def merge(self, left: list[Any], right: list[Any]) -> list[Any]:
         return self._trim([*left, *right])
@@ -103,8 +110,8 @@ class MaxBy(TopN):
 class MinBy(MaxBy):
     """The values with the lowest score (``by``), ties included; without ``ties``, one."""
 
-    def _order(self, value: Any) -> tuple[float, str]:
-        return self.score(value), _canonical(value)
+    def _rank(self, value: Any) -> float:
+        return self.score(value)
 
 
 class Collect(Combiner):
