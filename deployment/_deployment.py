@@ -137,6 +137,11 @@ class Deployment(Placement):
                 if (name, index) not in hosted:
                     problems.append(f"interval {index} of {name!r} is hosted by no node")
         sources = set(self.topology.sources())
+        for stream in self.injector.idle_excluded if self.injector else ():
+            if stream not in sources:
+                problems.append(
+                    f"[injector] idle_excluded: {stream!r} is not a source stream of the topology"
+                )
         for stream in self.injector.file_sources if self.injector else {}:
             if stream not in sources:
                 problems.append(f"file source {stream!r} is not a source stream of the topology")

@@ -68,6 +68,9 @@ class InjectorPlacement:
     """Copy every sealed segment here (``file://``, ``s3://``, ...; None: no archive)."""
     archive_retention_ms: int | None = None
     """Delete archived segments older than this (None: keep them forever)."""
+    idle_excluded: tuple[str, ...] = ()
+    """Source streams that stop holding back watermarks while idle (Flink's idleness):
+    no append for ``idle_timeout_ms`` and nothing unacknowledged."""
 
 
 TOP_LEVEL_SETTINGS = ("topology", "authority", "injector", "nodes", "sinks", "security")
@@ -219,6 +222,7 @@ def _injector(table: _Table) -> InjectorPlacement | None:
         "retention_ms": table.integer("retention_ms", minimum=0),
         "archive_uri": table.text("archive_uri", default=None),
         "archive_retention_ms": table.integer("archive_retention_ms", minimum=0),
+        "idle_excluded": table.names("idle_excluded"),
     }
     if address is None:
         return None
@@ -279,6 +283,15 @@ class _Table:
         ):
             return tuple(value)
         self.problems.append(f"{self.where} {name} must be an array of integers, not {value!r}")
+        return None
+
+    def names(self, name: str) -> tuple[str, ...] | None:
+        value = self._value(name, None)
+        if value is None:
+            return None
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return tuple(value)
+        self.problems.append(f"{self.where} {name} must be an array of stream names, not {value!r}")
         return None
 
     def directories(self, name: str) -> dict[str, str]:

@@ -134,6 +134,11 @@ class IngestStream:
         with self._lock:
             return self.watermark.current(self._oldest_unfinished_locked(), now_ms)
 
+    def is_idle(self, now_ms: int) -> bool:
+        """Nothing appended for the idle timeout and nothing unacknowledged."""
+        with self._lock:
+            return self.watermark.is_idle(self._oldest_unfinished_locked(), now_ms)
+
     def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:
         """Oldest event time appended but not yet acknowledged by the first computation
         ``consumer`` (None: by every first computation)."""

@@ -76,6 +76,8 @@ class InjectorConfig:
     """Copy sealed segments here (:mod:`injector.archive`); local retention then waits
     for the copy."""
     archive_retention_ms: int | None = None
+    idle_excluded: frozenset[str] = frozenset()
+    """Source streams that stop holding back watermarks while idle."""
 
 
 class Injector:
@@ -97,6 +99,12 @@ class Injector:
         self.log_dir = Path(log_dir)
         self.address = address
         self.config = config or InjectorConfig()
+        unknown = self.config.idle_excluded - set(deployment.topology.sources())
+        if unknown:
+            raise ValueError(
+                f"[injector] idle_excluded names {sorted(unknown)}: not source streams of "
+                f"the topology (its sources are {sorted(deployment.topology.sources())})"
+            )
         self._clock = clock
         self._metrics_port = metrics_port
         self.ownership = OwnershipRegistry(deployment.topology, self.log_dir / "ownership.json")
@@ -276,8 +284,11 @@ class Injector:
 
     def _publish_source_watermarks(self) -> None:
         now = self._clock()
+        excluded = self.config.idle_excluded
         for stream in self.streams.values():
             self.authority.set_source_watermark(stream.name, stream.source_watermark(now))
+            if stream.name in excluded:
+                self.authority.set_source_idle(stream.name, stream.is_idle(now))
 
     def _seal_old_segments(self) -> None:
         """Seal active segments past ``segment_ms`` that no append has rolled (a quiet

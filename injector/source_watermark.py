@@ -79,6 +79,14 @@ class SourceWatermark:
             self._finished = True
             self._refused.clear()  # a refused request can no longer come back
 
+    def is_idle(self, oldest_unfinished_ms: int | None, now_ms: int) -> bool:
+        """No append for ``idle_timeout_ms`` (or none ever), nothing unfinished and no
+        refused request expected back: what a source excluded while idle is then."""
+        with self._lock:
+            if oldest_unfinished_ms is not None or self._refused_hold(now_ms) is not None:
+                return False
+            return self._last_append_ms is None or now_ms - self._last_append_ms >= self._idle
+
     def is_late(self, event_ms: int) -> bool:
         """True when a record is behind the watermark already published."""
         return event_ms < self._published

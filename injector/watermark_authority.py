@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from computations import MIN_TIME, Topology
+from computations import MAX_TIME, MIN_TIME, Topology
 from engine import SOURCE_PREFIX, compute_watermarks, feeders, saturate, source_name
 from injector.authority_journal import AuthorityJournal
 from statestore import MAX_EPOCH, Clock, wall_clock_ms
@@ -101,6 +101,8 @@ class WatermarkAuthority:
         self._epoch_floor: dict[tuple[str, int], int] = {}
         """Epochs an earlier incarnation accepted: reports below them are stale."""
         self._source_watermarks: dict[str, int] = {}
+        self._idle: set[str] = set()
+        """Sources idle and excluded: they gate no computation meanwhile."""
         self._version = 0
         self._durable: dict[str, PublishedWatermark] | None = None
         now = clock()
@@ -182,6 +184,19 @@ class WatermarkAuthority:
                 self._source_watermarks[stream] = current = ms
                 self._republish()
             return current
+
+    def set_source_idle(self, stream: str, idle: bool) -> None:
+        """Whether source ``stream`` is idle and excluded (Flink's idleness): while it is,
+        computations fed by it do not wait for it (its own watermark stays as it is, so
+        its records after the idle spell may be late for them)."""
+        with self._lock:
+            if idle == (stream in self._idle):
+                return
+            if idle:
+                self._idle.add(stream)
+            else:
+                self._idle.discard(stream)
+            self._republish()
 
     # -- outputs -------------------------------------------------------------
 
@@ -344,7 +359,12 @@ class WatermarkAuthority:
             self._changed.notify_all()
 
     def _republish(self) -> None:
-        marks = compute_watermarks(self._topology, self._source_watermarks, self._oldest_work())
+        gating = {
+            stream: MAX_TIME if stream in self._idle else ms
+            for stream, ms in self._source_watermarks.items()
+        }
+        gating.update((stream, MAX_TIME) for stream in self._idle)
+        marks = compute_watermarks(self._topology, gating, self._oldest_work())
         candidates = {name: mark.low_ms for name, mark in marks.items()}
         for stream in self._sources:
             candidates[source_name(stream)] = self._source_watermarks.get(stream, MIN_TIME)

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         retention_ms=placement.retention_ms,
         archive_uri=placement.archive_uri,
         archive_retention_ms=placement.archive_retention_ms,
+        idle_excluded=frozenset(placement.idle_excluded),
     )
     injector = Injector(
         deployment,
