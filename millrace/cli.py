@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -63,5 +64,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stdout)
         return 0
     handler = args.handler
-    result: int = handler(args)
+    try:
+        result: int = handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``millrace status | head``): stop quietly, and keep
+        # Python from reporting the closed pipe again when it flushes at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     return result

@@ -133,6 +133,12 @@ def test_inject_reports_the_run_and_a_rerun_duplicates_nothing(
     assert summary_numbers(out) == {
         "accepted": RECORDS, "new": 0, "batches": 3, "replayed": 3, "malformed": 2,
     }  # fmt: skip
+    strict, out, err = cli(
+        capsys, "inject", "--deployment", str(cluster.deployment), "--stream", "events",
+        "--batch", str(BATCH), "--strict", str(cluster.data_file),
+    )  # fmt: skip
+    assert strict == 1, "--strict: a malformed line is an error"
+    assert summary_numbers(out)["replayed"] == 3, "the valid lines are still taken (replays)"
     time.sleep(1.0)  # anything re-forwarded would reach the sink by now
     assert len(cluster.sink.records) == len(expected_values)
     log = StreamLog.open(cluster.directory / "log" / "events", "events", read_only=True)
@@ -284,6 +290,36 @@ def test_status_shows_the_node_and_its_leases(
         cells = row.split()
         assert cells[:2] == ["count", interval] and cells[3:] == ["p", cluster.node_address]
         assert int(cells[2]) >= 1
+
+
+def test_status_and_watermarks_print_json(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "status", "--deployment", str(cluster.deployment), "--json")
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["injector"]["state"] == "healthy"
+    assert {lease["node_id"] for lease in status["injector"]["leases"]} == {"p"}
+    [node] = status["nodes"]
+    assert (node["node"], node["state"], node["computation"]) == ("p", "healthy", "count")
+    assert sorted(i["interval"]["index"] for i in node["intervals"]) == [0, 1]
+    code, out, err = cli(capsys, "watermarks", "--deployment", str(cluster.deployment), "--json")
+    assert code == 0, err
+    marks = json.loads(out)["watermarks"]
+    assert list(marks) == ["source:events", "count"]
+    assert marks["source:events"]["low_watermark_ms"] >= BASE_MS
+    assert marks["source:events"]["end_of_time"] is False
+
+
+def test_a_closed_pipe_ends_a_command_quietly(cluster: Cluster) -> None:
+    command = (
+        f"{sys.executable} -m millrace status --config {cluster.deployment} | head -c 10; "
+        "exit ${PIPESTATUS[0]}"
+    )
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=ROOT,
+                          check=False, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
 def test_state_get_reads_the_poison_counter(

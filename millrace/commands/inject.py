@@ -20,8 +20,9 @@ keys of the last million requests whose log segments are retained.)
 
 Malformed lines are skipped and reported with their line numbers. Exit
 code: 0 if any record was accepted (or the input was empty), 1 if the input
-held only malformed lines, 2 for usage errors or an unreachable injector,
-130 when interrupted (re-run the same command to finish).
+held only malformed lines (with ``--strict``: any malformed line), 2 for usage
+errors or an unreachable injector, 130 when interrupted (re-run the same command
+to finish).
 
 A bounded input: ``--finish`` finishes the stream once every batch is
 acknowledged (``millrace finish --stream S`` alone does the same): it takes no
@@ -67,7 +68,8 @@ SHOWN_MALFORMED = 20
 INGEST_SERVICE = "millrace.wire.v1.Ingest"
 
 EXIT_OK = 0
-EXIT_ONLY_MALFORMED = 1
+EXIT_MALFORMED = 1
+"""Every line was malformed (or, with ``--strict``, any)."""
 
 # The batching lives in _inject_batches; its public names are this command's too.
 __all__ = ["Batch", "Malformed", "read_batches", "register", "run", "run_finish"]
@@ -111,6 +113,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "first part of the idempotency keys (default: the file's base name, 'stdin' for -); "
             "use a new name to ingest the same lines again on purpose"
         ),
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 if any line was malformed (the valid lines are still ingested)",
     )
     parser.add_argument(
         "--finish",
@@ -253,8 +260,8 @@ def _inject(args: argparse.Namespace, stdin: BinaryIO, out: TextIO, err: TextIO)
         return EXIT_INTERRUPTED
     if args.finish:
         _finish(args, service, security_of(deployment), out)
-    if totals.accepted == 0 and totals.malformed:
-        return EXIT_ONLY_MALFORMED
+    if totals.malformed and (totals.accepted == 0 or args.strict):
+        return EXIT_MALFORMED
     return EXIT_OK
 
 

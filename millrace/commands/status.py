@@ -12,6 +12,7 @@ followed by what to check; the exit code is then 1 (0 when all answer).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import grpc
+from google.protobuf.json_format import MessageToDict
 
 from deployment import Deployment, NodePlacement
 from deployment.security import Security
@@ -54,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--injector", metavar="HOST:PORT", help="the injector's address (overrides the deployment)"
     )
+    parser.add_argument("--json", action="store_true", help="print one JSON object, not tables")
     add_timeout_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -110,13 +113,16 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         answers = [future.result() for future in node_futures]
         assignment = injector_future.result() if injector_future is not None else None
 
-    if assignment is None:
+    if args.json:
+        out.write(json.dumps(_as_json(nodes, answers, assignment)) + "\n")
+    elif assignment is None:
         out.write("injector: none in the deployment (no [injector] section)\n\n")
     else:
         version = f"  (assignment version {assignment.response.version})" if assignment.ok else ""
         out.write(f"injector  {assignment.service.address}  {assignment.state()}{version}\n\n")
-    _print_nodes(out, nodes, answers)
-    if assignment is not None and assignment.ok:
+    if not args.json:
+        _print_nodes(out, nodes, answers)
+    if not args.json and assignment is not None and assignment.ok:
         out.write("\n")
         _print_leases(out, deployment, assignment.response.leases, answers)
     out.flush()
@@ -127,6 +133,41 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         message = explain(answer.error, answer.service, answer.rpc, args.timeout)
         print(f"millrace status: {message}", file=sys.stderr)
     return EXIT_UNREACHABLE if failed else EXIT_OK
+
+
+def _as_json(
+    nodes: Sequence[NodePlacement], answers: Sequence[Answer], assignment: Answer | None
+) -> dict[str, Any]:
+    """What the tables show, as JSON: each node's state and intervals (the ``Admin.Status``
+    fields), the injector's state and leases (``Control.GetAssignment``)."""
+
+    def fields(message: Any) -> dict[str, Any]:
+        found: dict[str, Any] = MessageToDict(
+            message,
+            always_print_fields_with_no_presence=True,
+            preserving_proto_field_name=True,
+            unquote_int64_if_possible=True,
+        )
+        return found
+
+    injector = None
+    if assignment is not None:
+        injector = {"address": assignment.service.address, "state": assignment.state(),
+                    "leases": [fields(lease) for lease in assignment.response.leases]
+                    if assignment.ok else None}  # fmt: skip
+    return {
+        "injector": injector,
+        "nodes": [
+            {
+                "node": node.name,
+                "address": node.address,
+                "state": answer.state(),
+                "computation": node.computation,
+                "intervals": [fields(i) for i in answer.response.intervals] if answer.ok else None,
+            }
+            for node, answer in zip(nodes, answers, strict=True)
+        ],
+    }
 
 
 def _health(channel: grpc.Channel, timeout_s: float) -> str:

@@ -11,6 +11,7 @@ survives an authority restart by reconnecting.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -65,6 +66,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--watch", action="store_true", help="keep printing updates until Ctrl-C")
     parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (one object per snapshot or change) instead of a table",
+    )
+    parser.add_argument(
         "--interval",
         type=positive_float,
         default=1.0,
@@ -118,7 +124,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         stub = watermark_pb2_grpc.WatermarkAuthorityStub(channel)
         with talking_to(service, WATCH_RPC, args.timeout):
             marks = _snapshot(stub, args.timeout)
-        _print_table(out, marks, deployment)
+        _print_table(out, marks, deployment, as_json_=args.json)
         if not args.watch:
             return 0
         try:
@@ -140,7 +146,29 @@ def _snapshot(stub: watermark_pb2_grpc.WatermarkAuthorityStub, timeout_s: float)
     return {update.computation: update.low_watermark_ms for update in first.updates}
 
 
-def _print_table(out: TextIO, marks: Mapping[str, int], deployment: Placement | None) -> None:
+def as_json(marks: Mapping[str, int], deployment: Placement | None) -> str:
+    """The watermarks as one JSON object: per computation (and ``source:<stream>``) its
+    low watermark in ms (null: none yet), whether it is the end of time, and its lag."""
+    now_ms = wall_clock_ms()
+    body = {}
+    for name in display_order(marks, deployment):
+        ms = marks[name]
+        known = MIN_TIME < ms < MAX_TIME
+        body[name] = {
+            "low_watermark_ms": ms if known else None,
+            "end_of_time": ms >= MAX_TIME,
+            "lag_ms": now_ms - ms if known else None,
+        }
+    return json.dumps({"at_ms": now_ms, "watermarks": body})
+
+
+def _print_table(
+    out: TextIO, marks: Mapping[str, int], deployment: Placement | None, *, as_json_: bool = False
+) -> None:
+    if as_json_:
+        out.write(as_json(marks, deployment) + "\n")
+        out.flush()
+        return
     if not marks:
         out.write("no watermarks published (the topology has no computations?)\n")
         return
@@ -261,6 +289,13 @@ def _watch(
                 raise CommandError(follower.error)
             latest = follower.latest()
             now_ms = wall_clock_ms()
+            if args.json:
+                changed = {n: ms for n, ms in latest.items() if printed.get(n) != ms}
+                if changed:
+                    printed.update(changed)
+                    out.write(as_json(changed, deployment) + "\n")
+                    out.flush()
+                continue
             for name in display_order(latest, deployment):
                 before = printed.get(name)
                 if before == latest[name]:
