@@ -226,6 +226,13 @@ class Computation(ABC):
     """Base class of user computations. Implement ``process_record``; override
     ``process_timer`` if the computation sets timers."""
 
+    setup_at_load = False
+    """True: the topology runs :meth:`setup` with the computation's ``params`` when it
+    loads, so a bad setting is an error of the topology file, naming the computation,
+    before anything starts (the ``dataflow`` library's classes do; a computation whose
+    setup is cheap and has no side effects may too). An ``output`` or ``late_output``
+    attribute it then has must be one of the computation's outputs."""
+
     def setup(self, params: Mapping[str, Any]) -> None:  # noqa: B027 (optional, empty)
         """Receive the computation's ``params`` from the topology. Optional."""
 

@@ -283,4 +283,19 @@ def _handler_problems(spec: ComputationSpec) -> list[str]:
         return [f"computation {spec.name!r}: {exc}"]
     if not handler.handles_records():
         return [f"computation {spec.name!r}: {handler.__name__} does not implement process_record"]
-    return []
+    if not handler.setup_at_load:
+        return []
+    try:
+        instance = handler()
+        instance.setup(spec.params)
+    except Exception as exc:  # the setting's own message, named by the computation
+        return [f"computation {spec.name!r} ({handler.__name__}): {exc}"]
+    problems = []
+    for setting in ("output", "late_output"):
+        stream = getattr(instance, setting, None)
+        if isinstance(stream, str) and stream and stream not in spec.outputs:
+            problems.append(
+                f"computation {spec.name!r}: {setting} {stream!r} is not one of its outputs "
+                f"{list(spec.outputs)}"
+            )
+    return problems

@@ -55,6 +55,7 @@ from dataflow._durations import duration_ms
 from dataflow._merging import add_live, drop_live, merge_into
 from dataflow._outputs import send_late
 from dataflow._panes import Pane, Timing
+from dataflow._settings import check_settings
 from dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
 from dataflow._state_serde import window_state_serde
 from dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
@@ -64,6 +65,8 @@ from dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_w
 
 class WindowedAggregation(Computation):
     """Aggregates each key's records per window; emits panes as the trigger says."""
+
+    setup_at_load = True
 
     window: WindowAssigner = Tumbling(60_000)
     aggregate: Combiner = Count()
@@ -84,8 +87,16 @@ class WindowedAggregation(Computation):
     aggregated, and a retraction subtracts what it retracts (``Combiner.retract``), so a
     two-stage topology over a retracting stream stays exact."""
 
+    SETTINGS = frozenset({
+        "window", "aggregate", "field", "allowed_lateness_ms", "trigger", "accumulation",
+        "output", "late_output", "vectorized", "input_panes", "input", "early_every_records",
+        "early_every_ms", "late", "late_every_records", "late_every_ms",
+    })  # fmt: skip
+    """What ``params`` (and a subclass's attributes) may set."""
+
     def setup(self, params: Mapping[str, Any]) -> None:
         """Take settings from the topology's ``params`` (they override the class's)."""
+        check_settings(self, params, self.SETTINGS)
         if "window" in params:
             self.window = parse_window(str(params["window"]))
         if "aggregate" in params:

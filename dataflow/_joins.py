@@ -63,6 +63,7 @@ from dataflow._outputs import (
     send_late,
 )
 from dataflow._rows import time_tag
+from dataflow._settings import check_settings
 
 
 class JoinType(Enum):
@@ -76,6 +77,8 @@ class JoinType(Enum):
 
 class IntervalJoin(Computation):
     """Joins ``left`` and ``right`` records of one key within an event-time interval."""
+
+    setup_at_load = True
 
     left: str = ""
     right: str = ""
@@ -94,8 +97,15 @@ class IntervalJoin(Computation):
     output_version: int = JOIN_OUTPUT_VERSION
     """2: each side's value as parsed JSON; 1: as text (the format before)."""
 
+    SETTINGS = frozenset({
+        "left", "right", "lower_ms", "upper_ms", "how", "allowed_lateness_ms", "output",
+        "late_output", "left_from", "left_until", "where", "ttl_ms", "output_version",
+    })  # fmt: skip
+    """What ``params`` (and a subclass's attributes) may set."""
+
     def setup(self, params: Mapping[str, Any]) -> None:
         """Settings from the topology's ``params`` override the class's."""
+        check_settings(self, params, self.SETTINGS)
         for name in ("left", "right", "output"):
             if name in params:
                 setattr(self, name, str(params[name]))

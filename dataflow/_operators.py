@@ -36,6 +36,7 @@ from typing import Any
 from computations import JSON, Computation, Context, FiredTimer, Record, import_object
 from dataflow._durations import duration_ms
 from dataflow._outputs import json_output
+from dataflow._settings import check_settings
 
 Emitted = Any
 """What a function returns for one output: a value (bytes, str or JSON), or a Record."""
@@ -67,16 +68,13 @@ def _emit(ctx: Context, stream: str, record: Record, result: Emitted) -> None:
 class _Operator(Computation):
     """What every operator shares: its ``output`` stream, set by class or params."""
 
+    setup_at_load = True
+
     output: str = ""
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """Take ``output`` (and the operator's own settings) from ``params``."""
-        unknown = set(params) - self._settings()
-        if unknown:
-            raise ValueError(
-                f"{type(self).__name__} has no setting {sorted(unknown)[0]!r} "
-                f"(settings: {', '.join(sorted(self._settings()))})"
-            )
+        check_settings(self, params, self._settings())
         if "output" in params:
             self.output = str(params["output"])
         if not self.output and self._needs_output():

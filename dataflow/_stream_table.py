@@ -54,6 +54,7 @@ from dataflow._outputs import (
     send_late,
 )
 from dataflow._rows import time_tag
+from dataflow._settings import check_settings
 from dataflow._tables import Changelog, parse_change
 from dataflow._versions import Version, row_of
 
@@ -74,6 +75,8 @@ to rows on first touch (:func:`_migrate`)."""
 class TableJoin(Computation):
     """Enriches each record of ``stream`` with its key's row of ``table``."""
 
+    setup_at_load = True
+
     stream: str = ""
     table: str = ""
     changelog: Changelog = Changelog.UPSERT
@@ -91,10 +94,18 @@ class TableJoin(Computation):
     """2: the record's value as parsed JSON; 1: as text (the format before)."""
     """Event-time mode: where late records and changes go (None: counted per key)."""
 
+    SETTINGS = frozenset({
+        "stream", "table", "changelog", "how", "output", "mode", "allowed_lateness_ms",
+        "late_output", "output_version", "left_join", "versioned",
+    })  # fmt: skip
+    """What ``params`` (and a subclass's attributes) may set (``left_join`` and
+    ``versioned``: the names before ``how`` and ``mode``)."""
+
     def setup(self, params: Mapping[str, Any]) -> None:
         """Settings from the topology's ``params`` override the class's: ``stream``,
         ``table``, ``output``, ``changelog``, ``how`` (inner, left), ``mode`` (arrival,
         event_time), ``allowed_lateness_ms``, ``late_output``."""
+        check_settings(self, params, self.SETTINGS)
         for name in ("stream", "table", "output"):
             if name in params:
                 setattr(self, name, str(params[name]))

@@ -33,6 +33,7 @@ from typing import Any
 from computations import JSON, Computation, Context, Record
 from dataflow._joins import JoinType
 from dataflow._outputs import json_output
+from dataflow._settings import check_settings
 from dataflow._tables import Changelog, parse_change
 
 LEFT = "left"
@@ -57,6 +58,8 @@ def has_joined_row(how: JoinType, left: bool, right: bool) -> bool:
 class TableTableJoin(Computation):
     """Joins the ``left`` and ``right`` changelogs by key into the ``output`` changelog."""
 
+    setup_at_load = True
+
     left: str = ""
     right: str = ""
     left_changelog: Changelog = Changelog.UPSERT
@@ -64,10 +67,16 @@ class TableTableJoin(Computation):
     how: JoinType = JoinType.INNER
     output: str = ""
 
+    SETTINGS = frozenset(
+        {"left", "right", "left_changelog", "right_changelog", "changelog", "how", "output"}
+    )
+    """What ``params`` (and a subclass's attributes) may set."""
+
     def setup(self, params: Mapping[str, Any]) -> None:
         """Settings from the topology's ``params`` override the class's: ``left``,
         ``right``, ``output``, ``how`` (inner, left, right, full), ``changelog`` (both
         sides), ``left_changelog``, ``right_changelog``."""
+        check_settings(self, params, self.SETTINGS)
         for name in ("left", "right", "output"):
             if name in params:
                 setattr(self, name, str(params[name]))

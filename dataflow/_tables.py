@@ -18,6 +18,7 @@ from typing import Any
 from computations import JSON, Computation, Context, Record
 from dataflow._outputs import json_bytes
 from dataflow._panes import Pane, Timing
+from dataflow._settings import check_settings
 from dataflow._windows import GlobalWindows
 
 
@@ -61,14 +62,20 @@ class TableChanges(Computation):
     exact through updates, moves between groups and deletes.
     """
 
+    setup_at_load = True
+
     table: str = ""
     changelog: Changelog = Changelog.UPSERT
     group_by: str | None = None
     field: str | None = None
     output: str = ""
 
+    SETTINGS = frozenset({"table", "changelog", "group_by", "field", "output"})
+    """What ``params`` (and a subclass's attributes) may set."""
+
     def setup(self, params: Mapping[str, Any]) -> None:
         """Settings from the topology's ``params`` override the class's."""
+        check_settings(self, params, self.SETTINGS)
         for name in ("table", "output", "group_by", "field"):
             if name in params:
                 setattr(self, name, str(params[name]))
