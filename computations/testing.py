@@ -18,6 +18,11 @@ time and the source watermark are set by the test::
 
 What survives :meth:`crash` is what a real node keeps: committed store
 contents. Fed records not yet acknowledged are resent, like the injector does.
+
+User code that keeps failing fails the test: once a record or timer is given up on
+(after the computation's ``max_attempts``), :meth:`run` raises :class:`UserCodeError`
+with the error. ``TestHarness(..., dead_letters=True)`` keeps such records as dead
+letters instead, as a node does (:meth:`dead_letters` lists them).
 """
 
 from __future__ import annotations
@@ -56,15 +61,28 @@ SOURCE = "source"
 """The producer name of fed records."""
 
 
+class UserCodeError(AssertionError):
+    """User code failed for good on a record or timer in a :class:`TestHarness` (which
+    dead-letters it only with ``dead_letters=True``)."""
+
+
 class TestHarness:
     """A whole topology in one process with a controllable clock and watermark."""
 
     __test__ = False  # not a pytest test class
 
     def __init__(
-        self, topology: Topology, *, start_ms: int = 0, config: StoreConfig | None = None
+        self,
+        topology: Topology,
+        *,
+        start_ms: int = 0,
+        config: StoreConfig | None = None,
+        dead_letters: bool = False,
     ) -> None:
+        """``dead_letters``: keep records and timers user code fails on for good as dead
+        letters, as a node does (default: :meth:`run` raises :class:`UserCodeError`)."""
         self.topology = topology
+        self._keep_letters = dead_letters
         self.now_ms = start_ms
         self._config = config or StoreConfig(sync=False)
         self._engines = {
@@ -150,12 +168,16 @@ class TestHarness:
         """Deliver until the network is empty, firing timers that become due.
 
         Timers also get a turn after every delivery left unacked: a record may be
-        waiting for a failed timer of its key to be retried."""
+        waiting for a failed timer of its key to be retried. Raises
+        :class:`UserCodeError` once user code fails for good (unless ``dead_letters``)."""
         for _ in range(max_steps):
             acked = self._deliver_next()
+            self._check_letters()
             if acked:
                 continue
-            if not self._fire_due_timers() and acked is None:
+            fired = self._fire_due_timers()
+            self._check_letters()
+            if not fired and acked is None:
                 return
         raise RuntimeError(f"topology did not settle within {max_steps} steps")
 
@@ -244,6 +266,19 @@ class TestHarness:
         return compute_watermarks(self.topology, sources, oldest)
 
     # -- internals ----------------------------------------------------------
+
+    def _check_letters(self) -> None:
+        if self._keep_letters:
+            return
+        for (name, _), processor in self.processors.items():
+            if processor.letters_written:
+                letters = processor.dead_letters()
+                errors = "; ".join(f"{letter.error}" for letter in letters[-3:]) or "?"
+                raise UserCodeError(
+                    f"computation {name!r} gave up on {processor.letters_written} record(s) or "
+                    f"timer(s): {errors} (TestHarness(..., dead_letters=True) keeps them as "
+                    "dead letters instead)"
+                )
 
     def _deliver_next(self) -> bool | None:
         """Deliver what is in flight to the oldest batch's destination: None if nothing is

@@ -132,6 +132,8 @@ class IntervalProcessor:
         self._failures = FailureBook(self.spec.max_attempts)
         self.records_committed = 0
         """Records newly committed since this processor started (a status figure)."""
+        self.letters_written = 0
+        """Dead letters staged since this processor started (the harness watches it)."""
         self._sender_epochs = SenderEpochs(store)
         self.input_watermark: int | None = None
         self._fired_watermark = decode_fired_watermark(store.get_meta(FIRED_WATERMARK))
@@ -399,6 +401,7 @@ class IntervalProcessor:
         self, txn: Transaction, ident: bytes, record: record_pb2.Record, error: str, attempts: int
     ) -> None:
         stage_letter(txn, self.name, ident, record, error, attempts, self._clock())
+        self.letters_written += 1
 
     # -- fencing of senders --------------------------------------------------
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from computations import JSON, Computation, Context, FiredTimer, Record, TimeDomain, Topology
-from computations.testing import TestHarness
+from computations.testing import TestHarness, UserCodeError
 from engine._failures import HOLD_TIMEOUT_MS
 from engine._processor import IntervalProcessor
 from engine._scope import state_key
@@ -149,7 +149,8 @@ def in_to_ok(name: str, handler: str, **settings: object) -> Topology:
 
 
 def test_poison_record_is_dead_lettered_and_others_proceed() -> None:
-    harness = TestHarness(in_to_ok("poison", "tests.workloads:Poison", max_attempts=3))
+    topology = in_to_ok("poison", "tests.workloads:Poison", max_attempts=3)
+    harness = TestHarness(topology, dead_letters=True)
     harness.feed("in", b"a", b"fine", 1)
     harness.feed("in", b"bad", b"poison", 2)
     harness.feed("in", b"a", b"fine again", 3)
@@ -201,7 +202,8 @@ def test_a_key_waits_for_its_failed_record_only_until_the_hold_lapses(tmp_path: 
 
 
 def test_a_failed_timer_fires_again_before_its_keys_later_timers() -> None:
-    harness = TestHarness(in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3))
+    topology = in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3)
+    harness = TestHarness(topology, dead_letters=True)
     harness.feed("in", b"k", b"timers:flaky@10,t2@20", 0)
     harness.feed("in", b"j", b"timers:j1@15", 0)
     harness.run()
@@ -212,7 +214,8 @@ def test_a_failed_timer_fires_again_before_its_keys_later_timers() -> None:
 
 
 def test_a_poison_timer_is_dead_lettered_then_its_key_goes_on() -> None:
-    harness = TestHarness(in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3))
+    topology = in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3)
+    harness = TestHarness(topology, dead_letters=True)
     harness.feed("in", b"k", b"timers:poison@10,t2@20", 0)
     harness.run()
     harness.advance_watermark(100)
@@ -225,7 +228,8 @@ def test_a_poison_timer_is_dead_lettered_then_its_key_goes_on() -> None:
 
 def test_timers_before_1970_fire_and_a_poison_one_is_dead_lettered() -> None:
     """Event times before the Unix epoch are valid, and so are timers at them."""
-    harness = TestHarness(in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3))
+    topology = in_to_ok("timers", "tests.workloads:FlakyTimers", max_attempts=3)
+    harness = TestHarness(topology, dead_letters=True)
     harness.feed("in", b"k", b"timers:flaky@-3000,poison@-2000,t3@-1000", -5_000)
     harness.run()
     harness.advance_watermark(0)
@@ -344,3 +348,12 @@ def test_produce_encodes_with_a_serde_as_state_does() -> None:
     assert values == [{"n": 1, "raw": "a"}, {"n": 2, "raw": "b"}]
     assert harness.state("echo", b"k", "seen", JSON) == 2
     assert harness.state("echo", b"k", "seen") == b"2"
+
+
+def test_user_code_that_fails_for_good_fails_the_test() -> None:
+    """Issue 36: a test that does not look at the dead letters must not pass with no
+    output; the harness raises with the user's error."""
+    harness = TestHarness(in_to_ok("poison", "tests.workloads:Poison", max_attempts=2))
+    harness.feed("in", b"k", b"poison", 1)
+    with pytest.raises(UserCodeError, match="computation 'poison' gave up on 1 record"):
+        harness.run()

@@ -138,7 +138,8 @@ def single(handler: str) -> TestHarness:
     return TestHarness(
         topology(
             {"c": {"handler": handler, "inputs": {"a": "key"}, "outputs": ["b"], "max_attempts": 1}}
-        )
+        ),
+        dead_letters=True,
     )
 
 

@@ -25,7 +25,7 @@ def same_parity(left: Record, right: Record) -> bool:
     return bool(json.loads(left.value)["n"] % 2 == json.loads(right.value)["w"] % 2)
 
 
-def harness(params: dict[str, Any]) -> TestHarness:
+def harness(params: dict[str, Any], **options: Any) -> TestHarness:
     base = {"left": "clicks", "right": "views", "output": "joined", "late_output": "late",
             "allowed_lateness_ms": 4_000}  # fmt: skip
     return TestHarness(
@@ -41,7 +41,8 @@ def harness(params: dict[str, Any]) -> TestHarness:
                     }
                 },
             }
-        )
+        ),
+        **options,
     )
 
 
@@ -139,7 +140,7 @@ def test_bad_settings_and_bad_bounds() -> None:
         harness({"ttl_ms": 100, "lower_ms": 0})
     with pytest.raises(ValueError, match=r"where 'no\.such:thing' cannot be imported"):
         harness({"lower_ms": 0, "upper_ms": 10, "where": "no.such:thing"})
-    h = harness({"lower_ms": 0, "upper_ms": 10, "left_until": "until"})
+    h = harness({"lower_ms": 0, "upper_ms": 10, "left_until": "until"}, dead_letters=True)
     h.feed("clicks", b"a", b'{"until": "later"}', 5)
     h.run()
     assert any("not a time in ms" in d.error for d in h.dead_letters("join"))

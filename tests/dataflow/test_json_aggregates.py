@@ -135,7 +135,7 @@ def test_a_score_that_is_not_a_number_dead_letters_its_record() -> None:
             }
         },
     }  # fmt: skip
-    h = TestHarness(Topology.from_dict(spec))
+    h = TestHarness(Topology.from_dict(spec), dead_letters=True)
     h.feed("in", b"a", b'{"price": 3, "id": 1}', 1)
     h.feed("in", b"a", b'{"price": "high", "id": 2}', 2)
     h.run()
