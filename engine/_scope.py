@@ -8,6 +8,7 @@ unaffected.
 
 from __future__ import annotations
 
+import numbers
 import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -236,12 +237,19 @@ class RecordScope:
             value = serde.dumps(value)
         if stream not in self._outputs:
             self.check_output(stream)  # raises, naming the outputs
-        ts = self._timestamp_ms if event_time_ms is None else int(event_time_ms)
+        if event_time_ms is None:
+            ts = self._timestamp_ms
+        elif type(event_time_ms) is int:
+            ts = event_time_ms
+        else:
+            ts = _time_of(stream, event_time_ms)
         if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
             checked_time(stream, ts)  # raises, saying why
         # bytes() copies a bytearray or memoryview; bytes stay as they are, without a call.
-        key = key if type(key) is bytes else bytes(key)
-        value = value if type(value) is bytes else bytes(value)
+        if type(key) is not bytes:
+            key = _bytes_of(stream, "key", key)
+        if type(value) is not bytes:
+            value = _bytes_of(stream, "value", value)
         self.emitted.append(new_tuple(Emitted, (stream, key, value, ts)))
 
     def check_output(self, stream: str) -> None:
@@ -277,3 +285,27 @@ class RecordScope:
                 cause = setters.get(ident, setter) if setters else setter
                 cause = timer_setter(domain, time_ms, watermark, cause)
                 txn.set_timer(Timer(domain, self._key, tag, time_ms, cause))
+
+
+def _bytes_of(stream: str, what: str, given: Any) -> bytes:
+    """``given`` as bytes (a bytearray or memoryview copied); a ``ProduceError`` saying
+    what to do for anything else (a str, a dict: bytes are not guessed)."""
+    if isinstance(given, bytes | bytearray | memoryview):
+        return bytes(given)
+    hint = (
+        f"encode it ({what}.encode())"
+        if isinstance(given, str)
+        else "serialize it (json.dumps(...).encode()), or pass serde=JSON"
+    )
+    raise ProduceError(
+        f"produce to {stream!r}: the {what} must be bytes, not {type(given).__name__}: {hint}"
+    )
+
+
+def _time_of(stream: str, given: Any) -> int:
+    if isinstance(given, numbers.Integral) and not isinstance(given, bool):
+        return int(given)  # numpy's integers too
+    raise ProduceError(
+        f"produce to {stream!r}: event_time_ms must be an integer (ms), "
+        f"not {type(given).__name__} {given!r}"
+    )

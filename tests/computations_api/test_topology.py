@@ -195,3 +195,31 @@ def test_user_api_runs_without_grpc_or_rocksdb() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
+
+
+class ProducesWrongTypes(Computation):
+    """Produces what the record's value names: a str key, a dict value, a text time."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value == b"str key":
+            ctx.produce("b", "k", b"v")  # type: ignore[call-overload]
+        elif record.value == b"dict value":
+            ctx.produce("b", b"k", {"a": 1})  # type: ignore[call-overload]
+        else:
+            ctx.produce("b", b"k", b"v", event_time_ms="soon")  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (b"str key", "the key must be bytes, not str: encode it"),
+        (b"dict value", "the value must be bytes, not dict: serialize it"),
+        (b"text time", "event_time_ms must be an integer (ms), not str 'soon'"),
+    ],
+)
+def test_producing_the_wrong_types_says_what_to_do(value: bytes, message: str) -> None:
+    harness = single("tests.computations_api.test_topology:ProducesWrongTypes")
+    harness.feed("a", b"k", value, 1)
+    harness.run()
+    [letter] = harness.dead_letters("c")
+    assert "ProduceError" in letter.error and message in letter.error
