@@ -15,16 +15,30 @@ import millrace
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+RUNNABLE = ("README.md", "docs/computations.md", "docs/operations.md")
+"""Documents whose every Python block runs as written (``docs/windows.md`` and
+``docs/spark.md`` have their own tests)."""
 
 
-def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = readme_python_blocks()
-    assert blocks, "the README shows the store API"
+def python_blocks(name: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / name).read_text(), re.S)
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_python_examples_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = python_blocks(name)
+    if name != "docs/operations.md":
+        assert blocks, f"{name} shows code"
     monkeypatch.chdir(tmp_path)
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+        exec(compile(block, name, "exec"), {})
+
+
+def test_the_readme_is_a_door() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) < 200, "the manual lives in docs/"
+    for link in re.findall(r"\]\(([^)#]+)\)", "\n".join(lines)):
+        assert (ROOT / link).exists(), link
 
 
 def test_readme_opens_with_the_two_commands() -> None:
