@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "state": "state",
     "deadletters": "deadletters",
     "up": "up",
+    "check": "check",
     "log": "log",
     "backfill": "spark",
     "replay": "spark",

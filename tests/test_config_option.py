@@ -23,6 +23,7 @@ from tests.support import ROOT, free_port
 
 # Each sub-command that reads a configuration file, with its other required arguments.
 REQUIRED = {
+    "check": [],
     "deadletters": [],
     "injector": [],
     "node": ["--name", "n"],
