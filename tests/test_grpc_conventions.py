@@ -337,3 +337,24 @@ def test_health_command_uses_tls_from_the_environment_or_the_deployment(
     monkeypatch.setenv(HEALTH_ENV, address)
     assert cli.main(["health"]) == 0
     assert capsys.readouterr().out == "SERVING\n"
+
+
+def test_compose_grafana_loads_the_dashboard_from_prometheus() -> None:
+    services = compose()
+    grafana = mounts(services["grafana"])
+    provisioning = grafana[PurePosixPath("/etc/grafana/provisioning")]
+    [source] = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())[
+        "datasources"
+    ]
+    prometheus_port = {int(str(p).split(":")[-1]) for p in services["prometheus"]["ports"]}
+    assert (
+        source["type"] == "prometheus"
+        and source["url"] == f"http://prometheus:{min(prometheus_port)}"
+    )
+    [provider] = yaml.safe_load((provisioning / "dashboards" / "millrace.yml").read_text())[
+        "providers"
+    ]
+    folder = PurePosixPath(provider["options"]["path"])
+    dashboard = grafana[folder / "millrace.json"]
+    assert dashboard == DEPLOY / "grafana" / "millrace.json"
+    assert "prometheus" in services["grafana"]["depends_on"]
