@@ -16,7 +16,6 @@ import json
 import random
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.support import (
     CollectingSink,
     InjectorProcess,
     NodeProcess,
+    RandomKills,
     chaos_kills,
     chaos_rng,
     free_port,
@@ -139,22 +139,11 @@ def test_a_finished_input_completes_every_window_under_sigkill(tmp_path: Path) -
         "inject", "--config", str(deployment), "--stream", "events", "--batch", "200",
         "--finish", str(tmp_path / "events.jsonl"),
     ]  # fmt: skip
-    stop = threading.Event()
-    kills = [0]
-
-    def chaos() -> None:
-        while not stop.is_set() and kills[0] < MIN_KILLS:
-            time.sleep(rng.uniform(0.3, 1.0))
-            victim = processes[rng.choice(sorted(processes))]
-            victim.kill()
-            kills[0] += 1
-            victim.start()
-
-    chaos_thread = threading.Thread(target=chaos, daemon=True)
-    chaos_thread.start()
+    chaos = RandomKills(processes, rng, MIN_KILLS)
     try:
-        done = millrace(*inject)
-        chaos_thread.join(120)
+        with chaos:
+            done = millrace(*inject)
+            chaos.finish()
         assert done.returncode == 0, done.stdout + done.stderr
         assert "stream events finished" in done.stdout, done.stdout
         wanted = len(expected_keys) + len(expected_minutes)
@@ -167,7 +156,7 @@ def test_a_finished_input_completes_every_window_under_sigkill(tmp_path: Path) -
         per_key, per_minute = panes(sink)
         assert per_key == {k: n for k, n in expected_keys.items()}
         assert per_minute == {(k, w): n for (k, w), n in expected_minutes.items()}
-        assert kills[0] >= MIN_KILLS
+        assert chaos.kills >= MIN_KILLS
 
         again = millrace(*inject)
         assert again.returncode == 0, again.stdout + again.stderr
@@ -179,7 +168,7 @@ def test_a_finished_input_completes_every_window_under_sigkill(tmp_path: Path) -
         assert late.returncode == 2 and "is finished" in late.stdout + late.stderr, late
         assert len(sink.records) == wanted, "nothing after the end"
     finally:
-        stop.set()
+        chaos.stop()
         for process in processes.values():
             process.terminate()
         sink.stop()

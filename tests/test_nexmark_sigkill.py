@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from tests.support import (
     CollectingSink,
     InjectorProcess,
     NodeProcess,
+    RandomKills,
     chaos_kills,
     chaos_rng,
     free_port,
@@ -118,19 +117,8 @@ def test_nexmark_q4_and_q5_on_real_processes_are_exact_under_sigkill(tmp_path: P
     injector.start()
     for node in nodes.values():
         node.start()
-    stop = threading.Event()
-    kills = [0]
-
-    def chaos() -> None:
-        while not stop.is_set() and kills[0] < MIN_KILLS:
-            time.sleep(rng.uniform(0.3, 1.2))
-            victim = processes[rng.choice(sorted(processes))]
-            victim.kill()
-            kills[0] += 1
-            victim.start()
-
-    chaos_thread = threading.Thread(target=chaos, daemon=True)
-    chaos_thread.start()
+    chaos = RandomKills(processes, rng, MIN_KILLS, pause=(0.3, 1.2))
+    chaos.start()
     try:
         for stream in ("auctions", "bids"):  # what q4 and q5 read
             done = subprocess.run(
@@ -140,7 +128,7 @@ def test_nexmark_q4_and_q5_on_real_processes_are_exact_under_sigkill(tmp_path: P
                 check=False, capture_output=True, text=True, cwd=ROOT, timeout=300,
             )  # fmt: skip
             assert done.returncode == 0, done.stdout + done.stderr
-        chaos_thread.join(120)
+        chaos.finish()
         wanted = {q: len(expected[q]) for q in RUN}
 
         def arrived() -> dict[str, int]:
@@ -150,13 +138,13 @@ def test_nexmark_q4_and_q5_on_real_processes_are_exact_under_sigkill(tmp_path: P
         wait_until(lambda: arrived() == wanted, 240, f"every result at the sink: {wanted}")
         marks = wait_for_watermarks(f"127.0.0.1:{ports['injector']}", names, MAX_TIME, 60)
         assert all(marks.get(n) == MAX_TIME for n in names), marks
-        assert kills[0] >= MIN_KILLS
+        assert chaos.kills >= MIN_KILLS
         for query in RUN:
             outputs = [json.loads(r.value) for r in list(sink.records.values())
                        if r.stream == f"{query}_out"]  # fmt: skip
             assert result(query, outputs) == expected[query], query
     finally:
-        stop.set()
+        chaos.stop()
         for process in processes.values():
             process.terminate()
         sink.stop()

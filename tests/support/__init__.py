@@ -4,6 +4,7 @@
 Import from here, not from another test module.
 """
 
+from tests.support.chaos import RandomKills
 from tests.support.clock import ManualClock
 from tests.support.cluster import (
     ROOT,
@@ -31,6 +32,7 @@ __all__ = [
     "DeliveryEndpoint",
     "InjectorProcess",
     "ManualClock",
+    "RandomKills",
     "MillraceChild",
     "NodeProcess",
     "ROOT",
