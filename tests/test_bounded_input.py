@@ -38,7 +38,7 @@ from tests.support.watermarks import wait_for_watermarks
 
 pytestmark = pytest.mark.slow
 
-EVENTS = 6_000
+EVENTS = 4_000
 KEYS = 25
 MINUTE_MS = 60_000
 MIN_KILLS = chaos_kills(6)
