@@ -101,7 +101,7 @@ def run(
         return panes, sent
     finally:
         client.close()
-        for process in [*nodes, injector]:
+        for process in [injector, *nodes]:  # as the other tests: the injector first
             process.terminate()
         sink.stop()
 
