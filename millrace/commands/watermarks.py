@@ -124,7 +124,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         stub = watermark_pb2_grpc.WatermarkAuthorityStub(channel)
         with talking_to(service, WATCH_RPC, args.timeout):
             marks = _snapshot(stub, args.timeout)
-        _print_table(out, marks, deployment, as_json_=args.json)
+        if args.json:
+            out.write(as_json(marks, deployment) + "\n")
+            out.flush()
+        else:
+            _print_table(out, marks, deployment)
         if not args.watch:
             return 0
         try:
@@ -162,13 +166,7 @@ def as_json(marks: Mapping[str, int], deployment: Placement | None) -> str:
     return json.dumps({"at_ms": now_ms, "watermarks": body})
 
 
-def _print_table(
-    out: TextIO, marks: Mapping[str, int], deployment: Placement | None, *, as_json_: bool = False
-) -> None:
-    if as_json_:
-        out.write(as_json(marks, deployment) + "\n")
-        out.flush()
-        return
+def _print_table(out: TextIO, marks: Mapping[str, int], deployment: Placement | None) -> None:
     if not marks:
         out.write("no watermarks published (the topology has no computations?)\n")
         return
