@@ -26,6 +26,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   Bloom filters, hashed and probed a batch of ids at a time (``statestore/_bloom.py``).
 - :class:`TimerIndex`: a store's committed timers in time order, and the timer
   column's operations of a commit (``statestore/_timer_index.py``).
+- :class:`StateCache`: a store's write-through cache of committed state values,
+  looked up, filled and written through a batch at a time (``statestore/store.py``).
 - :class:`ProductionPlan`: a computation's productions of one commit (ids, routes,
   one ``DeliveryBatch`` frame per destination with the outbox keys), from what user
   code emitted per cause (``engine/_routing.py``).
@@ -46,6 +48,7 @@ from millrace._native import (
     LogEntryError,
     ProductionPlan,
     RecordBatch,
+    StateCache,
     TimerIndex,
     UndecodableRequestError,
     columns_shape,
@@ -72,6 +75,7 @@ __all__ = [
     "LogEntryError",
     "ProductionPlan",
     "RecordBatch",
+    "StateCache",
     "TimerIndex",
     "UndecodableRequestError",
     "columns_shape",

@@ -17,11 +17,11 @@ from __future__ import annotations
 import secrets
 import struct
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from millrace.dataplane import StateCache
 from statestore import _keys
 from statestore._bloom import Positions
 from statestore._engine import Batch, Column, Engine
@@ -83,8 +83,8 @@ class StateStore:
         self._dedup_base = self._load_dedup_clock(engine)
         self.recovered_ids = self._dedup.rebuild(self.dedup_now())
         self._timers = TimerIndex.load(engine)
-        self._cache: OrderedDict[bytes, bytes | None] = OrderedDict()
-        self._cache_limit = self.config.state_cache_entries
+        limit = self.config.state_cache_entries
+        self._cache: StateCache | None = StateCache(limit) if limit > 0 else None
 
     @classmethod
     def open_rocksdb(
@@ -221,12 +221,8 @@ class StateStore:
         timers: dict[TimerId, Timer | None],
         state: dict[bytes, bytes | None],
     ) -> None:
-        if self._cache_limit:
-            cache = self._cache
-            cache.update(state)
-            deque(map(cache.move_to_end, state), maxlen=0)  # written last: most recent
-            while len(cache) > self._cache_limit:
-                cache.popitem(last=False)
+        if self._cache is not None:
+            self._cache.update(state)  # written last: most recent
         if staged is not None:
             self._dedup.apply(staged)
         self._owner_epoch = max(self._owner_epoch, epoch)
@@ -243,37 +239,25 @@ class StateStore:
         """The committed value of a state key (through the write-through cache)."""
         self._require_open()
         cache = self._cache
-        if key in cache:
-            cache.move_to_end(key)
-            return cache[key]
-        value = self._engine.get(Column.STATE, key)
-        if self._cache_limit:
-            cache[key] = value
-            if len(cache) > self._cache_limit:
-                cache.popitem(last=False)
+        if cache is None:
+            return self._engine.get(Column.STATE, key)
+        found, value = cache.get(key)
+        if not found:
+            value = self._engine.get(Column.STATE, key)
+            cache.put(key, value)
         return value
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """The committed values of many state keys: those not cached in one engine read."""
         self._require_open()
-        if not self._cache_limit:
-            return self._engine.multi_get(Column.STATE, keys)
         cache = self._cache
-        values: list[bytes | None] = []
-        missing: list[int] = []
-        for i, key in enumerate(keys):
-            if key in cache:
-                cache.move_to_end(key)
-                values.append(cache[key])
-            else:
-                values.append(None)
-                missing.append(i)
+        if cache is None:
+            return self._engine.multi_get(Column.STATE, keys)
+        keys = keys if isinstance(keys, list) else list(keys)
+        values, missing = cache.lookup(keys)
         if missing:
             read = self._engine.multi_get(Column.STATE, [keys[i] for i in missing])
-            for i, value in zip(missing, read, strict=True):
-                values[i] = cache[keys[i]] = value
-            while len(cache) > self._cache_limit:
-                cache.popitem(last=False)
+            cache.fill(keys, values, missing, read)
         return values
 
     def scan_state(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

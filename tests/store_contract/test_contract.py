@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statestore import (
     StateStore,
@@ -51,6 +53,47 @@ def test_many_keys_read_at_once_equal_one_by_one(factory: StoreFactory, cache_en
     txn.delete(b"a")
     assert txn.get_many(keys) == [b"3", b"new", None, b"2", None, None]
     assert store.get_many([]) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    commits=st.lists(
+        st.dictionaries(
+            st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f"]),
+            st.one_of(st.none(), st.binary(min_size=1, max_size=4)),
+            max_size=4,
+        ),
+        max_size=12,
+    ),
+    reads=st.lists(st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f", b"g"]), max_size=8),
+)
+def test_the_cache_smaller_than_the_keys_always_reads_what_was_committed(
+    tmp_path_factory: pytest.TempPathFactory,
+    commits: list[dict[bytes, bytes | None]],
+    reads: list[bytes],
+) -> None:
+    """A write-through cache of 3 entries over 7 keys: every read, one at a time or many
+    at once, equals a model of the commits, whatever was evicted when."""
+    store = StateStore.open_rocksdb(
+        tmp_path_factory.mktemp("cache"), config=StoreConfig(sync=False, state_cache_entries=3)
+    )
+    model: dict[bytes, bytes] = {}
+    try:
+        for changes in commits:
+            txn = store.begin()
+            txn.write_many(changes.items())
+            txn.commit()
+            for key, value in changes.items():
+                if value is None:
+                    model.pop(key, None)
+                else:
+                    model[key] = value
+            assert store.get_many(reads) == [model.get(k) for k in reads]
+            assert [store.get(k) for k in reversed(reads)] == [
+                model.get(k) for k in reversed(reads)
+            ]
+    finally:
+        store.close()
 
 
 def test_abort_discards_everything(store: StateStore) -> None:

@@ -18,6 +18,7 @@ mod ingest;
 mod log;
 mod productions;
 mod records;
+mod state_cache;
 mod timers;
 
 create_exception!(
@@ -54,6 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bloom::PyBloomBits>()?;
     m.add_class::<productions::PyProductionPlan>()?;
     m.add_class::<timers::PyTimerIndex>()?;
+    m.add_class::<state_cache::PyStateCache>()?;
     m.add("LogEntryError", m.py().get_type::<LogEntryError>())?;
     m.add_function(wrap_pyfunction!(log::scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(log::scan_requests, m)?)?;
