@@ -11,6 +11,7 @@ __all__ = [
     "LogEntryError",
     "ProductionPlan",
     "RecordBatch",
+    "StateCache",
     "TimerIndex",
     "UndecodableRequestError",
     "columns_shape",
@@ -209,11 +210,15 @@ class TimerIndex:
         self, domain: int, up_to_ms: int | None, limit: int | None
     ) -> list[tuple[bytes, str, int, bytes]]: ...
 
+@final
 class StateCache:
     def __new__(cls, capacity: int) -> Self: ...
     def lookup(self, keys: list[bytes]) -> tuple[list[bytes | None], list[int]]: ...
     def fill(
-        self, keys: list[bytes], values: list[bytes | None], missing: list[int],
+        self,
+        keys: list[bytes],
+        values: list[bytes | None],
+        missing: list[int],
         read: list[bytes | None],
     ) -> None: ...
     def get(self, key: bytes) -> tuple[bool, bytes | None]: ...
@@ -221,7 +226,7 @@ class StateCache:
     def update(self, changes: Mapping[bytes, bytes | None]) -> None: ...
     def clear(self) -> None: ...
     def __len__(self) -> int: ...
-    def __contains__(self, key: bytes) -> bool: ...
+    def __contains__(self, key: bytes, /) -> bool: ...
 
 def decode_deliveries(
     wires: list[bytes], *, interval: int, intervals: int
