@@ -3,9 +3,11 @@
 ``millrace watermarks --config d.toml`` asks the watermark authority
 (the injector, or the deployment's ``authority``) for its current snapshot
 and prints, per computation and per source stream (``source:<stream>``),
-the low watermark as an ISO UTC time and in ms, and the lag (now minus the
-watermark) in seconds. ``--watch`` keeps printing changes until Ctrl-C; it
-survives an authority restart by reconnecting.
+the low watermark as an ISO UTC time and in ms, the lag (now minus the
+watermark) in seconds, and what holds each computation back: the input with
+the lowest watermark, followed upstream to the source stream at its root
+(read from the topology file, whose code is not imported). ``--watch`` keeps
+printing changes until Ctrl-C; it survives an authority restart by reconnecting.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import signal
 import sys
 import threading
+import tomllib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -111,6 +114,59 @@ def display_order(names: Iterable[str], deployment: Placement | None) -> list[st
     )
 
 
+Inputs = Mapping[str, list[str]]
+"""Computation -> what it reads: ``source:<stream>`` or the computations producing a stream."""
+
+
+def inputs_of(deployment: Placement | None) -> Inputs:
+    """Each computation's inputs, from the deployment's topology file read as plain TOML
+    (no handler imported); empty when there is no readable file."""
+    path = deployment.topology_file if deployment is not None else None
+    try:
+        with open(path, "rb") as handle:  # type: ignore[arg-type]
+            raw = tomllib.load(handle)
+    except (TypeError, OSError, tomllib.TOMLDecodeError):
+        return {}
+    bodies = raw.get("computations", {})
+    if not isinstance(bodies, Mapping):
+        return {}
+    producers: dict[str, list[str]] = {}
+    for name, body in bodies.items():
+        for stream in body.get("outputs", ()) if isinstance(body, Mapping) else ():
+            producers.setdefault(str(stream), []).append(name)
+    inputs: dict[str, list[str]] = {}
+    for name, body in bodies.items():
+        streams = body.get("inputs", {}) if isinstance(body, Mapping) else {}
+        inputs[name] = [
+            upstream
+            for stream in (streams if isinstance(streams, Mapping) else ())
+            for upstream in producers.get(stream, [SOURCE_PREFIX + stream])
+        ]
+    return inputs
+
+
+def held_by(name: str, marks: Mapping[str, int], inputs: Inputs) -> str:
+    """What holds computation ``name``'s watermark back: the source stream at the root of
+    its lowest input (``source:clicks``, with the computations between: ``source:clicks
+    via sessions``), ``its own pending work`` when it is below every input, or ``-``."""
+    chain: list[str] = []
+    current = name
+    while current in inputs and current not in chain:
+        own = marks.get(current)
+        known = [(marks[i], i) for i in inputs[current] if i in marks]
+        if own is None or not known or own >= MAX_TIME:
+            break
+        lowest, holder = min(known)
+        if own < lowest:
+            return "its own pending work" if not chain else f"{current}'s pending work"
+        chain.append(current)
+        current = holder
+    if current == name or current in chain:
+        return "-"
+    via = chain[1:]
+    return current + (f" via {', '.join(reversed(via))}" if via else "")
+
+
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """Print the snapshot (and, with ``--watch``, every change); return the exit code."""
     return run_command("watermarks", lambda: _run(args, out or sys.stdout))
@@ -150,12 +206,16 @@ def _snapshot(stub: watermark_pb2_grpc.WatermarkAuthorityStub, timeout_s: float)
     return {update.computation: update.low_watermark_ms for update in first.updates}
 
 
-def as_json(marks: Mapping[str, int], deployment: Placement | None) -> str:
-    """The watermarks as one JSON object: per computation (and ``source:<stream>``) its
-    low watermark in ms (null: none yet), whether it is the end of time, and its lag."""
+def as_json(
+    marks: Mapping[str, int], deployment: Placement | None, names: Iterable[str] | None = None
+) -> str:
+    """The watermarks (of ``names``, default all) as one JSON object: per computation (and
+    ``source:<stream>``) its low watermark in ms (null: none yet), whether it is the end
+    of time, its lag, and for a computation what holds it back (:func:`held_by`)."""
     now_ms = wall_clock_ms()
-    body = {}
-    for name in display_order(marks, deployment):
+    inputs = inputs_of(deployment)
+    body: dict[str, dict[str, Any]] = {}
+    for name in display_order(marks if names is None else names, deployment):
         ms = marks[name]
         known = MIN_TIME < ms < MAX_TIME
         body[name] = {
@@ -163,6 +223,8 @@ def as_json(marks: Mapping[str, int], deployment: Placement | None) -> str:
             "end_of_time": ms >= MAX_TIME,
             "lag_ms": now_ms - ms if known else None,
         }
+        if not name.startswith(SOURCE_PREFIX):
+            body[name]["held_by"] = held_by(name, marks, inputs)
     return json.dumps({"at_ms": now_ms, "watermarks": body})
 
 
@@ -171,8 +233,13 @@ def _print_table(out: TextIO, marks: Mapping[str, int], deployment: Placement | 
         out.write("no watermarks published (the topology has no computations?)\n")
         return
     now_ms = wall_clock_ms()
-    header = ("computation", "low watermark (UTC)", "ms", "lag")
-    rows = [(name, *describe(marks[name], now_ms)) for name in display_order(marks, deployment)]
+    inputs = inputs_of(deployment)
+    header = ("computation", "low watermark (UTC)", "ms", "lag", "held back by")
+    rows = [
+        (name, *describe(marks[name], now_ms),
+         "" if name.startswith(SOURCE_PREFIX) else held_by(name, marks, inputs))
+        for name in display_order(marks, deployment)
+    ]  # fmt: skip
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
@@ -291,7 +358,7 @@ def _watch(
                 changed = {n: ms for n, ms in latest.items() if printed.get(n) != ms}
                 if changed:
                     printed.update(changed)
-                    out.write(as_json(changed, deployment) + "\n")
+                    out.write(as_json(latest, deployment, changed) + "\n")
                     out.flush()
                 continue
             for name in display_order(latest, deployment):
