@@ -117,6 +117,7 @@ dedup_retention_ms = {retention_ms}
 address = "127.0.0.1:{ports[stream]}"
 path = "out/{stream}.jsonl"
 dedup_retention_ms = {retention_ms}
+external = true  # started here, each sampled and killed by its own pid
 """
         for stream in SINKS
     )

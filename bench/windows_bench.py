@@ -87,6 +87,7 @@ address = "127.0.0.1:{node}"
 [sinks.panes]
 address = "127.0.0.1:{sink}"
 path = "out/panes.jsonl"
+external = true  # started here, its CPU measured on its own
 """
 
 PATHS = ("vectorized", "per-record")

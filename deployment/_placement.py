@@ -79,7 +79,7 @@ NODE_SETTINGS = tuple(f.name for f in dataclasses.fields(NodePlacement) if f.nam
 """The settings a ``[nodes.NAME]`` table accepts."""
 INJECTOR_SETTINGS = tuple(f.name for f in dataclasses.fields(InjectorPlacement))
 """The settings the ``[injector]`` table accepts."""
-SINK_SETTINGS = ("address", "path", "format", "dedup_retention_ms")
+SINK_SETTINGS = ("address", "path", "format", "dedup_retention_ms", "external", "metrics_port")
 """The settings a ``[sinks.STREAM]`` table accepts."""
 
 
@@ -98,6 +98,11 @@ class Placement:
     sink_dedup_retention_ms: Mapping[str, int] = field(default_factory=dict)
     """Sink stream -> how long its index keeps record ids at least (when set; else the
     store's default, an hour)."""
+    external_sinks: frozenset[str] = frozenset()
+    """Sink streams served by a process of the user's own (``external = true``):
+    ``millrace up`` runs ``millrace sink`` for every other one."""
+    sink_metrics_ports: Mapping[str, int] = field(default_factory=dict)
+    """Sink stream -> Prometheus port of its ``millrace sink`` (when set; 0 picks one)."""
     authority: str | None = None
     injector: InjectorPlacement | None = None
     security: Security = field(default_factory=Security)
@@ -176,6 +181,8 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
     sink_paths: dict[str, str] = {}
     sink_formats: dict[str, str] = {}
     sink_retention: dict[str, int] = {}
+    external: set[str] = set()
+    sink_metrics: dict[str, int] = {}
     for stream, body in _named_tables(raw, "sinks", problems):
         table = _Table(f"[sinks.{stream}]", body, SINK_SETTINGS, problems)
         if (address := table.text("address")) is not None:
@@ -191,6 +198,10 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
         retention = table.integer("dedup_retention_ms", default=None, minimum=0)
         if retention is not None:
             sink_retention[stream] = retention
+        if table.boolean("external", default=False):
+            external.add(stream)
+        if (port := table.port("metrics_port")) is not None:
+            sink_metrics[stream] = port
     injector = None
     if "injector" in raw:
         injector = _injector(_Table("[injector]", raw["injector"], INJECTOR_SETTINGS, problems))
@@ -204,6 +215,8 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
         "sink_paths": sink_paths,
         "sink_formats": sink_formats,
         "sink_dedup_retention_ms": sink_retention,
+        "external_sinks": frozenset(external),
+        "sink_metrics_ports": sink_metrics,
         "authority": authority,
         "injector": injector,
         "security": security,
@@ -273,6 +286,13 @@ class _Table:
             self.problems.append(f"{self.where} {name} must be a port (0..65535), not {value}")
             return None
         return value
+
+    def boolean(self, name: str, *, default: bool) -> bool:
+        value = self._value(name, default)
+        if isinstance(value, bool):
+            return value
+        self.problems.append(f"{self.where} {name} must be true or false, not {value!r}")
+        return default
 
     def integers(self, name: str) -> tuple[int, ...] | None:
         value = self._value(name, _REQUIRED)

@@ -49,13 +49,15 @@ def stop(processes: Sequence[subprocess.Popen[str]], timeout: float = 30) -> Non
 
 
 def pid_of(deployment: Path, service: str) -> int | None:
-    """The pid of a service ``millrace up`` runs for ``deployment`` (``"injector"`` or a
-    node's name); None while there is none (between a kill and its restart)."""
-    pattern = (
-        f"millrace injector --config {deployment}"
-        if service == "injector"
-        else f"millrace node --config {deployment} --name {service}"
-    )
+    """The pid of a service ``millrace up`` runs for ``deployment`` (``"injector"``, a
+    node's name or ``"sink-STREAM"``); None while there is none (between a kill and its
+    restart)."""
+    if service == "injector":
+        pattern = f"millrace injector --config {deployment}"
+    elif service.startswith("sink-"):
+        pattern = f"millrace sink --config {deployment} --stream {service[len('sink-') :]} "
+    else:
+        pattern = f"millrace node --config {deployment} --name {service}"
     found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
     pids = [int(p) for p in found.stdout.split()]
     return pids[0] if pids else None

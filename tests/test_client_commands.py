@@ -234,7 +234,9 @@ def test_watermarks_one_shot_lists_every_computation(
     code, out, err = cli(capsys, "watermarks", "--deployment", str(cluster.deployment))
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split() == ["computation", "low", "watermark", "(UTC)", "ms", "lag"]
+    assert lines[0].split() == [
+        "computation", "low", "watermark", "(UTC)", "ms", "lag", "held", "back", "by"
+    ]  # fmt: skip
     names = [line.split()[0] for line in lines[1:]]
     assert names == ["source:events", "count"]
     source = lines[1].split()
@@ -309,6 +311,7 @@ def test_status_and_watermarks_print_json(
     assert list(marks) == ["source:events", "count"]
     assert marks["source:events"]["low_watermark_ms"] >= BASE_MS
     assert marks["source:events"]["end_of_time"] is False
+    assert marks["count"]["held_by"] in ("source:events", "its own pending work")
 
 
 def test_a_closed_pipe_ends_a_command_quietly(cluster: Cluster) -> None:

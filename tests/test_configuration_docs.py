@@ -77,7 +77,9 @@ def test_the_setting_lists_are_what_the_tables_become() -> None:
     )
     assert set(INJECTOR_SETTINGS) == fields_of(InjectorPlacement)
     assert set(NODE_SETTINGS) == fields_of(NodePlacement, without=("name",))
-    assert {"address", "path", "format", "dedup_retention_ms"} == set(SINK_SETTINGS)
+    assert {"address", "path", "format", "dedup_retention_ms", "external", "metrics_port"} == set(
+        SINK_SETTINGS
+    )
     assert fields_of(ComputationSpec, without=("name",)) == set(COMPUTATION_SETTINGS)
 
 

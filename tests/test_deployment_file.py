@@ -109,6 +109,28 @@ def test_values_of_the_wrong_kind_are_refused(tmp_path: Path, setting: str, mess
 
 
 @pytest.mark.usefixtures("clean_millrace_environment")
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ('external = "yes"', "[sinks.out] external must be true or false, not 'yes'"),
+        ("metrics_port = -1", "[sinks.out] metrics_port must be an integer >= 0, not -1"),
+    ],
+)
+def test_sink_values_of_the_wrong_kind_are_refused(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    path = write(tmp_path, GOOD.replace("[sinks.out]", f"[sinks.out]\n{setting}"))
+    assert message in problems_of(path)
+
+
+@pytest.mark.usefixtures("clean_millrace_environment")
+def test_an_external_sink_is_left_to_its_own_process(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("[sinks.out]", "[sinks.out]\nexternal = true"))
+    assert Placement.load(path).external_sinks == {"out"}
+    assert Placement.load(write(tmp_path, GOOD)).external_sinks == frozenset()
+
+
+@pytest.mark.usefixtures("clean_millrace_environment")
 def test_a_topology_problem_names_the_topology_file(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD, TOPOLOGY.replace("tests.workloads:Poison", "nowhere:Nothing"))
     (problem,) = problems_of(path)

@@ -202,10 +202,6 @@ def test_prometheus_scrapes_the_demo_and_every_dashboard_query_has_data(tmp_path
 
     processes: list[subprocess.Popen[str]] = []
     try:
-        for stream in ("page_window_counts", "user_top_pages"):
-            sink = ("sink", "--deployment", str(deployment), "--stream", stream)
-            log = logs / f"sink-{stream}.log"
-            processes.append(start(sink, "serving", f"sink {stream}", log=log, cwd=ROOT))
         up = ("up", "--deployment", str(deployment), "--data-dir", str(tmp_path / "data"))
         processes.append(start(up, "millrace up: running", "up", log=logs / "up.log", cwd=ROOT))
 

@@ -70,6 +70,7 @@ metrics_port = {free_port()}
 {node if hosted else ""}
 [sinks.ok]
 address = "{sink_address}"
+external = true
 """
     )
     return deployment

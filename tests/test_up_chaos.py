@@ -38,7 +38,10 @@ from tests.support import ROOT, chaos_kills, chaos_rng
 pytestmark = pytest.mark.slow
 
 KILLS = chaos_kills(10)
-SERVICES = ("injector", "page-counts-0", "page-counts-1", "user-pages")
+SERVICES = (
+    "injector", "page-counts-0", "page-counts-1", "user-pages",
+    "sink-page_window_counts", "sink-user_top_pages",
+)  # fmt: skip
 
 
 def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
@@ -58,10 +61,6 @@ def test_demo_under_up_survives_sigkills(tmp_path: Path) -> None:
     deployment.write_text(deployment_text(ports))
     processes: list[subprocess.Popen[str]] = []
     try:
-        for stream in ("page_window_counts", "user_top_pages"):
-            sink = ("sink", "--deployment", str(deployment), "--stream", stream)
-            log = tmp_path / f"sink-{stream}.log"
-            processes.append(start(sink, "serving", f"sink {stream}", log=log, cwd=ROOT))
         up = ("up", "--deployment", str(deployment), "--data-dir", str(tmp_path / "data"))
         processes.append(start(up, "millrace up: running", "up", log=tmp_path / "up.log", cwd=ROOT))
 

@@ -2,8 +2,9 @@
 
 A temporary directory holds a package of the user's (``shop/``), its topology and its
 deployment; from there, with no ``PYTHONPATH`` at all, ``millrace check``, ``millrace
-up``, ``millrace sink``, ``millrace inject --finish`` and ``millrace status`` work as
-written, and the sink file holds exactly the results the user's code computes.
+up`` (running the injector, the node and the sink), ``millrace inject --finish`` and
+``millrace status`` work as written, the sink file holds exactly the results the user's
+code computes, and the sink's metrics count them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -75,7 +77,7 @@ def test_a_project_outside_the_repository_runs_with_the_commands_as_documented(
     (project / "shop" / "__init__.py").write_text("")
     (project / "shop" / "totals.py").write_text(COMPUTATION)
     (project / "topology.toml").write_text(TOPOLOGY)
-    ports = {name: free_port() for name in ("injector", "node", "sink")}
+    ports = {name: free_port() for name in ("injector", "node", "sink", "sink_metrics")}
     (project / "deployment.toml").write_text(f"""
 topology = "topology.toml"
 [injector]
@@ -87,6 +89,7 @@ intervals = [0, 1]
 address = "127.0.0.1:{ports["node"]}"
 [sinks.totals]
 address = "127.0.0.1:{ports["sink"]}"
+metrics_port = {ports["sink_metrics"]}
 path = "out/totals.jsonl"
 """)  # fmt: skip
     orders = [(f"c{i % 4}", 10 + i, 1_700_000_000_000 + i * 3_600_000) for i in range(60)]
@@ -103,11 +106,6 @@ path = "out/totals.jsonl"
     up = subprocess.Popen(
         [sys.executable, "-m", "millrace", "up", "--config", "deployment.toml",
          "--data-dir", "data"],
-        cwd=project, env=user_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    sink = subprocess.Popen(
-        [sys.executable, "-m", "millrace", "sink", "--config", "deployment.toml",
-         "--stream", "totals"],
         cwd=project, env=user_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -127,7 +125,9 @@ path = "out/totals.jsonl"
         wait_until(lambda: written() >= len(expected), 90, "every day's total in the sink file")
         status = run(["status", "--config", "deployment.toml", "--json"], project)
         assert status.returncode == 0, status.stderr
-        assert {n["state"] for n in json.loads(status.stdout)["nodes"]} == {"healthy"}
+        seen = json.loads(status.stdout)
+        assert {n["state"] for n in seen["nodes"]} == {"healthy"}
+        assert [(s["stream"], s["state"]) for s in seen["sinks"]] == [("totals", "healthy")]
         time.sleep(0.5)
         got = {}
         for line in out.read_text().splitlines():
@@ -136,12 +136,19 @@ path = "out/totals.jsonl"
             got[(entry["key"], body["day"])] = body["total"]
         assert got == expected
         assert written() == len(expected), "each total once"
+        assert any(f"http://127.0.0.1:{ports['sink_metrics']}/metrics" in line for line in lines)
+        scraped = (
+            urllib.request.urlopen(f"http://127.0.0.1:{ports['sink_metrics']}/metrics", timeout=10)
+            .read()
+            .decode()
+        )
+        assert (
+            f'millrace_sink_records_written_total{{stream="totals"}} {len(expected)}.0' in scraped
+        )
     finally:
-        for process in (sink, up):
-            process.send_signal(signal.SIGTERM)
-        for process in (sink, up):
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()

@@ -4,9 +4,9 @@
 
 1. generates clicks (sessions, skewed pages, out-of-order timestamps, late
    stragglers) and the answers of an independent computation;
-2. writes a topology and deployment, starts two exactly-once file sinks
-   (``millrace sink``) and the injector plus three node processes
-   (``millrace up``);
+2. writes a topology and deployment and starts it with ``millrace up``: two
+   exactly-once file sinks (``millrace sink``), the injector and three node
+   processes;
 3. pushes the clicks with ``millrace inject``, then pushes the SAME file again
    (a client retrying: every batch is recognised and nothing is duplicated),
    then the stragglers, then one end-of-input marker click that moves event
@@ -167,10 +167,6 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
     logs = work / "logs"
     logs.mkdir()
     try:
-        for stream in ("page_window_counts", "user_top_pages"):
-            sink = ("sink", "--config", str(deployment), "--stream", stream)
-            log = logs / f"sink-{stream}.log"
-            processes.append(start(sink, "serving", f"sink {stream}", log=log, cwd=ROOT))
         up = ("up", "--deployment", str(deployment), "--data-dir", str(work / "data"))
         processes.append(
             start(up, "millrace up: running", "millrace up", log=logs / "up.log", cwd=ROOT)

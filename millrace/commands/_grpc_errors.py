@@ -91,6 +91,22 @@ class Service:
             address_source=f"[nodes.{name}] address in {deployment_path}",
         )
 
+    @classmethod
+    def sink(cls, stream: str, address: str, deployment_path: str, *, external: bool) -> Service:
+        """Sink stream ``stream``'s receiver (``millrace sink``, or the user's own)."""
+        started = (
+            "is your own sink service running?"
+            if external
+            else f"is `millrace up` (or `millrace sink --config {deployment_path} "
+            f"--stream {stream}`) running?"
+        )
+        return cls(
+            label=f"sink {stream}",
+            address=address,
+            start_hint=started,
+            address_source=f"[sinks.{stream}] address in {deployment_path}",
+        )
+
 
 def status_of(error: grpc.RpcError) -> tuple[str, str]:
     """The status code's name and the details of a failed call."""

@@ -9,6 +9,7 @@ from concurrent import futures
 from pathlib import Path
 
 import grpc
+from prometheus_client import start_http_server
 
 from delivery import CHANNEL_OPTIONS
 from deployment import (
@@ -19,12 +20,14 @@ from deployment import (
     StreamLimiter,
     configure_logging,
     enable_stack_dumps,
+    metrics_host,
     serve_health_and_reflection,
 )
 from millrace.commands._grpc_errors import CommandError, load_placement
 from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
 from sinks import FileSink, SinkLockedError
+from sinks.metrics import sink_registry
 from sinks.parquet_sink import ParquetSink
 from sinks.read_service import SubscribeService, ViewService
 from statestore import StoreConfig
@@ -100,12 +103,18 @@ def run(args: argparse.Namespace) -> int:
         sink.close()
         return 2
     server.start()
+    metrics = ""
+    if (port := deployment.sink_metrics_ports.get(args.stream)) is not None:
+        http, _ = start_http_server(
+            port, addr=metrics_host(address), registry=sink_registry(args.stream, sink)
+        )
+        metrics = f", metrics on :{http.server_port}"
     repaired = ""
     if isinstance(sink, FileSink) and sink.truncated_bytes:
         repaired = f" (repaired a torn last line: {sink.truncated_bytes} bytes)"
     elif isinstance(sink, ParquetSink) and sink.removed_tmp_files:
         repaired = f" (removed {sink.removed_tmp_files} unfinished .tmp part files)"
-    print(f"sink {args.stream} serving on {address} -> {path}{repaired}", flush=True)
+    print(f"sink {args.stream} serving on {address} -> {path}{metrics}{repaired}", flush=True)
     signals.wait()
     server.stop(2).wait()
     sink.close()

@@ -1,11 +1,11 @@
-"""``millrace status``: every node's intervals and the injector's leases, in one view.
+"""``millrace status``: every node's intervals, the sinks and the injector's leases.
 
 Calls ``Admin.Status`` (and the gRPC health check) on every node of the
-deployment and ``Control.GetAssignment`` on the injector, all at once, each
-with a deadline. Prints the injector, a table of nodes (one row per
-interval: epoch, outbox backlog, pending timers, input watermark) and the
-leases, noting leases that disagree with the deployment or with what their
-node reports. An unreachable service is shown as such,
+deployment, the health check on every sink and ``Control.GetAssignment`` on the
+injector, all at once, each with a deadline. Prints the injector, a table of
+nodes (one row per interval: epoch, outbox backlog, pending timers, input
+watermark), the sinks and the leases, noting leases that disagree with the
+deployment or with what their node reports. An unreachable service is shown as such,
 followed by what to check; the exit code is then 1 (0 when all answer).
 """
 
@@ -45,10 +45,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``status`` sub-command."""
     parser = subparsers.add_parser(
         "status",
-        help="show every node's intervals and the injector's leases",
+        help="show every node's intervals, the sinks and the injector's leases",
         description=(
-            "Ask every node of the deployment for its status (Admin.Status, health) and the "
-            "injector for the interval leases (Control.GetAssignment); print them as tables. "
+            "Ask every node of the deployment for its status (Admin.Status, health), every "
+            "sink for its health and the injector for the interval leases "
+            "(Control.GetAssignment); print them as tables. "
             "Exit 1 if any service is unreachable."
         ),
     )
@@ -100,10 +101,18 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if args.injector is not None or deployment.injector is not None:
         injector, _ = injector_service(args.deployment, args.injector)
     nodes = sorted(deployment.nodes.values(), key=lambda node: node.name)
-    with ThreadPoolExecutor(max_workers=min(32, len(nodes) + 1)) as pool:
+    sinks = [
+        Service.sink(stream, address, args.deployment,
+                     external=stream in deployment.external_sinks)
+        for stream, address in sorted(deployment.sinks.items())
+    ]  # fmt: skip
+    with ThreadPoolExecutor(max_workers=min(32, len(nodes) + len(sinks) + 1)) as pool:
         node_futures = [
             pool.submit(_ask_node, node, args.deployment, args.timeout, deployment.security)
             for node in nodes
+        ]
+        sink_futures = [
+            pool.submit(_ask_sink, sink, args.timeout, deployment.security) for sink in sinks
         ]
         injector_future = (
             pool.submit(_ask_injector, injector, args.timeout, deployment.security)
@@ -111,10 +120,17 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             else None
         )
         answers = [future.result() for future in node_futures]
+        sink_answers = [future.result() for future in sink_futures]
         assignment = injector_future.result() if injector_future is not None else None
 
     if args.json:
-        out.write(json.dumps(_as_json(nodes, answers, assignment)) + "\n")
+        found = _as_json(nodes, answers, assignment)
+        found["sinks"] = [
+            {"stream": stream, "address": answer.service.address, "state": answer.state(),
+             "external": stream in deployment.external_sinks}
+            for stream, answer in zip(sorted(deployment.sinks), sink_answers, strict=True)
+        ]  # fmt: skip
+        out.write(json.dumps(found) + "\n")
     elif assignment is None:
         out.write("injector: none in the deployment (no [injector] section)\n\n")
     else:
@@ -122,12 +138,13 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"injector  {assignment.service.address}  {assignment.state()}{version}\n\n")
     if not args.json:
         _print_nodes(out, nodes, answers)
+        _print_sinks(out, deployment, sink_answers)
     if not args.json and assignment is not None and assignment.ok:
         out.write("\n")
         _print_leases(out, deployment, assignment.response.leases, answers)
     out.flush()
 
-    failed = [a for a in ([assignment] if assignment else []) + answers if not a.ok]
+    failed = [a for a in ([assignment] if assignment else []) + answers + sink_answers if not a.ok]
     for answer in failed:
         assert answer.error is not None
         message = explain(answer.error, answer.service, answer.rpc, args.timeout)
@@ -197,6 +214,36 @@ def _ask_node(
             return answer
         answer.health = _health(channel, timeout_s)
     return answer
+
+
+def _ask_sink(service: Service, timeout_s: float, security: Security) -> Answer:
+    """A sink's health (a sink of the user's own without the health service: reachable)."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    answer = Answer(service, "Health.Check")
+    with security.open_channel(service.address) as channel:
+        try:
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
+            )
+        except grpc.RpcError as error:
+            if status_of(error)[0] != "UNIMPLEMENTED":
+                answer.error = error
+            return answer
+        answer.health = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+    return answer
+
+
+def _print_sinks(out: TextIO, deployment: Deployment, answers: Sequence[Answer]) -> None:
+    if not answers:
+        return
+    out.write("\nsinks\n")
+    rows = [
+        (stream, answer.service.address, answer.state(),
+         "external" if stream in deployment.external_sinks else "millrace sink")
+        for stream, answer in zip(sorted(deployment.sinks), answers, strict=True)
+    ]  # fmt: skip
+    _table(out, ("sink", "address", "state", "served by"), rows)
 
 
 def _ask_injector(service: Service, timeout_s: float, security: Security) -> Answer:

@@ -1,14 +1,16 @@
 """``millrace up``: run a whole deployment on this machine, supervised, until SIGTERM/SIGINT.
 
-The injector (when the deployment has an ``[injector]``) starts first, then
-every node, each as its own ``millrace injector`` / ``millrace node`` child
-process, each once the previous one printed its ready line. Children that die
-are restarted with backoff (:class:`millrace.supervisor.Supervisor`). On
-SIGTERM or Ctrl-C the nodes are stopped first (they drain and flush while the
-injector still acknowledges), then the injector.
+Every sink (a ``[sinks.STREAM]`` not marked ``external``) starts first, then the
+injector (when the deployment has an ``[injector]``), then every node, each as its
+own ``millrace sink`` / ``millrace injector`` / ``millrace node`` child process,
+each once the previous one printed its ready line. Children that die are restarted
+with backoff (:class:`millrace.supervisor.Supervisor`). On SIGTERM or Ctrl-C the
+nodes are stopped first (they drain and flush while the injector and the sinks
+still acknowledge), then the injector and the sinks.
 
 Layout under ``--data-dir``: ``log/`` (the injector's durable log), ``nodes/``
-(the nodes' interval stores) and ``logs/<service>.log`` (each child's output).
+(the nodes' interval stores), ``sinks/`` (a sink's output when its table sets no
+``path``) and ``logs/<service>.log`` (each child's output).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from millrace.commands._options import add_config_argument
 from millrace.supervisor import ChildStartError, StartInterruptedError, Supervisor
 
 INJECTOR = "injector"
+SINK_PREFIX = "sink-"
+"""A sink's service name under ``up``: ``sink-STREAM`` (its log ``logs/sink-STREAM.log``)."""
 _METRICS_IN_READY_LINE = re.compile(r"metrics on :(\d+)")
 
 
@@ -37,11 +41,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``up`` sub-command."""
     parser = subparsers.add_parser(
         "up",
-        help="run the injector and every node of a deployment here, restarting any that die",
+        help="run the sinks, the injector and every node of a deployment here, restarting "
+        "any that die",
         description=(
-            "Start the [injector] and then every [nodes.NAME] of a deployment file as "
-            "supervised child processes; restart them when they exit; on SIGTERM/SIGINT "
-            "stop the nodes, then the injector."
+            "Start every [sinks.STREAM] (but external ones), the [injector] and then every "
+            "[nodes.NAME] of a deployment file as supervised child processes; restart them "
+            "when they exit; on SIGTERM/SIGINT stop the nodes, then the injector and sinks."
         ),
     )
     add_config_argument(parser)
@@ -49,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--data-dir",
         default=os.environ.get("MILLRACE_DATA_DIR", "data"),
         help=(
-            "root of the injector log (log/), node stores (nodes/) and process logs (logs/) "
+            "root of the injector log (log/), node stores (nodes/), sink outputs without a "
+            "path (sinks/) and process logs (logs/) "
             "(env MILLRACE_DATA_DIR; default: data)"
         ),
     )
@@ -117,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         )
         while not supervisor.stop_requested:
             time.sleep(0.2)
-        _say("millrace up: stopping (nodes first, then the injector)")
+        _say("millrace up: stopping (nodes first, then the injector and the sinks)")
     finally:  # whatever happened here, never leave the children running
         supervisor.stop()
     _say("millrace up: stopped")
@@ -139,7 +145,17 @@ def _problem(deployment: Deployment) -> str | None:
     for name in deployment.nodes:
         if not name or "/" in name or name.startswith("."):
             return f"node name {name!r} cannot name a log file; rename the node"
+        if name.startswith(SINK_PREFIX):
+            return f"node name {name!r} looks like a sink's service name; rename the node"
+    for stream in _run_sinks(deployment):
+        if "/" in stream or stream.startswith("."):
+            return f"sink stream {stream!r} cannot name a log file; mark it external = true"
     return None
+
+
+def _run_sinks(deployment: Deployment) -> list[str]:
+    """The sink streams ``up`` runs a ``millrace sink`` for, in name order."""
+    return sorted(set(deployment.sinks) - deployment.external_sinks)
 
 
 def _add_children(
@@ -149,9 +165,26 @@ def _add_children(
     data_dir: Path,
     log_dir: Path,
 ) -> list[_Service]:
-    """Register the injector (tier 0, stopped last) and the nodes (tier 1) in start order."""
+    """Register the sinks and the injector (tier 0, stopped last) and the nodes (tier 1)
+    in start order."""
     millrace = [sys.executable, "-m", "millrace"]
     services: list[_Service] = []
+    for stream in _run_sinks(deployment):
+        name = SINK_PREFIX + stream
+        parquet = deployment.sink_format(stream) == "parquet"
+        default = data_dir / "sinks" / (stream if parquet else f"{stream}.jsonl")
+        path = deployment.sink_paths.get(stream) or str(default)
+        supervisor.add(
+            name,
+            [*millrace, "sink", "--config", str(deployment_path), "--stream", stream,
+             "--path", path],
+            log_dir / f"{name}.log",
+            ready_prefix=f"sink {stream} serving",
+            tier=0,
+        )  # fmt: skip
+        services.append(
+            _Service(name, deployment.sinks[stream], deployment.sink_metrics_ports.get(stream))
+        )
     if deployment.injector is not None:
         supervisor.add(
             INJECTOR,
@@ -202,8 +235,8 @@ def _print_summary(
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         lines.append("  " + "  ".join([*cells, row[3]]))
-    for stream, address in sorted(deployment.sinks.items()):
-        lines.append(f"  sink {stream} -> {address} (not run by millrace up)")
+    for stream in sorted(deployment.external_sinks & set(deployment.sinks)):
+        lines.append(f"  sink {stream} -> {deployment.sinks[stream]} (external: not run here)")
     lines.append(f"  data dir: {data_dir}")
     lines.append(f"  log dir:  {log_dir}")
     lines.append("millrace up: running (Ctrl-C to stop)")

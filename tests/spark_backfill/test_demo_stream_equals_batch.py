@@ -55,10 +55,6 @@ def test_the_demo_topology_backfill_equals_the_nodes_id_for_id(
     out = tmp_path / "out"
     processes: list[subprocess.Popen[str]] = []
     try:
-        for stream in SINKS:
-            sink = ("sink", "--config", "deployment.toml", "--stream", stream)
-            log = tmp_path / f"sink-{stream}.log"
-            processes.append(start(sink, "serving", f"sink {stream}", log=log, cwd=tmp_path))
         up = ("up", "--deployment", "deployment.toml", "--data-dir", str(tmp_path / "data"))
         processes.append(start(up, "millrace up: running", "up", log=tmp_path / "up.log",
                                cwd=tmp_path))  # fmt: skip

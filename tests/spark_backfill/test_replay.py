@@ -49,6 +49,7 @@ address = "127.0.0.1:{node}"
 [sinks.panes]
 address = "127.0.0.1:{sink}"
 path = "out/panes.jsonl"
+external = true  # started by the test: it outlives the cluster, for the replay
 """
 
 
