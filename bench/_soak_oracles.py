@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataflow import decode_join
+from millrace.dataflow import decode_join
 
 MINUTE_MS = 60_000
 JOIN_SPAN_MS = 2_000

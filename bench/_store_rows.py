@@ -38,7 +38,7 @@ def exact_rows(store_dirs: list[Path]) -> dict[str, dict[str, int]]:
 def _count(store_dir: str) -> dict[str, int] | None:
     from rocksdict import AccessType, Options, Rdict
 
-    from statestore._engine import Column
+    from millrace.statestore._engine import Column
 
     options = Options(raw_mode=True)
     families = {column.family: Options(raw_mode=True) for column in Column}

@@ -27,7 +27,7 @@ from bench._injector_cluster import (
     write_deployment,
 )
 from bench._measure import percentile, process_cpu_s
-from computations import MIN_TIME
+from millrace.computations import MIN_TIME
 from millrace.wire.v1 import (
     ingest_pb2,
     ingest_pb2_grpc,

@@ -4,7 +4,7 @@ What a node's worker does per turn, without gRPC: ``process_records`` on
 1,000 delivered events read from their ``DeliveryBatch`` bytes (fsynced
 commit), acknowledge the productions, move the input watermark to the newest
 event time minus 5 s, fire the due timers (fsynced commit). The computation is
-issue 19's: ``dataflow:WindowedAggregation``, 1-minute tumbling count + sum per
+issue 19's: ``millrace.dataflow:WindowedAggregation``, 1-minute tumbling count + sum per
 key, vectorized. CPU seconds of this process,
 split into the records' share and the timers' share, beside a plain-Python
 floor measured in the same run (a dict of [count, sum] per key and minute,
@@ -36,10 +36,10 @@ LAG_MS = 5_000
 def run_once(events: int, work: Path) -> tuple[float, float, int]:
     """CPU seconds spent on records and on timers, and the timers fired."""
     from bench.standard_workload import MINUTE_MS, delivered, topology, workload
-    from computations import Topology
-    from deployment._runtime_tuning import settle_garbage_collector
-    from engine import IntervalProcessor
-    from statestore import StateStore, StoreConfig
+    from millrace.computations import Topology
+    from millrace.deployment._runtime_tuning import settle_garbage_collector
+    from millrace.engine import IntervalProcessor
+    from millrace.statestore import StateStore, StoreConfig
 
     data = workload(events)
     times = data[1]

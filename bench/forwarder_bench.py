@@ -52,9 +52,9 @@ class AckingSubmitter:
 def run_once(records: int, work: Path) -> float:
     """CPU seconds to forward ``records`` records and take their acks."""
     from bench.standard_workload import workload
-    from computations import Topology
-    from injector.forwarder import Forwarder
-    from injector.log import AppendRequest, StreamLog
+    from millrace.computations import Topology
+    from millrace.injector.forwarder import Forwarder
+    from millrace.injector.log import AppendRequest, StreamLog
 
     path = work / f"forward-{time.monotonic_ns()}"
     path.mkdir()

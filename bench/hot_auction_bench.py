@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from computations import (  # noqa: E402
+from millrace.computations import (  # noqa: E402
     JSON,
     MAX_TIME,
     Computation,
@@ -42,10 +42,10 @@ from computations import (  # noqa: E402
     Record,
     Topology,
 )
-from engine import IntervalProcessor, Production, routes_of, source_productions  # noqa: E402
+from millrace.engine import IntervalProcessor, Production, routes_of, source_productions  # noqa: E402
+from millrace.spark_jobs.batch import stage_order  # noqa: E402
+from millrace.statestore import StateStore, StoreConfig  # noqa: E402
 from millrace.wire.v1 import record_pb2  # noqa: E402
-from spark_jobs.batch import stage_order  # noqa: E402
-from statestore import StateStore, StoreConfig  # noqa: E402
 
 T0 = 1_700_000_000_000
 HOUR_MS = 3_600_000
@@ -106,13 +106,15 @@ def topologies() -> dict[str, Topology]:
     }
     inputs = {"auctions": "json:id", "bids": "json:auction"}
     library = {
-        "join": {"handler": "dataflow:IntervalJoin", "inputs": inputs, "outputs": ["pairs"],
+        "join": {"handler": "millrace.dataflow:IntervalJoin", "inputs": inputs,
+                 "outputs": ["pairs"],
                  "params": {"left": "auctions", "right": "bids", "lower_ms": 0,
                             "upper_ms": 2 * HOUR_MS, "left_until": "expires",
                             "output": "pairs"}},
-        "offers": {"handler": "dataflow:Map", "inputs": {"pairs": "key"}, "outputs": ["offers"],
+        "offers": {"handler": "millrace.dataflow:Map", "inputs": {"pairs": "key"},
+                   "outputs": ["offers"],
                    "params": {"fn": f"{M}:offer", "output": "offers"}},
-        "winner": {"handler": "dataflow:WindowedAggregation", "inputs": {"offers": "key"},
+        "winner": {"handler": "millrace.dataflow:WindowedAggregation", "inputs": {"offers": "key"},
                    "outputs": ["winners"],
                    "params": {"window": "field:opened:closes", "aggregate": "max_by:price",
                               "output": "winners"}},

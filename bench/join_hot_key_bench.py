@@ -35,11 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # after PYTHONPATH: --root runs another checkout's code
 
-from computations import Computation, Context, Record, Topology  # noqa: E402
-from dataflow import IntervalJoin, JoinType, TableJoin  # noqa: E402
-from engine import IntervalProcessor  # noqa: E402
+from millrace.computations import Computation, Context, Record, Topology  # noqa: E402
+from millrace.dataflow import IntervalJoin, JoinType, TableJoin  # noqa: E402
+from millrace.engine import IntervalProcessor  # noqa: E402
+from millrace.statestore import StateStore, StoreConfig  # noqa: E402
 from millrace.wire.v1 import record_pb2  # noqa: E402
-from statestore import StateStore, StoreConfig  # noqa: E402
 
 SECOND = 1_000
 

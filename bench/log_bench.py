@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from injector.log import AppendRequest, CorruptEntry, LogConfig, StreamLog, scan_segment
+from millrace.injector.log import AppendRequest, CorruptEntry, LogConfig, StreamLog, scan_segment
 
 KEY_BYTES = 16
 VALUE_BYTES = 84

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._measure import percentile, process_cpu_s  # noqa: E402
-from computations import Topology  # noqa: E402
-from deployment._runtime_tuning import settle_garbage_collector, tune_threads  # noqa: E402
+from millrace.computations import Topology  # noqa: E402
+from millrace.deployment._runtime_tuning import settle_garbage_collector, tune_threads  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port  # noqa: E402
 

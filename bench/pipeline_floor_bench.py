@@ -49,8 +49,8 @@ from rocksdict import Options, Rdict, WriteBatch, WriteOptions  # noqa: E402
 from xxhash import xxh3_128_digest  # noqa: E402
 
 from bench.standard_workload import MINUTE_MS, event_lines, rocksdb_floor, workload  # noqa: E402
-from injector.json_lines import parse_record  # noqa: E402
 from millrace.dataplane import ingest_response  # noqa: E402
+from millrace.injector.json_lines import parse_record  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, ingest_pb2  # noqa: E402
 
 BATCH = 1000

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.node_bench import TOPOLOGY, make_record  # noqa: E402
-from computations import Topology  # noqa: E402
-from engine._processor import IntervalProcessor  # noqa: E402
+from millrace.computations import Topology  # noqa: E402
+from millrace.engine._processor import IntervalProcessor  # noqa: E402
+from millrace.statestore import StateStore, StoreConfig  # noqa: E402
 from millrace.wire.v1 import record_pb2  # noqa: E402
-from statestore import StateStore, StoreConfig  # noqa: E402
 
 RECORDS_PER_ROUND = 12_000
 

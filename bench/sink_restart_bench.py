@@ -56,7 +56,7 @@ def _rss_kib() -> int:
 
 def write(path: Path, records: int) -> float:
     """Fill the sink; returns the seconds it took."""
-    from sinks import FileSink
+    from millrace.sinks import FileSink
 
     sink = FileSink(path)
     started = time.perf_counter()
@@ -68,12 +68,12 @@ def write(path: Path, records: int) -> float:
 
 def reopen(path: Path, records: int, resend: int) -> dict[str, float]:
     """In this (fresh) process: memory around the open, and the duplicates' check."""
-    import sinks  # noqa: F401 - the imports' memory is not the sink's
-    import statestore._rocksdb  # noqa: F401 - nor rocksdict's (imported on first open)
+    import millrace.sinks
+    import millrace.statestore._rocksdb  # noqa: F401 - nor rocksdict's (imported on first open)
 
     before = _rss_kib()
     started = time.perf_counter()
-    from sinks import FileSink
+    from millrace.sinks import FileSink
 
     sink = FileSink(path)
     opened_s = time.perf_counter() - started

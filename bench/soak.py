@@ -3,7 +3,7 @@ may grow.
 
 ``millrace up`` runs the click-stream demo's injector and three nodes, plus a
 fourth node joining ad impressions with the clicks of the same user
-(``dataflow:IntervalJoin``: a click up to 2 s of event time after an impression);
+(``millrace.dataflow:IntervalJoin``: a click up to 2 s of event time after an impression);
 three ``millrace sink`` processes take the outputs. For ``--minutes`` a feeder
 ingests clicks at ``--rate`` per second and impressions at a tenth of it (300
 users, 40 pages: the keys stay the same while the records keep coming), event time
@@ -55,7 +55,7 @@ from bench._soak_oracles import (  # noqa: E402
 )
 from bench._store_rows import exact_rows  # noqa: E402
 from examples.clickstream.demo import END_PAGE, TOPOLOGY, free_port, top_pages, window_counts  # noqa: E402
-from injector.client import IngestClient  # noqa: E402
+from millrace.injector.client import IngestClient  # noqa: E402
 from millrace.local_cluster import pid_of, start, stop  # noqa: E402
 
 USERS = 300
@@ -78,7 +78,7 @@ JOIN_TOPOLOGY = f"""
 [streams.ad_clicks]
 
 [computations.ad_clicks]
-handler = "dataflow:IntervalJoin"
+handler = "millrace.dataflow:IntervalJoin"
 inputs = {{ impressions = "key", clicks = "key" }}
 outputs = ["ad_clicks"]
 

@@ -47,8 +47,8 @@ from bench.standard_workload import (  # noqa: E402
     write_events,
 )
 from bench.windows_bench import end_to_end_run  # noqa: E402
-from computations import Topology  # noqa: E402
-from injector.log import AppendRequest, LogConfig, StreamLog  # noqa: E402
+from millrace.computations import Topology  # noqa: E402
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog  # noqa: E402
 
 REQUEST = 1_000
 
@@ -78,7 +78,7 @@ def reader_stage(spark: object, records: int, runs: int, work: Path) -> list[str
     """Stage 1: print its table; return its RESULT lines."""
     from pyspark.sql import functions as fn
 
-    import spark_jobs
+    from millrace import spark_jobs
 
     keys, times, values = workload(records)
     log_dir, json_path = work / "log", work / "records.jsonl"
@@ -112,7 +112,7 @@ def reader_stage(spark: object, records: int, runs: int, work: Path) -> list[str
 
 def backfill_stage(spark: object, events: int, runs: int, online: bool, work: Path) -> list[str]:
     """Stage 2: print its table; return its RESULT lines."""
-    from spark_jobs.batch import BackfillOptions, run_backfill
+    from millrace.spark_jobs.batch import BackfillOptions, run_backfill
 
     data = workload(events)
     keys, times, values = data

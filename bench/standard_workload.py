@@ -2,7 +2,7 @@
 
 1,000,000 events ``{"key": "u<id>", "value": 1..100, "ts": ms}`` by default,
 10,000 Zipf(1.1) keys, timestamps 1 ms apart jittered up to 5 s backwards; the
-1-minute tumbling count + sum per key (``dataflow:WindowedAggregation``) and
+1-minute tumbling count + sum per key (``millrace.dataflow:WindowedAggregation``) and
 5-minute-gap sessions computed exactly; a plain-Python floor and the issue's
 RocksDB floor over the same events. ``bench/windows_bench.py`` and the other
 benches measure Millrace against them.
@@ -43,7 +43,7 @@ def topology(window: str, vectorized: bool) -> str:
         f'params = {{ window = "{window}", aggregate = "count+sum", output = "panes", '
         f"vectorized = {str(vectorized).lower()} }}"
     )
-    return TOPOLOGY.format(handler="dataflow:WindowedAggregation", params=params)
+    return TOPOLOGY.format(handler="millrace.dataflow:WindowedAggregation", params=params)
 
 
 Events = tuple[list[str], np.ndarray, np.ndarray]

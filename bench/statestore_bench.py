@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from statestore import StateStore, StoreConfig
+from millrace.statestore import StateStore, StoreConfig
 
 VALUE = b"v" * 32
 

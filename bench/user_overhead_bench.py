@@ -29,11 +29,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # after PYTHONPATH: an A/B runs another checkout's code
 
-from computations import Computation, Context, Record, Topology  # noqa: E402
-from deployment._runtime_tuning import settle_garbage_collector  # noqa: E402
-from engine import IntervalProcessor  # noqa: E402
+from millrace.computations import Computation, Context, Record, Topology  # noqa: E402
+from millrace.deployment._runtime_tuning import settle_garbage_collector  # noqa: E402
+from millrace.engine import IntervalProcessor  # noqa: E402
+from millrace.statestore import StateStore, StoreConfig  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
-from statestore import StateStore, StoreConfig  # noqa: E402
 
 BATCH = 1_000
 KEYS = 10_000

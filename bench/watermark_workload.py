@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from computations import Computation, Context, Record
+from millrace.computations import Computation, Context, Record
 
 
 class Forward(Computation):

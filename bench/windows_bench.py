@@ -2,7 +2,7 @@
 
 Workload: ``--events`` (1,000,000) lines ``{"key": "u<id>", "value": 1..100,
 "ts": ms}``, 10,000 Zipf(1.1) keys, timestamps 1 ms apart jittered up to 5 s
-backwards; 1-minute tumbling count + sum per key (``dataflow:WindowedAggregation``,
+backwards; 1-minute tumbling count + sum per key (``millrace.dataflow:WindowedAggregation``,
 ``aggregate = "count+sum"``), 5 s bounded out-of-orderness, and the same over
 5-minute-gap sessions. Every window is checked against an exact computation.
 
@@ -61,10 +61,10 @@ from bench.standard_workload import (  # noqa: E402
     workload,
     write_events,
 )
-from computations import BatchContext, Computation, Context, Record, Topology  # noqa: E402
-from engine import IntervalProcessor  # noqa: E402
+from millrace.computations import BatchContext, Computation, Context, Record, Topology  # noqa: E402
+from millrace.engine import IntervalProcessor  # noqa: E402
 from millrace.local_cluster import millrace, start, stop  # noqa: E402
-from statestore import StateStore, StoreConfig  # noqa: E402
+from millrace.statestore import StateStore, StoreConfig  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 BATCHES = (1_000, 4_000)

@@ -7,7 +7,7 @@ Every record passes through both stages (two exactly-once hops plus the sink).
 
 from __future__ import annotations
 
-from computations import Computation, Context, Record
+from millrace.computations import Computation, Context, Record
 
 
 class Enrich(Computation):

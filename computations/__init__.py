@@ -2,7 +2,7 @@
 
 Write a computation::
 
-    from computations import Computation, Context, Record, FiredTimer, JSON
+    from millrace.computations import Computation, Context, Record, FiredTimer, JSON
 
     class WindowCounts(Computation):
         def process_record(self, ctx: Context, record: Record) -> None:
@@ -20,10 +20,16 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 ``engine``, the process that hosts it ``node``.
 """
 
-from computations._computation import BatchContext, Computation, Context, TimerBatchContext
-from computations._keys import KeyExtractor, import_object, interval_of, intervals_of, key_hash
-from computations._records import FiredTimer, Record
-from computations._serde import (
+from millrace.computations._computation import BatchContext, Computation, Context, TimerBatchContext
+from millrace.computations._keys import (
+    KeyExtractor,
+    import_object,
+    interval_of,
+    intervals_of,
+    key_hash,
+)
+from millrace.computations._records import FiredTimer, Record
+from millrace.computations._serde import (
     BYTES,
     JSON,
     BytesSerde,
@@ -31,10 +37,10 @@ from computations._serde import (
     ProtobufSerde,
     Serde,
 )
-from computations._topology import ComputationSpec, InputSpec, Topology
-from computations.errors import ProduceError, TimerError, TopologyError
+from millrace.computations._topology import ComputationSpec, InputSpec, Topology
+from millrace.computations.errors import ProduceError, TimerError, TopologyError
 from millrace.event_time import MAX_EVENT_TIME_MS, MAX_TIME, MIN_EVENT_TIME_MS, MIN_TIME
-from statestore.types import TimeDomain
+from millrace.statestore.types import TimeDomain
 
 __all__ = [
     "BYTES",

@@ -25,9 +25,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
-from computations._records import FiredTimer, Record
-from computations._serde import BYTES, Serde
-from statestore.types import TimeDomain
+from millrace.computations._records import FiredTimer, Record
+from millrace.computations._serde import BYTES, Serde
+from millrace.statestore.types import TimeDomain
 
 T = TypeVar("T")
 

@@ -12,7 +12,9 @@ record under. Extractors are named by strings in the topology:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
+import os
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import mul, rshift
@@ -22,6 +24,13 @@ from xxhash import xxh3_64_intdigest
 KeyExtractor = Callable[[bytes, bytes], bytes]
 
 _HASH_SPACE = 1 << 64
+
+FORMER_TOP_LEVEL = frozenset({
+    "computations", "dataflow", "delivery", "deployment", "engine", "injector", "node",
+    "sinks", "spark_jobs", "statestore",
+})  # fmt: skip
+"""Millrace's packages that were importable at the top level before they moved under
+``millrace.``: a topology written then names ``dataflow:WindowedAggregation``."""
 
 
 def key_hash(key: bytes) -> int:
@@ -48,10 +57,30 @@ def import_object(path: str, *, what: str) -> object:
     if not module_name or not name:
         raise ValueError(f"{what} must be written module:name")
     try:
-        found: object = getattr(importlib.import_module(module_name), name)
+        found: object = getattr(importlib.import_module(_current_name(module_name)), name)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"{what} cannot be imported: {exc}") from exc
     return found
+
+
+def _current_name(module_name: str) -> str:
+    """``module_name``, or ``millrace.`` + it when it names one of Millrace's own packages
+    by its former top-level name (``dataflow``): unless a module of the user's own has
+    that name, which wins. Never the package's folder seen from a checkout's root as a
+    second copy of it (two copies of a class are two classes)."""
+    top = module_name.partition(".")[0]
+    if top not in FORMER_TOP_LEVEL:
+        return module_name
+    found = importlib.util.find_spec(top)
+    if found is not None and found.origin is not None:
+        ours = importlib.util.find_spec(f"millrace.{top}")
+        if ours is None or ours.origin is None or not _same_file(found.origin, ours.origin):
+            return module_name  # the user's own module of that name
+    return f"millrace.{module_name}"
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _record_key(key: bytes, value: bytes) -> bytes:

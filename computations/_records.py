@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from statestore.types import TimeDomain
+from millrace.statestore.types import TimeDomain
 
 
 class Record(NamedTuple):

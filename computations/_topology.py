@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from computations._computation import Computation
-from computations._keys import KeyExtractor, import_object, load_key_extractor
-from computations.errors import TopologyError
+from millrace.computations._computation import Computation
+from millrace.computations._keys import KeyExtractor, import_object, load_key_extractor
+from millrace.computations.errors import TopologyError
 
 Productions = Literal["strong", "weak"]
 

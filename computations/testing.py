@@ -31,11 +31,11 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any, TypeVar, overload
 
-from computations._keys import interval_of
-from computations._records import Record
-from computations._serde import BYTES, Serde
-from computations._topology import Topology
-from engine import (
+from millrace.computations._keys import interval_of
+from millrace.computations._records import Record
+from millrace.computations._serde import BYTES, Serde
+from millrace.computations._topology import Topology
+from millrace.engine import (
     SINK_PREFIX,
     ComputationWatermark,
     InFlight,
@@ -50,8 +50,8 @@ from engine import (
     state_key,
 )
 from millrace.event_time import MIN_TIME
+from millrace.statestore import MemoryEngine, StateStore, StoreConfig
 from millrace.wire.v1 import admin_pb2, delivery_pb2, record_pb2
-from statestore import MemoryEngine, StateStore, StoreConfig
 
 T = TypeVar("T")
 

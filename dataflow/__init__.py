@@ -6,18 +6,18 @@ Built on the public user API only (``computations.Computation`` and
 backfills. See ``docs/windows.md``.
 """
 
-from dataflow._aggregation import WindowedAggregation
-from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
-from dataflow._joins import IntervalJoin, JoinType
-from dataflow._json_combiners import Collect, MaxBy, MinBy, TopN
-from dataflow._operators import Dedup, Filter, FlatMap, Map, Split, Union
-from dataflow._outputs import JOIN_OUTPUT_VERSION, LATE_DROPPED, decode_join
-from dataflow._panes import FORMAT_VERSION, Pane, Timing
-from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
-from dataflow._stream_table import TableJoin
-from dataflow._table_table import TableTableJoin
-from dataflow._tables import Changelog, TableChanges, parse_change
-from dataflow._triggers import (
+from millrace.dataflow._aggregation import WindowedAggregation
+from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
+from millrace.dataflow._joins import IntervalJoin, JoinType
+from millrace.dataflow._json_combiners import Collect, MaxBy, MinBy, TopN
+from millrace.dataflow._operators import Dedup, Filter, FlatMap, Map, Split, Union
+from millrace.dataflow._outputs import JOIN_OUTPUT_VERSION, LATE_DROPPED, decode_join
+from millrace.dataflow._panes import FORMAT_VERSION, Pane, Timing
+from millrace.dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
+from millrace.dataflow._stream_table import TableJoin
+from millrace.dataflow._table_table import TableTableJoin
+from millrace.dataflow._tables import Changelog, TableChanges, parse_change
+from millrace.dataflow._triggers import (
     Accumulation,
     AfterWatermark,
     AtExpiry,
@@ -26,7 +26,7 @@ from dataflow._triggers import (
     EveryRecords,
     FirstOf,
 )
-from dataflow._windows import (
+from millrace.dataflow._windows import (
     FieldWindows,
     GlobalWindows,
     Hopping,

@@ -23,7 +23,7 @@ Declare one in Python::
         accumulation = Accumulation.RETRACTING
         output = "page_counts"
 
-or in a topology, with ``handler = "dataflow:WindowedAggregation"`` and
+or in a topology, with ``handler = "millrace.dataflow:WindowedAggregation"`` and
 ``params = { window = "tumbling:60000", aggregate = "sum", field = "value",
 output = "sums", allowed_lateness_ms = 0, accumulation = "discarding",
 early_every_records = 0, early_every_ms = 0, late = "each", late_output = "late" }``
@@ -37,7 +37,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from computations import (
+from millrace.computations import (
     MAX_EVENT_TIME_MS,
     BatchContext,
     Computation,
@@ -48,19 +48,19 @@ from computations import (
     TimeDomain,
     TimerBatchContext,
 )
-from dataflow._batch_timers import fire_on_time
-from dataflow._builtins import parse_aggregate
-from dataflow._combiners import Combiner, Count
-from dataflow._durations import duration_ms
-from dataflow._merging import add_live, drop_live, merge_into
-from dataflow._outputs import send_late
-from dataflow._panes import Pane, Timing
-from dataflow._settings import check_settings
-from dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
-from dataflow._state_serde import window_state_serde
-from dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
-from dataflow._vectorized import fold_batch
-from dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_window
+from millrace.dataflow._batch_timers import fire_on_time
+from millrace.dataflow._builtins import parse_aggregate
+from millrace.dataflow._combiners import Combiner, Count
+from millrace.dataflow._durations import duration_ms
+from millrace.dataflow._merging import add_live, drop_live, merge_into
+from millrace.dataflow._outputs import send_late
+from millrace.dataflow._panes import Pane, Timing
+from millrace.dataflow._settings import check_settings
+from millrace.dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
+from millrace.dataflow._state_serde import window_state_serde
+from millrace.dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
+from millrace.dataflow._vectorized import fold_batch
+from millrace.dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_window
 
 
 class WindowedAggregation(Computation):

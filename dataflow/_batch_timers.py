@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from computations import MAX_EVENT_TIME_MS, FiredTimer, TimeDomain, TimerBatchContext
-from dataflow._combiners import Combined
-from dataflow._panes import Pane, Timing
-from dataflow._triggers import Accumulation
-from dataflow._vectorized import native_parts, native_window
-from dataflow._window_ops import WindowOps
-from dataflow._windows import Window
+from millrace.computations import MAX_EVENT_TIME_MS, FiredTimer, TimeDomain, TimerBatchContext
+from millrace.dataflow._combiners import Combined
+from millrace.dataflow._panes import Pane, Timing
+from millrace.dataflow._triggers import Accumulation
+from millrace.dataflow._vectorized import native_parts, native_window
+from millrace.dataflow._window_ops import WindowOps
+from millrace.dataflow._windows import Window
 from millrace.dataplane import on_time_panes
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
-from dataflow._json_combiners import Collect, MaxBy, MinBy, TopN
-from dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
+from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
+from millrace.dataflow._json_combiners import Collect, MaxBy, MinBy, TopN
+from millrace.dataflow._sketches import ApproxDistinct, ApproxQuantiles, Distinct, TopK
 
 COMBINERS: dict[str, type[Combiner]] = {
     "count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean, "distinct": Distinct,

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from computations import (
+from millrace.computations import (
     JSON,
     MAX_EVENT_TIME_MS,
     MIN_EVENT_TIME_MS,
@@ -52,9 +52,9 @@ from computations import (
     FiredTimer,
     Record,
 )
-from dataflow._durations import duration_ms
-from dataflow._operators import load_function
-from dataflow._outputs import (
+from millrace.dataflow._durations import duration_ms
+from millrace.dataflow._operators import load_function
+from millrace.dataflow._outputs import (
     JOIN_OUTPUT_VERSION,
     embedded,
     from_json_bytes,
@@ -62,8 +62,8 @@ from dataflow._outputs import (
     json_output,
     send_late,
 )
-from dataflow._rows import time_tag
-from dataflow._settings import check_settings
+from millrace.dataflow._rows import time_tag
+from millrace.dataflow._settings import check_settings
 
 
 class JoinType(Enum):

@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-from dataflow._combiners import Combiner
+from millrace.dataflow._combiners import Combiner
 
 
 def _canonical(value: Any) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from computations import JSON, Context, TimeDomain
-from dataflow._window_ops import WindowOps
-from dataflow._windows import Window
+from millrace.computations import JSON, Context, TimeDomain
+from millrace.dataflow._window_ops import WindowOps
+from millrace.dataflow._windows import Window
 
 SESSIONS = "sessions"
 """State tag listing a key's live windows of a merging assigner (``[[start, end], ...]``)."""

@@ -15,7 +15,7 @@ Declare one in Python by subclassing and writing its function::
         def map(self, record: Record) -> object:
             return json.loads(record.value)["amount"]
 
-or in a topology, with ``handler = "dataflow:Map"`` and ``params = { fn =
+or in a topology, with ``handler = "millrace.dataflow:Map"`` and ``params = { fn =
 "myapp.ops:parse", output = "parsed" }`` (a ``module:function`` of one argument,
 the record). What a function returns becomes the output's value: ``bytes`` as
 they are, a ``str`` as UTF-8, anything else as compact strict JSON.
@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from computations import JSON, Computation, Context, FiredTimer, Record, import_object
-from dataflow._durations import duration_ms
-from dataflow._outputs import json_output
-from dataflow._settings import check_settings
+from millrace.computations import JSON, Computation, Context, FiredTimer, Record, import_object
+from millrace.dataflow._durations import duration_ms
+from millrace.dataflow._outputs import json_output
+from millrace.dataflow._settings import check_settings
 
 Emitted = Any
 """What a function returns for one output: a value (bytes, str or JSON), or a Record."""

@@ -9,7 +9,7 @@ import json
 import math
 from typing import Any
 
-from computations import JSON, Context, Record
+from millrace.computations import JSON, Context, Record
 
 LATE_DROPPED = "late_dropped"
 """State tag counting a key's late records that had no ``late_output`` to go to."""

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from computations import JsonSerde
-from dataflow._outputs import finite, from_json_bytes, json_bytes
-from dataflow._windows import Window
+from millrace.computations import JsonSerde
+from millrace.dataflow._outputs import finite, from_json_bytes, json_bytes
+from millrace.dataflow._windows import Window
 
 FORMAT_VERSION = 1
 _ENCODING = JsonSerde(sort_keys=False)

@@ -7,7 +7,7 @@ end=time_tag(b))`` reads the elements of ``[a, b)`` and nothing else.
 
 from __future__ import annotations
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+from millrace.computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 
 
 def time_tag(t: int) -> str:

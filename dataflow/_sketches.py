@@ -16,7 +16,7 @@ from typing import Any
 
 import datasketches
 
-from dataflow._combiners import Combiner
+from millrace.dataflow._combiners import Combiner
 
 
 def _token(value: Any) -> str:

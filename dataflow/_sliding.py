@@ -26,9 +26,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from computations import JSON, MAX_EVENT_TIME_MS, Context
-from dataflow._window_ops import WindowOps
-from dataflow._windows import Sliding
+from millrace.computations import JSON, MAX_EVENT_TIME_MS, Context
+from millrace.dataflow._window_ops import WindowOps
+from millrace.dataflow._windows import Sliding
 
 SLIDES = "slides"
 """State tag listing the event times of a key's buckets (sorted)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from computations import JSON, JsonSerde, Serde
+from millrace.computations import JSON, JsonSerde, Serde
 
 _ENCODE = msgspec.json.Encoder(order="sorted").encode
 

@@ -43,9 +43,9 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from computations import JSON, Computation, Context, FiredTimer, Record
-from dataflow._durations import duration_ms
-from dataflow._outputs import (
+from millrace.computations import JSON, Computation, Context, FiredTimer, Record
+from millrace.dataflow._durations import duration_ms
+from millrace.dataflow._outputs import (
     JOIN_OUTPUT_VERSION,
     embedded,
     from_json_bytes,
@@ -53,10 +53,10 @@ from dataflow._outputs import (
     json_output,
     send_late,
 )
-from dataflow._rows import time_tag
-from dataflow._settings import check_settings
-from dataflow._tables import Changelog, parse_change
-from dataflow._versions import Version, row_of
+from millrace.dataflow._rows import time_tag
+from millrace.dataflow._settings import check_settings
+from millrace.dataflow._tables import Changelog, parse_change
+from millrace.dataflow._versions import Version, row_of
 
 ROW = "row"
 """State tag of a key's current row in arrival mode (``{"t": event time, "value": row}``)."""

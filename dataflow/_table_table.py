@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from computations import JSON, Computation, Context, Record
-from dataflow._joins import JoinType
-from dataflow._outputs import json_output
-from dataflow._settings import check_settings
-from dataflow._tables import Changelog, parse_change
+from millrace.computations import JSON, Computation, Context, Record
+from millrace.dataflow._joins import JoinType
+from millrace.dataflow._outputs import json_output
+from millrace.dataflow._settings import check_settings
+from millrace.dataflow._tables import Changelog, parse_change
 
 LEFT = "left"
 """State tag of a key's left row (``{"t": event time, "row": row}``)."""

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from computations import JSON, Computation, Context, Record
-from dataflow._outputs import json_bytes
-from dataflow._panes import Pane, Timing
-from dataflow._settings import check_settings
-from dataflow._windows import GlobalWindows
+from millrace.computations import JSON, Computation, Context, Record
+from millrace.dataflow._outputs import json_bytes
+from millrace.dataflow._panes import Pane, Timing
+from millrace.dataflow._settings import check_settings
+from millrace.dataflow._windows import GlobalWindows
 
 
 class Changelog(Enum):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from dataflow._durations import duration_ms
+from millrace.dataflow._durations import duration_ms
 
 
 class Accumulation(Enum):

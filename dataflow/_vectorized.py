@@ -27,17 +27,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from computations import (
+from millrace.computations import (
     MAX_EVENT_TIME_MS,
     MIN_EVENT_TIME_MS,
     BatchContext,
     Record,
     TimeDomain,
 )
-from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
-from dataflow._triggers import firing
-from dataflow._window_ops import WindowOps
-from dataflow._windows import GlobalWindows, Hopping, Tumbling, Window
+from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
+from millrace.dataflow._triggers import firing
+from millrace.dataflow._window_ops import WindowOps
+from millrace.dataflow._windows import GlobalWindows, Hopping, Tumbling, Window
 from millrace.dataplane import fold_groups, fold_window_states
 
 _INT_FOLDS = (Count, Sum, Min, Max, Mean)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from computations import Context, Record, Serde
-from dataflow._combiners import Combiner
-from dataflow._triggers import Accumulation, AfterWatermark
-from dataflow._windows import Window, WindowAssigner
+from millrace.computations import Context, Record, Serde
+from millrace.dataflow._combiners import Combiner
+from millrace.dataflow._triggers import Accumulation, AfterWatermark
+from millrace.dataflow._windows import Window, WindowAssigner
 
 
 class WindowOps(Protocol):

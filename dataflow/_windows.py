@@ -16,8 +16,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record
-from dataflow._durations import duration_ms
+from millrace.computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record
+from millrace.dataflow._durations import duration_ms
 
 
 @dataclass(frozen=True, order=True, slots=True)

@@ -8,16 +8,16 @@ each batch to the hosted interval's target and streams acks back. Shared by
 the nodes and the injector's forwarder.
 """
 
-from delivery._acks import Ack, DeliveryWork
-from delivery._receiver import SERVICE, BatchTarget, DeliveryService
-from delivery._routes import Routes
-from delivery._sender import (
+from millrace.delivery._acks import Ack, DeliveryWork
+from millrace.delivery._receiver import SERVICE, BatchTarget, DeliveryService
+from millrace.delivery._routes import Routes
+from millrace.delivery._sender import (
     CHANNEL_OPTIONS,
     STREAM_DEADLINE_S,
     DownstreamSender,
     Origin,
 )
-from delivery._sender_pool import SenderPool
+from millrace.delivery._sender_pool import SenderPool
 
 __all__ = [
     "CHANNEL_OPTIONS",

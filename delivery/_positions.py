@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from engine import Frame
+from millrace.engine import Frame
 
 
 class Positions:

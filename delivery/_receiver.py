@@ -19,8 +19,8 @@ from typing import Protocol
 import grpc
 from google.protobuf.message import DecodeError
 
-from delivery._acks import DeliveryWork
-from deployment import abort
+from millrace.delivery._acks import DeliveryWork
+from millrace.deployment import abort
 from millrace.wire.v1 import delivery_pb2
 
 SERVICE = "millrace.wire.v1.Delivery"

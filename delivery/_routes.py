@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from deployment import Deployment
+from millrace.deployment import Deployment
 
 
 class Routes:

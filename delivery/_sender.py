@@ -27,9 +27,9 @@ from typing import Protocol
 
 import grpc
 
-from delivery._positions import Positions, span_of
-from deployment import KEEPALIVE_OPTIONS
-from engine import Frame, Production, encode_batch, frames_of
+from millrace.delivery._positions import Positions, span_of
+from millrace.deployment import KEEPALIVE_OPTIONS
+from millrace.engine import Frame, Production, encode_batch, frames_of
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 log = logging.getLogger(__name__)

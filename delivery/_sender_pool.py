@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import grpc
 
-from delivery._sender import DownstreamSender, SenderCallbacks, insecure_channel
+from millrace.delivery._sender import DownstreamSender, SenderCallbacks, insecure_channel
 
 
 class SenderPool:

@@ -9,21 +9,21 @@ uses (health and reflection, request guard, stream limits, stop signals),
 durable file writes and reading files of lines a block at a time.
 """
 
-from deployment._deployment import Deployment
-from deployment._durable_files import AppendOnlyFile, fsync_directory, write_json_durably
-from deployment._keepalive import KEEPALIVE_OPTIONS, keepalive_options
-from deployment._line_blocks import line_blocks
-from deployment._logging import configure_logging
-from deployment._placement import (
+from millrace.deployment._deployment import Deployment
+from millrace.deployment._durable_files import AppendOnlyFile, fsync_directory, write_json_durably
+from millrace.deployment._keepalive import KEEPALIVE_OPTIONS, keepalive_options
+from millrace.deployment._line_blocks import line_blocks
+from millrace.deployment._logging import configure_logging
+from millrace.deployment._placement import (
     DeploymentError,
     InjectorPlacement,
     NodePlacement,
     Placement,
     apply_environment,
 )
-from deployment._request_guard import RequestGuard
-from deployment._runtime_tuning import settle_garbage_collector, tune_threads
-from deployment._service_support import (
+from millrace.deployment._request_guard import RequestGuard
+from millrace.deployment._runtime_tuning import settle_garbage_collector, tune_threads
+from millrace.deployment._service_support import (
     EXCLUSIVE_PORT,
     SUPERVISOR_PID_ENV,
     StopSignals,
@@ -33,8 +33,8 @@ from deployment._service_support import (
     metrics_host,
     serve_health_and_reflection,
 )
-from deployment._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
-from deployment.security import Security
+from millrace.deployment._stream_limits import STREAM_SERVER_OPTIONS, StreamLimiter
+from millrace.deployment.security import Security
 
 __all__ = [
     "EXCLUSIVE_PORT",

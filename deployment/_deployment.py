@@ -49,17 +49,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deployment._placement import (
+from millrace.deployment._placement import (
     DeploymentError,
     Placement,
     placement_settings,
     read_deployment_file,
     topology_file,
 )
-from deployment.security import Security
+from millrace.deployment.security import Security
 
 if TYPE_CHECKING:
-    from computations import Topology
+    from millrace.computations import Topology
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +74,7 @@ class Deployment(Placement):
         topology is raised as one of the deployment, naming the topology file)."""
         # Imported here, not above: a Placement (what clients read) must not pay for
         # the user API and, through the handlers, the user's code.
-        from computations import Topology, TopologyError
+        from millrace.computations import Topology, TopologyError
 
         path = Path(path)
         raw, security = read_deployment_file(path)
@@ -162,7 +162,7 @@ class Deployment(Placement):
     @cached_property
     def _sink_addresses(self) -> dict[str, str]:
         """Consumer name of a sink stream (``sink:STREAM``) -> the sink's address."""
-        from engine import SINK_PREFIX  # here, not above: see load
+        from millrace.engine import SINK_PREFIX  # here, not above: see load
 
         return {SINK_PREFIX + stream: address for stream, address in self.sinks.items()}
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deployment.security import Security
+from millrace.deployment.security import Security
 
 ENV_PREFIX = "MILLRACE__"
 SINK_FORMATS = ("jsonl", "parquet")

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from deployment._keepalive import KEEPALIVE_OPTIONS
+from millrace.deployment._keepalive import KEEPALIVE_OPTIONS
 
 TOKEN_ENV = "MILLRACE_TOKEN"
 TLS_CERT_ENV = "MILLRACE_TLS_CERT"

@@ -11,7 +11,7 @@ dedups on) and the low-watermark arithmetic the injector's authority and the
 harness share.
 """
 
-from engine._driver import (
+from millrace.engine._driver import (
     Admission,
     IntervalDriver,
     SenderEpochCheck,
@@ -19,17 +19,17 @@ from engine._driver import (
     refusal,
     sender_progress,
 )
-from engine._frames import Frame, decode_frame, encode_batch, frames_of
-from engine._in_flight import OldestInFlight
-from engine._local_network import InFlight, LocalNetwork, receive
-from engine._outcome import BatchOutcome
-from engine._processor import IntervalProcessor, IntervalStatus
-from engine._production_ids import Production, split_outbox_key
-from engine._received import Received
-from engine._routing import SINK_PREFIX, Route, routes_of, source_productions
-from engine._scope import state_key, state_prefix
-from engine._tuples import new_tuple
-from engine._watermarks import (
+from millrace.engine._frames import Frame, decode_frame, encode_batch, frames_of
+from millrace.engine._in_flight import OldestInFlight
+from millrace.engine._local_network import InFlight, LocalNetwork, receive
+from millrace.engine._outcome import BatchOutcome
+from millrace.engine._processor import IntervalProcessor, IntervalStatus
+from millrace.engine._production_ids import Production, split_outbox_key
+from millrace.engine._received import Received
+from millrace.engine._routing import SINK_PREFIX, Route, routes_of, source_productions
+from millrace.engine._scope import state_key, state_prefix
+from millrace.engine._tuples import new_tuple
+from millrace.engine._watermarks import (
     SOURCE_PREFIX,
     ComputationWatermark,
     compute_watermarks,

@@ -14,12 +14,12 @@ from collections.abc import Set as AbstractSet
 from operator import itemgetter
 from typing import Any
 
-from computations import Computation, FiredTimer, Record
-from computations.errors import ProduceError
-from engine._keying import Admitted
-from engine._outcome import BatchOutcome
-from engine._production_ids import fire_setter
-from engine._scope import (
+from millrace.computations import Computation, FiredTimer, Record
+from millrace.computations.errors import ProduceError
+from millrace.engine._keying import Admitted
+from millrace.engine._outcome import BatchOutcome
+from millrace.engine._production_ids import fire_setter
+from millrace.engine._scope import (
     Emitted,
     RecordScope,
     checked_time,
@@ -27,10 +27,10 @@ from engine._scope import (
     state_key,
     timer_setter,
 )
-from engine._timer_cuts import TimerCuts
-from engine._tuples import new_tuple
-from statestore import Transaction
-from statestore.types import TimeDomain, Timer
+from millrace.engine._timer_cuts import TimerCuts
+from millrace.engine._tuples import new_tuple
+from millrace.statestore import Transaction
+from millrace.statestore.types import TimeDomain, Timer
 
 _log = logging.getLogger(__name__)
 _RECORD_ID = itemgetter(1)

@@ -9,9 +9,9 @@ goes once it is older than the computation's ``dead_letter_retention_ms``
 
 from __future__ import annotations
 
-from engine._scope import RESERVED_PREFIX
+from millrace.engine._scope import RESERVED_PREFIX
+from millrace.statestore import StateStore, Transaction
 from millrace.wire.v1 import admin_pb2, record_pb2
-from statestore import StateStore, Transaction
 
 DEAD_LETTER_PREFIX = RESERVED_PREFIX + b"dead-letter/"
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine._frames import Frame
-from engine._outcome import BatchOutcome
-from engine._processor import IntervalProcessor
-from engine._production_ids import Production
-from engine._received import UndecodableRequestError
+from millrace.engine._frames import Frame
+from millrace.engine._outcome import BatchOutcome
+from millrace.engine._processor import IntervalProcessor
+from millrace.engine._production_ids import Production
+from millrace.engine._received import UndecodableRequestError
+from millrace.statestore import MAX_EPOCH, SenderProgress
 from millrace.wire.v1 import delivery_pb2
-from statestore import MAX_EPOCH, SenderProgress
 
 Ack = delivery_pb2.DeliveryAck
 Batch = delivery_pb2.DeliveryBatch

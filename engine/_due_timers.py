@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 
-from statestore import StateStore
-from statestore.types import TimeDomain, Timer
+from millrace.statestore import StateStore
+from millrace.statestore.types import TimeDomain, Timer
 
 _I64 = struct.Struct(">q")
 """A timer's time in its identity: signed, as event times before 1970 are valid."""

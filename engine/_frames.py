@@ -15,8 +15,8 @@ import struct
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 
-from engine._production_ids import Production, outbox_key_prefix
-from engine._tuples import new_tuple
+from millrace.engine._production_ids import Production, outbox_key_prefix
+from millrace.engine._tuples import new_tuple
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 _U64 = struct.Struct(">Q")

@@ -13,19 +13,19 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from itertools import repeat
 
-from computations import (
+from millrace.computations import (
     MAX_EVENT_TIME_MS,
     MIN_EVENT_TIME_MS,
     KeyExtractor,
     Record,
     interval_of,
 )
-from engine._outcome import BatchOutcome
-from engine._received import Received
-from engine._tuples import new_tuple
+from millrace.engine._outcome import BatchOutcome
+from millrace.engine._received import Received
+from millrace.engine._tuples import new_tuple
 from millrace.event_time import event_time_problem
+from millrace.statestore import Transaction
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from statestore import Transaction
 
 MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM

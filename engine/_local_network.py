@@ -17,10 +17,10 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from engine._driver import Ack, IntervalDriver
-from engine._frames import Frame, encode_batch, frames_of
-from engine._outcome import BatchOutcome
-from engine._production_ids import Production
+from millrace.engine._driver import Ack, IntervalDriver
+from millrace.engine._frames import Frame, encode_batch, frames_of
+from millrace.engine._outcome import BatchOutcome
+from millrace.engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 Interval = tuple[str, int]

@@ -20,10 +20,10 @@ import struct
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 
-from engine._frames import Frame, decode_frame, frame_key, frame_seq
-from engine._in_flight import OldestInFlight
-from engine._routing import FrameBuilder
-from statestore import StateStore, Transaction
+from millrace.engine._frames import Frame, decode_frame, frame_key, frame_seq
+from millrace.engine._in_flight import OldestInFlight
+from millrace.engine._routing import FrameBuilder
+from millrace.statestore import StateStore, Transaction
 
 _NEXT_FRAME = "outbox-next-frame"
 _U64 = struct.Struct(">Q")

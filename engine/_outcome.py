@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from engine._frames import Frame
-from engine._production_ids import Production
-from engine._received import Received
-from engine._routing import FrameBuilder
+from millrace.engine._frames import Frame
+from millrace.engine._production_ids import Production
+from millrace.engine._received import Received
+from millrace.engine._routing import FrameBuilder
 
 
 @dataclass

@@ -22,26 +22,26 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from operator import itemgetter
 
-from computations import (
+from millrace.computations import (
     Computation,
     FiredTimer,
     Topology,
 )
-from engine._batch_scope import (
+from millrace.engine._batch_scope import (
     BatchScope,
     TimerBatchScope,
     last_record_setters,
     offer_batch,
     offer_timers,
 )
-from engine._dead_letters import read_letters, stage_letter
-from engine._due_timers import due_timers, timer_ident
-from engine._failures import FailureBook
-from engine._frames import Frame
-from engine._keying import Admitted, RecordKeying
-from engine._outbox_ledger import OutboxLedger
-from engine._outcome import BatchOutcome
-from engine._production_ids import (
+from millrace.engine._dead_letters import read_letters, stage_letter
+from millrace.engine._due_timers import due_timers, timer_ident
+from millrace.engine._failures import FailureBook
+from millrace.engine._frames import Frame
+from millrace.engine._keying import Admitted, RecordKeying
+from millrace.engine._outbox_ledger import OutboxLedger
+from millrace.engine._outcome import BatchOutcome
+from millrace.engine._production_ids import (
     FIRED_WATERMARK,
     Production,
     decode_fired_watermark,
@@ -50,15 +50,22 @@ from engine._production_ids import (
     record_id_prefix,
     timer_fire_cause,
 )
-from engine._received import Received
-from engine._routing import FrameBuilder, ProductionRouter
-from engine._scope import Emitted, RecordScope
-from engine._sender_epochs import SenderEpochs
-from engine._timer_cuts import TimerCuts
-from engine._upkeep import StoreUpkeep
+from millrace.engine._received import Received
+from millrace.engine._routing import FrameBuilder, ProductionRouter
+from millrace.engine._scope import Emitted, RecordScope
+from millrace.engine._sender_epochs import SenderEpochs
+from millrace.engine._timer_cuts import TimerCuts
+from millrace.engine._upkeep import StoreUpkeep
+from millrace.statestore import (
+    Clock,
+    DedupStats,
+    SenderProgress,
+    StateStore,
+    Transaction,
+    wall_clock_ms,
+)
+from millrace.statestore.types import TimeDomain, Timer
 from millrace.wire.v1 import admin_pb2, record_pb2
-from statestore import Clock, DedupStats, SenderProgress, StateStore, Transaction, wall_clock_ms
-from statestore.types import TimeDomain, Timer
 
 
 @dataclass(frozen=True, slots=True)

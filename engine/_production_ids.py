@@ -25,9 +25,9 @@ from typing import NamedTuple
 
 from xxhash import xxh3_128_digest
 
-from engine._scope import RESERVED_PREFIX
+from millrace.engine._scope import RESERVED_PREFIX
+from millrace.statestore import Timer
 from millrace.wire.v1 import record_pb2
-from statestore import Timer
 
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from computations import Topology, interval_of
-from engine._frames import Frame
-from engine._production_ids import Production, outbox_key_prefix
-from engine._scope import Emitted
+from millrace.computations import Topology, interval_of
 from millrace.dataplane import ProductionPlan
+from millrace.engine._frames import Frame
+from millrace.engine._production_ids import Production, outbox_key_prefix
+from millrace.engine._scope import Emitted
 from millrace.wire.v1 import record_pb2
 
 SINK_PREFIX = "sink:"

@@ -13,12 +13,12 @@ import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
-from computations.errors import ProduceError, TimerError
-from engine._tuples import new_tuple
+from millrace.computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
+from millrace.computations.errors import ProduceError, TimerError
+from millrace.engine._tuples import new_tuple
 from millrace.event_time import event_time_problem
-from statestore import Transaction, prefix_end
-from statestore.types import TimeDomain, Timer
+from millrace.statestore import Transaction, prefix_end
+from millrace.statestore.types import TimeDomain, Timer
 
 _U32 = struct.Struct(">I")
 

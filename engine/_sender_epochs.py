@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from statestore import StateStore, Transaction
+from millrace.statestore import StateStore, Transaction
 
 _PREFIX = "sender-epoch"
 _U64 = struct.Struct(">Q")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from statestore.types import TimeDomain
+from millrace.statestore.types import TimeDomain
 
 TimerChanges = Mapping[tuple[TimeDomain, str], int | None]
 """One call's timer changes: ``(domain, tag)`` -> its time, or None (deleted)."""

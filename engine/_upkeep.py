@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from itertools import islice
 
-from engine._dead_letters import expired_letters
-from engine._production_ids import RETIRED_TIMER_FIRES_PREFIX
-from statestore import Clock, StateStore
+from millrace.engine._dead_letters import expired_letters
+from millrace.engine._production_ids import RETIRED_TIMER_FIRES_PREFIX
+from millrace.statestore import Clock, StateStore
 
 LETTER_SWEEP_MS = 60_000
 """How often an interval looks for dead letters past their retention."""

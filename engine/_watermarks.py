@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from computations import MAX_TIME, MIN_TIME, Topology
+from millrace.computations import MAX_TIME, MIN_TIME, Topology
 
 
 def saturate(ms: int) -> int:

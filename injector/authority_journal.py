@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine import saturate
+from millrace.engine import saturate
 
 
 class JournalError(ValueError):

@@ -11,8 +11,12 @@ from concurrent import futures
 
 import grpc
 
-from deployment import abort
-from injector.watermark_authority import IntervalReport, PublishedWatermark, WatermarkAuthority
+from millrace.deployment import abort
+from millrace.injector.watermark_authority import (
+    IntervalReport,
+    PublishedWatermark,
+    WatermarkAuthority,
+)
 from millrace.wire.v1 import record_pb2, watermark_pb2, watermark_pb2_grpc
 
 WATCH_POLL_SECONDS = 0.2

@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import grpc
 
-from deployment.security import Security
 from millrace.dataplane import RecordBatch, ingest_request
+from millrace.deployment.security import Security
 from millrace.wire.v1 import ingest_pb2
 
 RETRYABLE = frozenset(

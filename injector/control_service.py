@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import grpc
 
-from deployment import abort
-from injector.ownership import Lease, OwnershipRegistry
+from millrace.deployment import abort
+from millrace.injector.ownership import Lease, OwnershipRegistry
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
 
 

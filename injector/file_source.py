@@ -38,11 +38,11 @@ from itertools import chain, islice, repeat
 from pathlib import Path
 from typing import BinaryIO
 
-from deployment import AppendOnlyFile, write_json_durably
-from injector.group_commit import Acked, GroupCommitter, StreamFinishedError
-from injector.json_lines import parse_lines
-from injector.log import AppendRequest, LogError
 from millrace.dataplane import RecordBatch
+from millrace.deployment import AppendOnlyFile, write_json_durably
+from millrace.injector.group_commit import Acked, GroupCommitter, StreamFinishedError
+from millrace.injector.json_lines import parse_lines
+from millrace.injector.log import AppendRequest, LogError
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from computations import Topology
-from delivery import Origin
-from deployment import write_json_durably
-from engine import (
+from millrace.computations import Topology
+from millrace.dataplane import LogBatch
+from millrace.delivery import Origin
+from millrace.deployment import write_json_durably
+from millrace.engine import (
     SINK_PREFIX,
     Frame,
     OldestInFlight,
@@ -41,8 +42,7 @@ from engine import (
     routes_of,
     source_name,
 )
-from injector.log import LogTailLostError, StreamLog
-from millrace.dataplane import LogBatch
+from millrace.injector.log import LogTailLostError, StreamLog
 
 log = logging.getLogger(__name__)
 

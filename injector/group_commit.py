@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from injector.log import (
+from millrace.injector.log import (
     AppendRequest,
     AppendResult,
     LogClosedError,

@@ -20,17 +20,17 @@ from collections.abc import Iterator, Mapping
 
 import grpc
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
-from deployment import abort, brief
-from injector.group_commit import IdempotencyKeyReusedError, StreamFinishedError
-from injector.ingest_stream import IngestStream
-from injector.log import AppendRequest, LogError, stream_tag
+from millrace.computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from millrace.dataplane import (
     UndecodableRequestError,
     decode_ingest_request,
     ingest_response,
 )
+from millrace.deployment import abort, brief
 from millrace.event_time import event_time_problem
+from millrace.injector.group_commit import IdempotencyKeyReusedError, StreamFinishedError
+from millrace.injector.ingest_stream import IngestStream
+from millrace.injector.log import AppendRequest, LogError, stream_tag
 from millrace.wire.v1 import ingest_pb2
 
 MAX_RECORD_BYTES = 4 << 20

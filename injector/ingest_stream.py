@@ -16,13 +16,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from computations import MIN_TIME, Topology
-from deployment import write_json_durably
-from injector.forwarder import STATE_FILE, Forwarder, Submitter
-from injector.group_commit import Acked, GroupCommitter
-from injector.injector_metrics import InjectorMetrics
-from injector.log import AppendRequest, AppendResult, StreamLog
-from injector.source_watermark import SourceWatermark
+from millrace.computations import MIN_TIME, Topology
+from millrace.deployment import write_json_durably
+from millrace.injector.forwarder import STATE_FILE, Forwarder, Submitter
+from millrace.injector.group_commit import Acked, GroupCommitter
+from millrace.injector.injector_metrics import InjectorMetrics
+from millrace.injector.log import AppendRequest, AppendResult, StreamLog
+from millrace.injector.source_watermark import SourceWatermark
 
 FINISHED_FILE = "finished.json"
 """In a stream's log directory: the stream is finished, its records end before

@@ -10,14 +10,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from computations import MIN_TIME
-from injector.archive import LogArchiver
-from injector.file_source import FileSource
-from injector.forwarder import Forwarder
-from injector.log import StreamLog
-from injector.source_watermark import SourceWatermark
-from injector.watermark_authority import WatermarkAuthority
-from statestore import wall_clock_ms
+from millrace.computations import MIN_TIME
+from millrace.injector.archive import LogArchiver
+from millrace.injector.file_source import FileSource
+from millrace.injector.forwarder import Forwarder
+from millrace.injector.log import StreamLog
+from millrace.injector.source_watermark import SourceWatermark
+from millrace.injector.watermark_authority import WatermarkAuthority
+from millrace.statestore import wall_clock_ms
 
 
 class StreamView(Protocol):

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from computations import Topology
-from deployment import brief, write_json_durably
-from statestore import MAX_EPOCH
+from millrace.computations import Topology
+from millrace.deployment import brief, write_json_durably
+from millrace.statestore import MAX_EPOCH
 
 MAX_NAME = 256
 """Longest node id or address a registration may carry."""

@@ -20,9 +20,9 @@ from pathlib import Path
 import grpc
 from prometheus_client import start_http_server
 
-from computations import MIN_TIME
-from delivery import CHANNEL_OPTIONS, DownstreamSender, Origin, Routes, SenderPool
-from deployment import (
+from millrace.computations import MIN_TIME
+from millrace.delivery import CHANNEL_OPTIONS, DownstreamSender, Origin, Routes, SenderPool
+from millrace.deployment import (
     EXCLUSIVE_PORT,
     STREAM_SERVER_OPTIONS,
     Deployment,
@@ -32,18 +32,19 @@ from deployment import (
     serve_health_and_reflection,
     write_json_durably,
 )
-from deployment.security import Security
-from engine import SOURCE_PREFIX, Production, source_name
-from injector.archive import ArchiveLocation, LogArchiver
-from injector.authority_journal import AuthorityJournal, JournalError
-from injector.authority_service import WatermarkAuthorityServicer
-from injector.control_service import ControlService
-from injector.file_source import FileSource
-from injector.ingest_stream import IngestStream
-from injector.injector_metrics import InjectorMetrics
-from injector.log import LogConfig, StreamLog
-from injector.ownership import OwnershipRegistry
-from injector.watermark_authority import WatermarkAuthority
+from millrace.deployment.security import Security
+from millrace.engine import SOURCE_PREFIX, Production, source_name
+from millrace.injector.archive import ArchiveLocation, LogArchiver
+from millrace.injector.authority_journal import AuthorityJournal, JournalError
+from millrace.injector.authority_service import WatermarkAuthorityServicer
+from millrace.injector.control_service import ControlService
+from millrace.injector.file_source import FileSource
+from millrace.injector.ingest_stream import IngestStream
+from millrace.injector.injector_metrics import InjectorMetrics
+from millrace.injector.log import LogConfig, StreamLog
+from millrace.injector.ownership import OwnershipRegistry
+from millrace.injector.watermark_authority import WatermarkAuthority
+from millrace.statestore import Clock, wall_clock_ms
 from millrace.wire.v1 import (
     control_pb2,
     control_pb2_grpc,
@@ -51,7 +52,6 @@ from millrace.wire.v1 import (
     watermark_pb2,
     watermark_pb2_grpc,
 )
-from statestore import Clock, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class Injector:
         )  # fmt: skip
 
     def _build_server(self) -> grpc.Server:
-        from injector.ingest_service import IngestService, add_ingest_service
+        from millrace.injector.ingest_service import IngestService, add_ingest_service
 
         self.stream_limiter = StreamLimiter(
             max_streams=MAX_STREAMS, max_per_peer=MAX_STREAMS_PER_PEER, server="the injector"

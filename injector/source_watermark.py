@@ -22,8 +22,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from computations import MAX_TIME, MIN_TIME
-from engine import saturate
+from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.engine import saturate
 
 
 class SourceWatermark:

@@ -27,10 +27,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from computations import MAX_TIME, MIN_TIME, Topology
-from engine import SOURCE_PREFIX, compute_watermarks, feeders, saturate, source_name
-from injector.authority_journal import AuthorityJournal
-from statestore import MAX_EPOCH, Clock, wall_clock_ms
+from millrace.computations import MAX_TIME, MIN_TIME, Topology
+from millrace.engine import SOURCE_PREFIX, compute_watermarks, feeders, saturate, source_name
+from millrace.injector.authority_journal import AuthorityJournal
+from millrace.statestore import MAX_EPOCH, Clock, wall_clock_ms
 
 """Published names of source-stream watermarks: ``"source:<stream>"``."""
 

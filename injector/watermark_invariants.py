@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from computations import MIN_TIME, Topology
-from engine import SOURCE_PREFIX, feeders
+from millrace.computations import MIN_TIME, Topology
+from millrace.engine import SOURCE_PREFIX, feeders
 
 
 def _upstream_closure(topology: Topology, computation: str) -> set[str]:

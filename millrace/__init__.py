@@ -1,6 +1,8 @@
 """Millrace: MillWheel-style exactly-once stateful stream processing.
 
-The service is split into top-level packages, one layer each (ARCHITECTURE.md):
+The service is split into packages, one layer each (ARCHITECTURE.md), all imported
+through this one namespace (``millrace.engine``: the folders stay at the repository's
+top, linked from here):
 
 - ``statestore``: the RocksDB-backed exactly-once store of one key interval.
 - ``computations``: the user API (computations, records, serdes, topology, harness).

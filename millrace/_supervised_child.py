@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from deployment import SUPERVISOR_PID_ENV
 from millrace._child_logs import copy_lines
+from millrace.deployment import SUPERVISOR_PID_ENV
 
 
 class ChildState(Enum):

@@ -6,7 +6,7 @@ injector's ownership registry (leases, fencing), serves ``Delivery`` and
 interval that drives the ``engine`` and hands frames to ``delivery``.
 """
 
-from node._node import Node
-from node._worker import IntervalWorker
+from millrace.node._node import Node
+from millrace.node._worker import IntervalWorker
 
 __all__ = ["IntervalWorker", "Node"]

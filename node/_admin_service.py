@@ -6,12 +6,12 @@ from collections.abc import Mapping
 
 import grpc
 
-from computations import Topology, interval_of
-from deployment import abort
-from engine import IntervalProcessor, state_prefix
 from millrace import __version__
+from millrace.computations import Topology, interval_of
+from millrace.deployment import abort
+from millrace.engine import IntervalProcessor, state_prefix
+from millrace.statestore import wall_clock_ms
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, record_pb2
-from statestore import wall_clock_ms
 
 _DEFAULT_LIMIT = 100
 

@@ -15,7 +15,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from statestore import StoreClosedError
+from millrace.statestore import StoreClosedError
 
 log = logging.getLogger(__name__)
 

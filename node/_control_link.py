@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from deployment.security import Security
+from millrace.deployment.security import Security
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from delivery import DeliveryWork
-from engine import Production
+from millrace.delivery import DeliveryWork
+from millrace.engine import Production
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from computations import MIN_TIME
-from delivery import DownstreamSender
-from engine import BatchOutcome, IntervalProcessor
-from statestore import wall_clock_ms
-from statestore.errors import StateStoreError
+from millrace.computations import MIN_TIME
+from millrace.delivery import DownstreamSender
+from millrace.engine import BatchOutcome, IntervalProcessor
+from millrace.statestore import wall_clock_ms
+from millrace.statestore.errors import StateStoreError
 
 
 class NodeMetrics:

@@ -17,9 +17,16 @@ from pathlib import Path
 import grpc
 from prometheus_client import start_http_server
 
-from delivery import CHANNEL_OPTIONS, DeliveryService, DownstreamSender, Origin, Routes, SenderPool
-from delivery import SERVICE as DELIVERY_SERVICE
-from deployment import (
+from millrace.delivery import (
+    CHANNEL_OPTIONS,
+    DeliveryService,
+    DownstreamSender,
+    Origin,
+    Routes,
+    SenderPool,
+)
+from millrace.delivery import SERVICE as DELIVERY_SERVICE
+from millrace.deployment import (
     EXCLUSIVE_PORT,
     STREAM_SERVER_OPTIONS,
     Deployment,
@@ -28,15 +35,15 @@ from deployment import (
     metrics_host,
     serve_health_and_reflection,
 )
-from deployment.security import Security
-from engine import BatchOutcome, Frame, IntervalProcessor, Production
+from millrace.deployment.security import Security
+from millrace.engine import BatchOutcome, Frame, IntervalProcessor, Production
+from millrace.node._admin_service import AdminService
+from millrace.node._control_link import LeaseKeeper, register_intervals
+from millrace.node._metrics import NodeMetrics
+from millrace.node._watermark_link import WatermarkLink
+from millrace.node._worker import IntervalWorker, WorkerHooks
+from millrace.statestore import MAX_EPOCH, StateStore, StoreConfig
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
-from node._admin_service import AdminService
-from node._control_link import LeaseKeeper, register_intervals
-from node._metrics import NodeMetrics
-from node._watermark_link import WatermarkLink
-from node._worker import IntervalWorker, WorkerHooks
-from statestore import MAX_EPOCH, StateStore, StoreConfig
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
-from computations import Topology
-from delivery import STREAM_DEADLINE_S
-from deployment.security import Security
-from engine import input_watermark
+from millrace.computations import Topology
+from millrace.delivery import STREAM_DEADLINE_S
+from millrace.deployment.security import Security
+from millrace.engine import input_watermark
+from millrace.statestore import wall_clock_ms
 from millrace.wire.v1 import record_pb2, watermark_pb2, watermark_pb2_grpc
-from statestore import wall_clock_ms
 
 log = logging.getLogger(__name__)
 

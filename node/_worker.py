@@ -28,12 +28,19 @@ import threading
 import time
 from contextlib import suppress
 
-from delivery import DeliveryWork, Origin
-from engine import BatchOutcome, Frame, IntervalDriver, IntervalProcessor, Production, frames_of
+from millrace.delivery import DeliveryWork, Origin
+from millrace.engine import (
+    BatchOutcome,
+    Frame,
+    IntervalDriver,
+    IntervalProcessor,
+    Production,
+    frames_of,
+)
+from millrace.node._after_sync import AfterSync
+from millrace.node._inbox import STOP, Acked, Fence, InboxItem, Refused, Watermark, WeakWait
+from millrace.statestore import MAX_EPOCH, EpochFencedError
 from millrace.wire.v1 import delivery_pb2
-from node._after_sync import AfterSync
-from node._inbox import STOP, Acked, Fence, InboxItem, Refused, Watermark, WeakWait
-from statestore import MAX_EPOCH, EpochFencedError
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ and must deduplicate by record id itself: senders resend whatever they have
 not seen acknowledged.
 """
 
-from sinks._indexed_sink import SinkLockedError, SinkUnavailableError
-from sinks.file_sink import FileSink, read_sink_file, read_sink_records, sink_line
-from sinks.parquet_sink import SCHEMA as PARQUET_SCHEMA
-from sinks.parquet_sink import ParquetSink, read_parquet_sink
+from millrace.sinks._indexed_sink import SinkLockedError, SinkUnavailableError
+from millrace.sinks.file_sink import FileSink, read_sink_file, read_sink_records, sink_line
+from millrace.sinks.parquet_sink import SCHEMA as PARQUET_SCHEMA
+from millrace.sinks.parquet_sink import ParquetSink, read_parquet_sink
 
 __all__ = [
     "PARQUET_SCHEMA",

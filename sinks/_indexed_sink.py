@@ -14,12 +14,12 @@ import os
 import threading
 from pathlib import Path
 
-from deployment import brief
-from engine import SINK_PREFIX, any_valid_epoch
+from millrace.deployment import brief
+from millrace.engine import SINK_PREFIX, any_valid_epoch
 from millrace.event_time import event_time_problem
+from millrace.sinks._sink_index import SinkIndex
+from millrace.statestore import StoreConfig
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
-from sinks._sink_index import SinkIndex
-from statestore import StoreConfig
 
 MAX_RECORD_ID_BYTES = 1024
 NOT_OWNER = delivery_pb2.NOT_OWNER

@@ -32,7 +32,7 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-from statestore import SenderProgress, StateStore, StoreConfig
+from millrace.statestore import SenderProgress, StateStore, StoreConfig
 
 CHECKPOINT_EVERY = 256
 """Positions between two checkpoints of the output's locations."""

@@ -29,11 +29,11 @@ from typing import Any
 
 import grpc
 
-from deployment import AppendOnlyFile, abort, line_blocks
-from engine import sender_progress
+from millrace.deployment import AppendOnlyFile, abort, line_blocks
+from millrace.engine import sender_progress
+from millrace.sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
+from millrace.statestore import StoreConfig
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
-from statestore import StoreConfig
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from sinks._indexed_sink import IndexedSink
+from millrace.sinks._indexed_sink import IndexedSink
 
 
 class SinkCollector(Collector):

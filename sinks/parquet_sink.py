@@ -35,11 +35,11 @@ import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deployment import abort, fsync_directory
-from engine import sender_progress
+from millrace.deployment import abort, fsync_directory
+from millrace.engine import sender_progress
+from millrace.sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
+from millrace.statestore import StoreConfig
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
-from statestore import StoreConfig
 
 SCHEMA = pa.schema(
     [

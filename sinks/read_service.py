@@ -11,7 +11,7 @@ from typing import Protocol
 
 import grpc
 
-from deployment import abort
+from millrace.deployment import abort
 from millrace.wire.v1 import record_pb2, sink_pb2, sink_pb2_grpc
 
 DEFAULT_BATCH = 1000

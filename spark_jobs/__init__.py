@@ -23,7 +23,7 @@ def register(spark: Any) -> None:
     implements ``pushFilters``, which Spark refuses to call (the read fails)
     while it is off.
     """
-    from spark_jobs.logsource import MillraceLogSource
+    from millrace.spark_jobs.logsource import MillraceLogSource
 
     spark.conf.set(FILTER_PUSHDOWN, "true")
     spark.dataSource.register(MillraceLogSource)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from injector.log import is_being_written
-from spark_jobs.logsource import Bounds, Pushdown, is_uri, plan_segments
+from millrace.injector.log import is_being_written
+from millrace.spark_jobs.logsource import Bounds, Pushdown, is_uri, plan_segments
 
 
 def streams_being_written(log: str, streams: Sequence[str]) -> list[str]:

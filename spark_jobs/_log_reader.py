@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from injector.log import CorruptEntry
+from millrace.injector.log import CorruptEntry
 
 SEGMENT_NAME = re.compile(r"segment-(\d{20})\.log")
 """A segment file name; the group is its base offset. ``.idx.tmp`` and other files do not match."""

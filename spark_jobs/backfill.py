@@ -88,10 +88,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def prepare(args: argparse.Namespace, prog: str) -> tuple[Any, Any, str] | int:
     """``(deployment, topology, log location)`` checked before Spark starts, or the exit
     status after printing why not (a topology that does not import, no log)."""
-    from computations.errors import TopologyError
-    from deployment import Deployment
-    from spark_jobs.batch import with_intervals
-    from spark_jobs.logsource import LogDirError, check_location
+    from millrace.computations.errors import TopologyError
+    from millrace.deployment import Deployment
+    from millrace.spark_jobs.batch import with_intervals
+    from millrace.spark_jobs.logsource import LogDirError, check_location
 
     try:
         deployment = Deployment.load(args.config)
@@ -161,12 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(prepared, int):
         return prepared
     _, topology, log = prepared
-    from spark_jobs._backfill_input import (
+    from millrace.spark_jobs._backfill_input import (
         segments_to_read,
         streams_being_written,
         why_nothing_was_read,
     )
-    from spark_jobs.batch import BackfillOptions, run_backfill
+    from millrace.spark_jobs.batch import BackfillOptions, run_backfill
 
     sources = list(topology.sources())
     written = streams_being_written(log, sources)

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.backfill import prepare, run_in_spark
+from millrace.spark_jobs.backfill import prepare, run_in_spark
 
 APP_NAME = "millrace-bootstrap"
 
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(prepared, int):
         return prepared
     deployment, topology, log = prepared
-    from spark_jobs.batch import (
+    from millrace.spark_jobs.batch import (
         BootstrapError,
         BootstrapOptions,
         check_bootstrap,

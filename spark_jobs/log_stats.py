@@ -16,7 +16,7 @@ unless ``PYSPARK_PYTHON`` names another one. The executors import
 package, so neither ``PYTHONPATH`` nor ``--py-files`` is needed (on a real
 cluster, install ``millrace`` on the workers, as in the Docker image, whose
 ``spark-submit`` finds this file at
-``python -c 'import spark_jobs.log_stats as m; print(m.__file__)'``). Spark
+``python -c 'import millrace.spark_jobs.log_stats as m; print(m.__file__)'``). Spark
 needs a Java 17+ runtime: ``java`` on ``PATH`` or ``JAVA_HOME``.
 
 What it does:
@@ -72,14 +72,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from injector.log import CorruptEntry
-from spark_jobs._log_reader import (
+from millrace.injector.log import CorruptEntry
+from millrace.spark_jobs._log_reader import (
     LogDirError,
     SegmentStats,
     StreamStats,
     merge_streams,
 )
-from spark_jobs.logsource import VANISHED, SegmentPartition, plan_segments, segment_exists
+from millrace.spark_jobs.logsource import VANISHED, SegmentPartition, plan_segments, segment_exists
 
 APP_NAME = "millrace-log-stats"
 
@@ -263,7 +263,7 @@ def scan_with_spark(
     """
     from pyspark.sql import functions
 
-    import spark_jobs
+    from millrace import spark_jobs
 
     df = spark_jobs.read_log(spark, location, streams=streams, include_active=include_active)
     names = sorted({segment.name for segment in segments})

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.backfill import parse_time, prepare, run_in_spark, summary_lines
+from millrace.spark_jobs.backfill import parse_time, prepare, run_in_spark, summary_lines
 
 APP_NAME = "millrace-replay"
 
@@ -86,8 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"replay: no sink path for {missing} (give --sink-path)", file=sys.stderr)
         return 2
     work = args.work or tempfile.mkdtemp(prefix="millrace-replay-")
-    from spark_jobs._backfill_input import streams_being_written
-    from spark_jobs.batch import BackfillOptions, run_backfill
+    from millrace.spark_jobs._backfill_input import streams_being_written
+    from millrace.spark_jobs.batch import BackfillOptions, run_backfill
 
     include_active = args.include_active or not streams_being_written(log, list(topology.sources()))
     options = BackfillOptions(
@@ -130,7 +130,7 @@ def correct(
     """Compare one sink stream and publish its corrections; the report's figures."""
     import pyarrow.parquet as pq
 
-    from spark_jobs.batch import Output, compare, compare_content, publish
+    from millrace.spark_jobs.batch import Output, compare, compare_content, publish
 
     backfill = [
         Output(row["record_id"], row["key"], row["value"], row["event_time_ms"], row["seq"])
@@ -151,8 +151,8 @@ def correct(
 
 def online_outputs(path: Path) -> list[Any]:
     """What a sink holds, in its arrival order: a JSON-lines file or a Parquet directory."""
-    from sinks import read_parquet_sink, read_sink_records
-    from spark_jobs.batch import Output
+    from millrace.sinks import read_parquet_sink, read_sink_records
+    from millrace.spark_jobs.batch import Output
 
     if path.is_dir():
         return [
@@ -179,7 +179,7 @@ def late_records(
     from pyspark.sql import Window
     from pyspark.sql import functions as fn
 
-    import spark_jobs
+    from millrace import spark_jobs
 
     records = spark_jobs.read_log(spark, log, streams=streams, include_active=include_active).where(
         fn.col("corrupt_reason").isNull()

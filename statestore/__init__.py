@@ -15,10 +15,10 @@ The in-memory backend (:meth:`StateStore.open_memory`) has the same API and
 passes the same contract tests.
 """
 
-from statestore._keys import prefix_end
-from statestore._memory import MemoryEngine
-from statestore.config import StoreConfig
-from statestore.errors import (
+from millrace.statestore._keys import prefix_end
+from millrace.statestore._memory import MemoryEngine
+from millrace.statestore.config import StoreConfig
+from millrace.statestore.errors import (
     EpochFencedError,
     IncompatibleStoreError,
     StateStoreError,
@@ -28,9 +28,9 @@ from statestore.errors import (
     StoreWriteError,
     TransactionStateError,
 )
-from statestore.store import Clock, StateStore, monotonic_ms, wall_clock_ms
-from statestore.transaction import Transaction, TransactionStatus
-from statestore.types import MAX_EPOCH, DedupStats, SenderProgress, TimeDomain, Timer
+from millrace.statestore.store import Clock, StateStore, monotonic_ms, wall_clock_ms
+from millrace.statestore.transaction import Transaction, TransactionStatus
+from millrace.statestore.types import MAX_EPOCH, DedupStats, SenderProgress, TimeDomain, Timer
 
 __all__ = [
     "MAX_EPOCH",

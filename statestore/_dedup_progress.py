@@ -23,9 +23,9 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from statestore._engine import Batch, Column, Engine
-from statestore._keys import prefix_end, reserved_meta_key
-from statestore.types import SenderProgress
+from millrace.statestore._engine import Batch, Column, Engine
+from millrace.statestore._keys import prefix_end, reserved_meta_key
+from millrace.statestore.types import SenderProgress
 
 _U64 = struct.Struct(">Q")
 _FLOOR = reserved_meta_key("dedup-floor") + b"\x00"

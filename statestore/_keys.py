@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from statestore.types import TimeDomain, Timer
+from millrace.statestore.types import TimeDomain, Timer
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")

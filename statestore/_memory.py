@@ -13,7 +13,7 @@ import bisect
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 
-from statestore._engine import Batch, Column
+from millrace.statestore._engine import Batch, Column
 
 _Op = tuple[str, Column, bytes, bytes]
 

@@ -26,8 +26,8 @@ from rocksdict import (
     WriteOptions,
 )
 
-from statestore._engine import Batch, Column
-from statestore.errors import StateStoreError, StoreCorruptedError, StoreLockedError
+from millrace.statestore._engine import Batch, Column
+from millrace.statestore.errors import StateStoreError, StoreCorruptedError, StoreLockedError
 
 # Small memtables stay in CPU cache: inserting a 2,000-key batch of random keys
 # takes half the time of the 64 MiB default (bench/statestore_bench.py).

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from statestore._bloom import Positions
-from statestore._engine import Batch, Engine
-from statestore._timer_index import TimerId
-from statestore.config import StoreConfig
-from statestore.dedup import DedupIndex, StagedIds
-from statestore.types import TimeDomain, Timer
+from millrace.statestore._bloom import Positions
+from millrace.statestore._engine import Batch, Engine
+from millrace.statestore._timer_index import TimerId
+from millrace.statestore.config import StoreConfig
+from millrace.statestore.dedup import DedupIndex, StagedIds
+from millrace.statestore.types import TimeDomain, Timer
 
 
 class StoreView(Protocol):

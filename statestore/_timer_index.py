@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from millrace.dataplane import TimerIndex as _NativeTimerIndex
-from statestore import _keys
-from statestore._engine import Batch, Column, Engine
-from statestore.types import TimeDomain, Timer
+from millrace.statestore import _keys
+from millrace.statestore._engine import Batch, Column, Engine
+from millrace.statestore.types import TimeDomain, Timer
 
 TimerId = tuple[TimeDomain, bytes, str]
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from statestore._bloom import BloomBatch, BloomHasher, FilterSize, Positions
-from statestore._dedup_progress import ProgressBook, StagedProgress
-from statestore._engine import Batch, Column, Engine
-from statestore._keys import dedup_key, dedup_segment_prefix, split_dedup_key
-from statestore.config import StoreConfig
-from statestore.types import DedupStats, SenderProgress
+from millrace.statestore._bloom import BloomBatch, BloomHasher, FilterSize, Positions
+from millrace.statestore._dedup_progress import ProgressBook, StagedProgress
+from millrace.statestore._engine import Batch, Column, Engine
+from millrace.statestore._keys import dedup_key, dedup_segment_prefix, split_dedup_key
+from millrace.statestore.config import StoreConfig
+from millrace.statestore.types import DedupStats, SenderProgress
 
 _REBUILD_CHUNK = 8192
 

@@ -22,20 +22,20 @@ from pathlib import Path
 from types import TracebackType
 
 from millrace.dataplane import StateCache
-from statestore import _keys
-from statestore._bloom import Positions
-from statestore._engine import Batch, Column, Engine
-from statestore._memory import MemoryEngine
-from statestore._timer_index import TimerId, TimerIndex
-from statestore.config import StoreConfig
-from statestore.dedup import DedupIndex, StagedIds
-from statestore.errors import (
+from millrace.statestore import _keys
+from millrace.statestore._bloom import Positions
+from millrace.statestore._engine import Batch, Column, Engine
+from millrace.statestore._memory import MemoryEngine
+from millrace.statestore._timer_index import TimerId, TimerIndex
+from millrace.statestore.config import StoreConfig
+from millrace.statestore.dedup import DedupIndex, StagedIds
+from millrace.statestore.errors import (
     EpochFencedError,
     IncompatibleStoreError,
     StoreClosedError,
 )
-from statestore.transaction import Transaction
-from statestore.types import MAX_EPOCH, DedupStats, TimeDomain, Timer
+from millrace.statestore.transaction import Transaction
+from millrace.statestore.types import MAX_EPOCH, DedupStats, TimeDomain, Timer
 
 Clock = Callable[[], int]
 """Returns a time in integer milliseconds; the store uses only its differences."""
@@ -93,7 +93,7 @@ class StateStore:
         """Open (creating if needed) the store in directory ``path``."""
         # Imported here so that computations (and Spark executors) can use the
         # memory backend without rocksdict installed.
-        from statestore._rocksdb import RocksDBEngine
+        from millrace.statestore._rocksdb import RocksDBEngine
 
         engine = RocksDBEngine(path)
         try:

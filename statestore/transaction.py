@@ -13,13 +13,13 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
-from statestore import _keys
-from statestore._engine import Batch, Column
-from statestore._store_view import StoreView
-from statestore._timer_index import TimerId
-from statestore.dedup import StagedIds
-from statestore.errors import StateStoreError, StoreWriteError, TransactionStateError
-from statestore.types import SenderProgress, TimeDomain, Timer
+from millrace.statestore import _keys
+from millrace.statestore._engine import Batch, Column
+from millrace.statestore._store_view import StoreView
+from millrace.statestore._timer_index import TimerId
+from millrace.statestore.dedup import StagedIds
+from millrace.statestore.errors import StateStoreError, StoreWriteError, TransactionStateError
+from millrace.statestore.types import SenderProgress, TimeDomain, Timer
 
 
 class TransactionStatus(enum.Enum):

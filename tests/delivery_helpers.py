@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from computations import Topology
-from delivery._sender import Origin
-from engine import IntervalProcessor
-from engine._production_ids import Production
-from statestore import StateStore
+from millrace.computations import Topology
+from millrace.delivery._sender import Origin
+from millrace.engine import IntervalProcessor
+from millrace.engine._production_ids import Production
+from millrace.statestore import StateStore
 
 FORWARD_TOPOLOGY = {
     "streams": {"in": {}, "ok": {}},

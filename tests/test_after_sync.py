@@ -13,13 +13,13 @@ import sys
 import threading
 from pathlib import Path
 
-from delivery._acks import DeliveryWork
-from delivery._sender import Origin
-from engine._frames import Frame
+from millrace.delivery._acks import DeliveryWork
+from millrace.delivery._sender import Origin
+from millrace.engine._frames import Frame
+from millrace.node._after_sync import EXIT_SYNC_FAILED, AfterSync
+from millrace.node._worker import IntervalWorker, WorkerHooks
+from millrace.statestore import StoreClosedError
 from millrace.wire.v1 import delivery_pb2
-from node._after_sync import EXIT_SYNC_FAILED, AfterSync
-from node._worker import IntervalWorker, WorkerHooks
-from statestore import StoreClosedError
 from tests.delivery_helpers import forwarding_processor
 from tests.support import numbered_records
 
@@ -93,7 +93,7 @@ def test_a_failed_sync_stops_the_process_before_any_action(tmp_path: Path) -> No
     script = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from node._after_sync import AfterSync
+from millrace.node._after_sync import AfterSync
 
 def sync():
     raise OSError("disk gone")

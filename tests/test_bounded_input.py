@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from computations import MAX_TIME
+from millrace.computations import MAX_TIME
 from tests.support import (
     ROOT,
     CollectingSink,
@@ -48,13 +48,13 @@ TOPOLOGY = """
 [streams.per_minute]
 
 [computations.keys]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 inputs = { events = "key" }
 outputs = ["per_key"]
 params = { window = "global", aggregate = "count", output = "per_key" }
 
 [computations.minutes]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 inputs = { events = "key" }
 outputs = ["per_minute"]
 params = { window = "tumbling:1m", aggregate = "count", output = "per_minute" }

@@ -14,12 +14,14 @@ import pytest
 from tests.support import ROOT
 
 SERVER_MODULES = [
-    "node", "injector.server", "injector.log", "sinks", "pyspark", "prometheus_client",
+    "millrace.node", "millrace.injector.server", "millrace.injector.log", "millrace.sinks",
+    "pyspark", "prometheus_client",
 ]  # fmt: skip
 
 
 HEAVY_MODULES = [
-    "engine", "computations", "statestore", "dataflow", "rocksdict", "numpy", "pyarrow",
+    "millrace.engine", "millrace.computations", "millrace.statestore", "millrace.dataflow",
+    "rocksdict", "numpy", "pyarrow",
 ]  # fmt: skip
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from injector.log import StreamLog
 from millrace.commands import _inject_progress as progress_line
 from millrace.commands import inject, state
+from millrace.injector.log import StreamLog
 from tests.client_cli import build_parser, cli, write_deployment
 from tests.support import ROOT, CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
 

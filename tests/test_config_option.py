@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from computations._topology import Topology
-from deployment import Deployment
 from millrace.cli import build_parser, main
 from millrace.commands._grpc_errors import CommandError
 from millrace.commands._options import CONFIG_ENV
 from millrace.commands.node import resolve_node
+from millrace.computations._topology import Topology
+from millrace.deployment import Deployment
 from tests.support import ROOT, free_port
 
 # Each sub-command that reads a configuration file, with its other required arguments.

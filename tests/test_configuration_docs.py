@@ -19,16 +19,16 @@ from typing import Any
 
 import pytest
 
-from computations._topology import COMPUTATION_SETTINGS, ComputationSpec, Topology
-from deployment import Deployment, InjectorPlacement, NodePlacement, apply_environment
-from deployment._placement import (
+from millrace.computations._topology import COMPUTATION_SETTINGS, ComputationSpec, Topology
+from millrace.deployment import Deployment, InjectorPlacement, NodePlacement, apply_environment
+from millrace.deployment._placement import (
     INJECTOR_SETTINGS,
     NODE_SETTINGS,
     SINK_SETTINGS,
     TOP_LEVEL_SETTINGS,
 )
-from deployment.security import SETTINGS as SECURITY_SETTINGS
-from deployment.security import Security
+from millrace.deployment.security import SETTINGS as SECURITY_SETTINGS
+from millrace.deployment.security import Security
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment import Deployment, apply_environment
+from millrace.deployment import Deployment, apply_environment
 
 
 def test_overrides_reach_nested_tables() -> None:

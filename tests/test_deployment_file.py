@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment import Deployment, DeploymentError, Placement
+from millrace.deployment import Deployment, DeploymentError, Placement
 
 TOPOLOGY = """
 [streams.in]

@@ -32,9 +32,10 @@ from pathlib import Path
 
 import pytest
 
-from computations import Topology
-from deployment import Deployment
 from examples.clickstream.demo import TOPOLOGY, deployment_text
+from millrace.computations import Topology
+from millrace.computations._keys import FORMER_TOP_LEVEL
+from millrace.deployment import Deployment
 from tests.support import free_port, stop_gracefully
 from tests.test_prometheus import PORT_NAMES
 
@@ -286,8 +287,22 @@ def test_image_stages_work_in_fresh_venvs(tmp_path: Path) -> None:
 
 def check_imports_come_from_the_wheel(venv: Path, workdir: Path, tmp_path: Path) -> None:
     """Every package, the native module and the demo import under the image's PYTHONPATH;
-    the packages from site-packages, the demo from the work dir."""
-    modules = [*packages(), "millrace._native", "millrace.dataplane", "millrace.wire.v1"]
+    the packages from site-packages, the demo from the work dir; ``millrace`` is the one
+    top-level name the wheel installs (the design's folders are ``millrace.engine``, ...)."""
+    assert packages() == ["millrace"]
+    modules = [
+        *packages(), *(f"millrace.{name}" for name in sorted(FORMER_TOP_LEVEL)),
+        "millrace._native", "millrace.dataplane", "millrace.wire.v1",
+    ]  # fmt: skip
+    top_level = (
+        "import importlib.util, sys\n"
+        "print(sorted(n for n in sys.argv[1:] if importlib.util.find_spec(n)))\n"
+    )
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", top_level, *sorted(FORMER_TOP_LEVEL)],
+        capture_output=True, text=True, cwd=tmp_path, check=True,
+    )  # fmt: skip
+    assert found.stdout.strip() == "[]", f"installed at the top level: {found.stdout}"
     script = (
         "import importlib, json, sys\n"
         "print(json.dumps({m: importlib.import_module(m).__file__ for m in sys.argv[1:]}))\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from computations import Topology
-from engine import IntervalProcessor
-from statestore import StateStore
+from millrace.computations import Topology
+from millrace.engine import IntervalProcessor
+from millrace.statestore import StateStore
 from tests.support import numbered_records
 from tests.test_weak_productions import weak_topology
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from computations import MAX_TIME
-from injector.authority_service import create_authority_server
-from injector.watermark_authority import WatermarkAuthority
+from millrace.computations import MAX_TIME
+from millrace.injector.authority_service import create_authority_server
+from millrace.injector.watermark_authority import WatermarkAuthority
 from tests.support import (
     CollectingSink,
     NodeProcess,

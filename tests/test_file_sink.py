@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from computations import Topology
+from millrace.computations import Topology
+from millrace.sinks import FileSink, file_sink, read_sink_file
+from millrace.sinks.file_sink import sink_line
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks import FileSink, file_sink, read_sink_file
-from sinks.file_sink import sink_line
 from tests.support import (
     ROOT,
     NodeProcess,

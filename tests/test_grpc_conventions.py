@@ -32,11 +32,11 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from computations import Topology
-from deployment import Deployment
-from deployment.security import Security
-from injector.server import Injector
 from millrace import cli
+from millrace.computations import Topology
+from millrace.deployment import Deployment
+from millrace.deployment.security import Security
+from millrace.injector.server import Injector
 from tests.support import ROOT, InjectorProcess, NodeProcess, free_port, stop_gracefully
 from tests.test_prometheus import require
 from tests.test_security import certs, secured_injector  # noqa: F401 - fixtures

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from injector.client import IngestClient
+from millrace.injector.client import IngestClient
 from tests.support import CollectingSink, InjectorProcess, NodeProcess, free_port
 
 pytestmark = pytest.mark.slow
@@ -30,13 +30,13 @@ TOPOLOGY = f"""
 [streams.counts]
 
 [computations.enrich]
-handler = "dataflow:TableJoin"
+handler = "millrace.dataflow:TableJoin"
 inputs = {{ events = "key", users = "key" }}
 outputs = ["enriched"]
 params = {{ stream = "events", table = "users", how = "left", output = "enriched" }}
 
 [computations.counts]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 inputs = {{ enriched = "key" }}
 outputs = ["counts"]
 params = {{ window = "tumbling:{WINDOW_MS}", aggregate = "count", output = "counts" }}

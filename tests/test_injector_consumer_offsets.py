@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deployment import Deployment
-from injector.client import IngestClient
-from injector.log import offset_of
-from injector.server import Injector, InjectorConfig
+from millrace.deployment import Deployment
+from millrace.injector.client import IngestClient
+from millrace.injector.log import offset_of
+from millrace.injector.server import Injector, InjectorConfig
 from millrace.wire.v1 import delivery_pb2
 from tests.support import DeliveryEndpoint, free_port, wait_until
 

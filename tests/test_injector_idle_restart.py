@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from deployment import Deployment
-from injector.client import IngestClient
-from injector.server import Injector, InjectorConfig
+from millrace.deployment import Deployment
+from millrace.injector.client import IngestClient
+from millrace.injector.server import Injector, InjectorConfig
 from tests.support import CollectingSink, ManualClock, free_port
 
 pytestmark = pytest.mark.slow

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from deployment import Deployment
-from injector.client import IngestClient
-from injector.server import Injector, InjectorConfig
+from millrace.deployment import Deployment
+from millrace.injector.client import IngestClient
+from millrace.injector.server import Injector, InjectorConfig
 from tests.support import CollectingSink, NodeProcess, free_port
 from tests.test_node_metrics import scrape
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from injector.client import IngestClient
-from injector.log import StreamLog, offset_of
+from millrace.injector.client import IngestClient
+from millrace.injector.log import StreamLog, offset_of
 from tests.support import InjectorProcess, chaos_kills, chaos_rng, free_port
 
 pytestmark = pytest.mark.slow

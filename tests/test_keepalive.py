@@ -16,7 +16,7 @@ from concurrent import futures
 
 import grpc
 
-from deployment import KEEPALIVE_OPTIONS, keepalive_options
+from millrace.deployment import KEEPALIVE_OPTIONS, keepalive_options
 
 SERVICE = "test.Idle"
 

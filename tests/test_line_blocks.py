@@ -8,7 +8,7 @@ import io
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deployment import line_blocks
+from millrace.deployment import line_blocks
 
 
 @given(data=st.binary(max_size=300).map(lambda b: b.replace(b"a", b"\n")), size=st.integers(1, 40))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment._logging import configure_logging
+from millrace.deployment._logging import configure_logging
 from tests.support import ROOT, free_port, stop_gracefully
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from injector.client import IngestClient
+from millrace.injector.client import IngestClient
 from tests.support import (
     ROOT,
     CollectingSink,

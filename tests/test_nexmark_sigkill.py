@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from computations import MAX_TIME
 from examples.nexmark.__main__ import result
 from examples.nexmark.events import generate
 from examples.nexmark.oracle import answers
 from examples.nexmark.queries import QUERIES
+from millrace.computations import MAX_TIME
 from tests.support import (
     ROOT,
     CollectingSink,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from computations import Topology
+from millrace.computations import Topology
 from millrace.wire.v1 import record_pb2
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from computations import Topology
+from millrace.computations import Topology
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port, wait_until
 

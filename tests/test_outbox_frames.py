@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import IntervalProcessor
-from statestore import IncompatibleStoreError, StateStore
-from statestore._engine import Column
-from statestore._keys import reserved_meta_key
-from statestore._rocksdb import RocksDBEngine
+from millrace.engine import IntervalProcessor
+from millrace.statestore import IncompatibleStoreError, StateStore
+from millrace.statestore._engine import Column
+from millrace.statestore._keys import reserved_meta_key
+from millrace.statestore._rocksdb import RocksDBEngine
 from tests.delivery_helpers import forwarding_processor
 from tests.support import numbered_records
 

@@ -39,19 +39,37 @@ def imports(path: Path) -> list[str]:
     """Every module ``path`` imports at any level (absolute imports only)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        if isinstance(node, ast.ImportFrom) and node.module == "millrace":
+            found.extend(  # a package, else the name of millrace/__init__.py it is
+                f"millrace.{alias.name}" if alias.name in LAYERS else "millrace"
+                for alias in node.names
+            )
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(node.module)
         elif isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)
     return found
 
 
+def layer_of(module: str) -> tuple[str | None, list[str]]:
+    """The layer a module belongs to (``millrace.engine._x``: ``engine``), and the rest
+    of its name; None for a module of no layer (the standard library, a dependency)."""
+    parts = module.split(".")
+    if parts[0] == "millrace" and len(parts) > 1 and parts[1] in LAYERS:
+        return parts[1], parts[2:]
+    if parts[0] == "millrace":
+        return "millrace", parts[1:]
+    return None, parts[1:]
+
+
 def product_files() -> list[tuple[str, Path]]:
     files = []
     for package in LAYERS:
         for path in sorted((ROOT / package).rglob("*.py")):
-            if "wire" not in path.relative_to(ROOT).parts:
-                files.append((package, path))
+            parts = path.relative_to(ROOT).parts
+            if "wire" in parts or (package == "millrace" and parts[1] in LAYERS):
+                continue  # the generated contract; a layer's link under millrace/
+            files.append((package, path))
     return files
 
 
@@ -59,9 +77,9 @@ def test_no_package_imports_another_packages_private_modules() -> None:
     reaches = []
     for package, path in product_files():
         for module in imports(path):
-            parts = module.split(".")
-            private = any(part.startswith("_") for part in parts[1:])
-            if parts[0] in LAYERS and parts[0] != package and private:
+            layer, rest = layer_of(module)
+            private = any(part.startswith("_") for part in rest)
+            if layer is not None and layer != package and private:
                 reaches.append(f"{path.relative_to(ROOT)}: {module}")
     assert not reaches, "imports of another package's private modules:\n" + "\n".join(reaches)
 
@@ -72,7 +90,23 @@ def test_no_package_imports_a_layer_above_it() -> None:
         relative = str(path.relative_to(ROOT))
         allowed = LAYERS[package] | EXCEPTIONS.get(relative, set()) | {package}
         for module in imports(path):
-            top = module.split(".")[0]
-            if top in LAYERS and top not in allowed and not module.startswith(BOTTOM):
+            layer, _ = layer_of(module)
+            if layer is not None and layer not in allowed and not module.startswith(BOTTOM):
                 upward.append(f"{relative}: {module}")
     assert not upward, "imports of a package above:\n" + "\n".join(upward)
+
+
+def test_every_package_is_imported_through_the_millrace_namespace() -> None:
+    """``millrace`` is the one top-level name installed (issue 36); an ``import engine``
+    left anywhere would load a second copy of a package from a checkout's root."""
+    bare = []
+    folders = [*LAYERS, "tests", "bench", "examples", "scripts"]
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT).parts
+            if "wire" in parts or (folder == "millrace" and parts[1] in LAYERS):
+                continue
+            for module in imports(path):
+                if module.split(".")[0] in LAYERS and not module.startswith("millrace"):
+                    bare.append(f"{path.relative_to(ROOT)}: {module}")
+    assert not bare, "imports outside the millrace namespace:\n" + "\n".join(bare)

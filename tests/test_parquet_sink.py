@@ -17,12 +17,12 @@ import grpc
 import pyarrow.parquet as pq
 import pytest
 
-from computations import Topology
-from deployment import Deployment, DeploymentError
+from millrace.computations import Topology
+from millrace.deployment import Deployment, DeploymentError
+from millrace.sinks import SinkLockedError
+from millrace.sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink
+from millrace.sinks.read_service import SubscribeService, ViewService
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2, sink_pb2, sink_pb2_grpc
-from sinks import SinkLockedError
-from sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink
-from sinks.read_service import SubscribeService, ViewService
 from tests.support import (
     ROOT,
     NodeProcess,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import computations
-import computations.testing
+from millrace import computations
+from millrace.computations import testing
 
 
 def test_the_user_api_is_pinned() -> None:
@@ -23,4 +23,4 @@ def test_the_user_api_is_pinned() -> None:
 
 
 def test_the_harness_is_where_users_find_it() -> None:
-    assert computations.testing.TestHarness.__module__ == "computations.testing"
+    assert testing.TestHarness.__module__ == "millrace.computations.testing"

@@ -24,10 +24,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from deployment import Deployment
-from deployment.security import UNAUTHENTICATED_MESSAGE, Security
-from injector.client import IngestClient
-from injector.server import Injector
+from millrace.deployment import Deployment
+from millrace.deployment.security import UNAUTHENTICATED_MESSAGE, Security
+from millrace.injector.client import IngestClient
+from millrace.injector.server import Injector
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, ingest_pb2, ingest_pb2_grpc
 from tests.support import ROOT, free_port
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import grpc
 
-from delivery._sender import DownstreamSender, Origin
-from engine._frames import Frame
-from engine._production_ids import Production
+from millrace.delivery._sender import DownstreamSender, Origin
+from millrace.engine._frames import Frame
+from millrace.engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.delivery_helpers import CountingAcks
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from millrace.sinks import FileSink, read_sink_file
+from millrace.statestore import MAX_EPOCH
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks import FileSink, read_sink_file
-from statestore import MAX_EPOCH
 
 
 def batch(epoch: int, target: str = "sink:ok") -> delivery_pb2.DeliveryBatch:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from millrace.sinks import FileSink, ParquetSink, read_sink_file
+from millrace.sinks._indexed_sink import SinkUnavailableError
+from millrace.sinks._sink_index import CHECKPOINT_EVERY, SinkIndex, SinkIndexError
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from sinks import FileSink, ParquetSink, read_sink_file
-from sinks._indexed_sink import SinkUnavailableError
-from sinks._sink_index import CHECKPOINT_EVERY, SinkIndex, SinkIndexError
 
 RECORDS = 60_000
 BATCH = 1_000

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import grpc
 
+from millrace.sinks import FileSink
+from millrace.sinks.read_service import SubscribeService, ViewService
 from millrace.wire.v1 import delivery_pb2, record_pb2, sink_pb2, sink_pb2_grpc
-from sinks import FileSink
-from sinks.read_service import SubscribeService, ViewService
 from tests.support import ROOT
 
 

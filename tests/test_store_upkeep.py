@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from computations import Topology, TopologyError
-from delivery._acks import DeliveryWork
-from engine._processor import IntervalProcessor
-from engine._upkeep import COMPACTION_CHECK_MS, COMPACTION_FILES, LETTER_SWEEP_MS
+from millrace.computations import Topology, TopologyError
+from millrace.delivery._acks import DeliveryWork
+from millrace.engine._processor import IntervalProcessor
+from millrace.engine._upkeep import COMPACTION_CHECK_MS, COMPACTION_FILES, LETTER_SWEEP_MS
+from millrace.node._worker import IntervalWorker, WorkerHooks
+from millrace.statestore import StateStore
+from millrace.statestore._engine import Column
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from node._worker import IntervalWorker, WorkerHooks
-from statestore import StateStore
-from statestore._engine import Column
 from tests.support import ManualClock, fill_outbox_with_tombstone_files, wait_until
 
 HOUR_MS = 3_600_000

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from computations import MAX_TIME, Topology
-from computations.testing import TestHarness
-from engine._processor import IntervalProcessor
-from engine._production_ids import RETIRED_TIMER_FIRES_PREFIX
+from millrace.computations import MAX_TIME, Topology
+from millrace.computations.testing import TestHarness
+from millrace.engine._processor import IntervalProcessor
+from millrace.engine._production_ids import RETIRED_TIMER_FIRES_PREFIX
+from millrace.statestore import StateStore, TimeDomain, Timer
+from millrace.statestore._engine import Column
+from millrace.statestore._keys import reserved_meta_key
 from millrace.wire.v1 import record_pb2
-from statestore import StateStore, TimeDomain, Timer
-from statestore._engine import Column
-from statestore._keys import reserved_meta_key
 from tests.workloads import two_stage_topology
 
 

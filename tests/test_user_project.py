@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 COMPUTATION = '''
 import json
 
-from computations import JSON, Computation, Context, FiredTimer, Record
+from millrace.computations import JSON, Computation, Context, FiredTimer, Record
 
 
 class Totals(Computation):

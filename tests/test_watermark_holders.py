@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from computations import MAX_TIME
-from deployment import Placement
 from millrace.commands.watermarks import held_by, inputs_of
+from millrace.computations import MAX_TIME
+from millrace.deployment import Placement
 
 TOPOLOGY = """
 [streams]

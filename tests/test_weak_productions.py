@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from computations import Topology
-from engine import IntervalProcessor
-from engine._production_ids import Production
+from millrace.computations import Topology
+from millrace.engine import IntervalProcessor
+from millrace.engine._production_ids import Production
+from millrace.statestore import StateStore
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from statestore import StateStore
 from tests.support import (
     CollectingSink,
     NodeProcess,

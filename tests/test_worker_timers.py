@@ -11,13 +11,13 @@ import queue
 import time
 from pathlib import Path
 
-from computations import Topology
-from delivery._acks import DeliveryWork
-from engine._processor import IntervalProcessor
-from engine._scope import state_key
+from millrace.computations import Topology
+from millrace.delivery._acks import DeliveryWork
+from millrace.engine._processor import IntervalProcessor
+from millrace.engine._scope import state_key
+from millrace.node._worker import TIMER_RETRY_S, IntervalWorker, WorkerHooks
+from millrace.statestore import StateStore
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from node._worker import TIMER_RETRY_S, IntervalWorker, WorkerHooks
-from statestore import StateStore
 from tests.support import wait_until
 
 TOPOLOGY = {

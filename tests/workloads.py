@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from computations import JSON, Computation, Context, FiredTimer, Record, Topology
+from millrace.computations import JSON, Computation, Context, FiredTimer, Record, Topology
 
 WINDOW_MS = 10_000
 

@@ -1,6 +1,6 @@
 """The click-stream demo's computations, on the ``dataflow`` library.
 
-``page_counts`` (keyed by page) needs no code: it is ``dataflow:WindowedAggregation``
+``page_counts`` (keyed by page) needs no code: it is ``millrace.dataflow:WindowedAggregation``
 with its settings as ``params`` in ``topology.toml`` (clicks per page in 1-minute
 event-time windows, accumulating, a corrected pane for every straggler up to an hour
 late).
@@ -12,7 +12,7 @@ view of ``user_top_pages`` holds each user's current top pages.
 
 from __future__ import annotations
 
-from dataflow import (
+from millrace.dataflow import (
     Accumulation,
     AfterWatermark,
     EveryRecords,

@@ -32,7 +32,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dataflow import Pane, Timing, Window
 from examples.clickstream.generate import (
     MINUTE_MS,
     expected_page_counts,
@@ -40,6 +39,7 @@ from examples.clickstream.generate import (
     generate,
     write_jsonl,
 )
+from millrace.dataflow import Pane, Timing, Window
 from millrace.local_cluster import millrace, start, stop
 
 ROOT = Path(__file__).resolve().parents[2]

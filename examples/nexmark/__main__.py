@@ -18,11 +18,11 @@ import json
 import textwrap
 from typing import Any
 
-from computations import MAX_TIME, Topology
-from computations.testing import TestHarness
 from examples.nexmark import queries
 from examples.nexmark.events import Event, generate
 from examples.nexmark.oracle import answers
+from millrace.computations import MAX_TIME, Topology
+from millrace.computations.testing import TestHarness
 
 MAX_LINES = 25
 """Each query is written in fewer lines of Python than this."""

@@ -12,7 +12,7 @@ import json
 from statistics import fmean
 from typing import Any
 
-from computations import Record
+from millrace.computations import Record
 
 M = __name__
 Computations = dict[str, dict[str, Any]]

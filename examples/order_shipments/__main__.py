@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from computations import Topology
-from computations.testing import TestHarness
+from millrace.computations import Topology
+from millrace.computations.testing import TestHarness
 
 TOPOLOGY = Path(__file__).with_name("topology.toml")
 START_MS = 1_714_521_600_000  # 2024-05-01 00:00 UTC

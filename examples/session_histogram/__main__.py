@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from computations import Topology
-from computations.testing import TestHarness
-from dataflow import Pane
 from examples.session_histogram.computations import GAP_MS, MINUTE_MS
+from millrace.computations import Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import Pane
 
 TOPOLOGY = Path(__file__).with_name("topology.toml")
 START_MS = 1_714_521_600_000  # 2024-05-01 00:00 UTC

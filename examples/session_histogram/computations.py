@@ -10,7 +10,7 @@ retraction, so every bucket holds exactly the sessions that exist now.
 
 from __future__ import annotations
 
-from dataflow import (
+from millrace.dataflow import (
     Accumulation,
     AfterWatermark,
     Count,

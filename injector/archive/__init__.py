@@ -10,9 +10,14 @@ Readers (the Spark data source, a rebuild) list :meth:`ArchiveLocation.entries`
 and read :meth:`ArchiveLocation.read_segment`, checked against the entry's crc.
 """
 
-from injector.archive._archiver import LogArchiver
-from injector.archive._location import ArchiveError, ArchiveLocation, is_uri
-from injector.archive._manifest import MANIFEST_VERSION, ManifestEntry, ManifestError, segment_name
+from millrace.injector.archive._archiver import LogArchiver
+from millrace.injector.archive._location import ArchiveError, ArchiveLocation, is_uri
+from millrace.injector.archive._manifest import (
+    MANIFEST_VERSION,
+    ManifestEntry,
+    ManifestError,
+    segment_name,
+)
 
 __all__ = [
     "MANIFEST_VERSION",

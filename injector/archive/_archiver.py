@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from injector.archive._location import ArchiveLocation
-from injector.archive._manifest import ManifestEntry, segment_name
-from injector.log import SegmentInfo, StreamLog
+from millrace.injector.archive._location import ArchiveLocation
+from millrace.injector.archive._manifest import ManifestEntry, segment_name
+from millrace.injector.log import SegmentInfo, StreamLog
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from injector.archive._manifest import ManifestEntry, ManifestError
+from millrace.injector.archive._manifest import ManifestEntry, ManifestError
 
 COPY_CHUNK = 4 << 20
 MANIFEST_DIR = "manifest"

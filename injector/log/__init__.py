@@ -17,13 +17,13 @@ Spark task per sealed segment); :func:`scan_segment_columns` reads the same
 in bulk, as numpy columns. The byte layout is in ``docs/log-format.md``.
 """
 
-from injector.log._columns import RecordColumns, scan_segment_columns
-from injector.log._fileio import is_being_written
-from injector.log._format import offset_of, record_id, stream_tag
-from injector.log._lost import LostRange
-from injector.log._scan import scan_segment
-from injector.log._stream_log import StreamLog, wall_clock_ms
-from injector.log._types import (
+from millrace.injector.log._columns import RecordColumns, scan_segment_columns
+from millrace.injector.log._fileio import is_being_written
+from millrace.injector.log._format import offset_of, record_id, stream_tag
+from millrace.injector.log._lost import LostRange
+from millrace.injector.log._scan import scan_segment
+from millrace.injector.log._stream_log import StreamLog, wall_clock_ms
+from millrace.injector.log._types import (
     AppendRequest,
     AppendResult,
     Commit,
@@ -33,7 +33,7 @@ from injector.log._types import (
     RecoveryReport,
     SegmentInfo,
 )
-from injector.log.errors import (
+from millrace.injector.log.errors import (
     LogClosedError,
     LogCorruptedError,
     LogError,

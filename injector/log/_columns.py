@@ -20,16 +20,16 @@ from typing import BinaryIO
 import numpy as np
 from numpy.typing import NDArray
 
-from injector.log._fileio import sized_source
-from injector.log._format import (
+from millrace.dataplane import scan_columns
+from millrace.injector.log._fileio import sized_source
+from millrace.injector.log._format import (
     HEADER_SIZE,
     PREFIX_SIZE,
     RECORD_HEAD_SIZE,
     EntryError,
     decode_header,
 )
-from injector.log._types import CorruptEntry
-from millrace.dataplane import scan_columns
+from millrace.injector.log._types import CorruptEntry
 
 READ_BYTES = 8 << 20
 """Bytes read (and decoded) at a time; a longer request is read whole."""

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from injector.log.errors import LogLockedError
+from millrace.injector.log.errors import LogLockedError
 
 LOCK_FILE = "LOCK"
 

@@ -14,10 +14,10 @@ from typing import BinaryIO
 
 import xxhash
 
-from injector.log._fileio import Stretches
-from injector.log._types import Commit, LogRecord
 from millrace.dataplane import RecordBatch, encode_log_request, scan_requests
 from millrace.dataplane import decode_commit as native_decode_commit
+from millrace.injector.log._fileio import Stretches
+from millrace.injector.log._types import Commit, LogRecord
 
 MAGIC = b"MRLOG\x01\n\x00"
 HEADER = struct.Struct(">8sQ")

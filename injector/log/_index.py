@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from injector.log._fileio import write_all
+from millrace.injector.log._fileio import write_all
 
 INDEX_MAGIC = b"MRIDX\x01\n\x00"
 INDEX_HEADER = struct.Struct(">8sQ")

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from deployment import write_json_durably
+from millrace.deployment import write_json_durably
 
 LOST_FILE = "lost.json"
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
-from injector.log._format import HEADER_SIZE, EntryError, iter_requests
-from injector.log._lost import LostRange, lost_gap
-from injector.log._segment import Segment
-from injector.log._types import Commit
-from injector.log.errors import LogCorruptedError, OffsetDeletedError
 from millrace.dataplane import LogBatch
+from millrace.injector.log._format import HEADER_SIZE, EntryError, iter_requests
+from millrace.injector.log._lost import LostRange, lost_gap
+from millrace.injector.log._segment import Segment
+from millrace.injector.log._types import Commit
+from millrace.injector.log.errors import LogCorruptedError, OffsetDeletedError
 
 
 def read_records(

@@ -29,7 +29,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import BinaryIO
 
-from injector.log._format import (
+from millrace.injector.log._format import (
     COMMIT,
     ENTRY_PREFIX,
     HEADER_SIZE,
@@ -43,11 +43,11 @@ from injector.log._format import (
     parse_name,
     segment_name,
 )
-from injector.log._index import IndexInvalidError, SegmentSummary, read_index, write_index
-from injector.log._lost import LostRange, lost_gap, past_loss
-from injector.log._segment import Segment
-from injector.log._types import LogConfig, RecoveryReport
-from injector.log.errors import LogCorruptedError
+from millrace.injector.log._index import IndexInvalidError, SegmentSummary, read_index, write_index
+from millrace.injector.log._lost import LostRange, lost_gap, past_loss
+from millrace.injector.log._segment import Segment
+from millrace.injector.log._types import LogConfig, RecoveryReport
+from millrace.injector.log.errors import LogCorruptedError
 
 logger = logging.getLogger(__name__)
 

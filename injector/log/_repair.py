@@ -6,9 +6,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from injector.log._format import segment_name
-from injector.log._segment import Segment
-from injector.log._types import LogConfig
+from millrace.injector.log._format import segment_name
+from millrace.injector.log._segment import Segment
+from millrace.injector.log._types import LogConfig
 
 
 def repair_after_failure(

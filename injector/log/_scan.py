@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from injector.log._fileio import sized_source
-from injector.log._format import (
+from millrace.injector.log._fileio import sized_source
+from millrace.injector.log._format import (
     HEADER_SIZE,
     U64,
     EntryError,
@@ -16,7 +16,7 @@ from injector.log._format import (
     log_record,
     stream_tag,
 )
-from injector.log._types import CorruptEntry, LogRecord
+from millrace.injector.log._types import CorruptEntry, LogRecord
 
 
 def scan_segment(source: str | Path | BinaryIO, stream: str) -> Iterator[LogRecord | CorruptEntry]:

@@ -15,18 +15,18 @@ from collections.abc import Sequence
 from operator import itemgetter
 from pathlib import Path
 
-from injector.log._fileio import Stretches, fsync_dir, write_all
-from injector.log._format import (
+from millrace.dataplane import LogBatch, LogEntryError, scan_log
+from millrace.injector.log._fileio import Stretches, fsync_dir, write_all
+from millrace.injector.log._format import (
     HEADER_SIZE,
     encode_header,
     encode_request,
     index_name,
     segment_name,
 )
-from injector.log._index import SegmentSummary, write_index
-from injector.log._types import AppendRequest, AppendResult, LogConfig, SegmentInfo
-from injector.log.errors import LogCorruptedError
-from millrace.dataplane import LogBatch, LogEntryError, scan_log
+from millrace.injector.log._index import SegmentSummary, write_index
+from millrace.injector.log._types import AppendRequest, AppendResult, LogConfig, SegmentInfo
+from millrace.injector.log.errors import LogCorruptedError
 
 READ_CHUNK_BYTES = 256 << 10
 _first = itemgetter(0)

@@ -9,14 +9,20 @@ from pathlib import Path
 from time import time_ns
 from types import TracebackType
 
-from injector.log._fileio import fsync_dir, lock_directory
-from injector.log._format import stream_tag
-from injector.log._lost import LostRange, read_lost, record_lost
-from injector.log._reading import iter_commits, offset_for_time, read_records, retention_prefix
-from injector.log._recovery import load_segments
-from injector.log._repair import repair_after_failure
-from injector.log._segment import PendingChunk, Segment, plan_appends
-from injector.log._types import (
+from millrace.dataplane import LogBatch
+from millrace.injector.log._fileio import fsync_dir, lock_directory
+from millrace.injector.log._format import stream_tag
+from millrace.injector.log._lost import LostRange, read_lost, record_lost
+from millrace.injector.log._reading import (
+    iter_commits,
+    offset_for_time,
+    read_records,
+    retention_prefix,
+)
+from millrace.injector.log._recovery import load_segments
+from millrace.injector.log._repair import repair_after_failure
+from millrace.injector.log._segment import PendingChunk, Segment, plan_appends
+from millrace.injector.log._types import (
     AppendRequest,
     AppendResult,
     Commit,
@@ -25,12 +31,11 @@ from injector.log._types import (
     RecoveryReport,
     SegmentInfo,
 )
-from injector.log.errors import (
+from millrace.injector.log.errors import (
     LogClosedError,
     LogWriteError,
     OffsetDeletedError,
 )
-from millrace.dataplane import LogBatch
 
 
 def wall_clock_ms() -> int:

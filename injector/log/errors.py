@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from injector.log._types import AppendResult
+    from millrace.injector.log._types import AppendResult
 
 
 class LogError(Exception):

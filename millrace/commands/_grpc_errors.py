@@ -20,8 +20,8 @@ from typing import TypeVar
 
 import grpc
 
-from deployment import Deployment, DeploymentError, Placement
-from deployment.security import Security
+from millrace.deployment import Deployment, DeploymentError, Placement
+from millrace.deployment.security import Security
 
 _Read = TypeVar("_Read", Deployment, Placement)
 

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 
-from injector.json_lines import MAX_LINE_RECORD_BYTES as MAX_RECORD_BYTES
-from injector.json_lines import parse_plain_lines, parse_record
 from millrace.dataplane import RecordBatch
+from millrace.injector.json_lines import MAX_LINE_RECORD_BYTES as MAX_RECORD_BYTES
+from millrace.injector.json_lines import parse_plain_lines, parse_record
 
 MAX_BATCH_BYTES = 16 << 20
 """A batch also ends at this many key + value bytes (the injector accepts 64 MiB messages)."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import BinaryIO, Protocol, TextIO
 
-from deployment import line_blocks
+from millrace.deployment import line_blocks
 
 PROGRESS_EVERY_S = 0.25
 """The line is redrawn at most this often."""

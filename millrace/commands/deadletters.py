@@ -17,8 +17,6 @@ from typing import Any, TextIO
 
 import grpc
 
-from deployment import NodePlacement
-from deployment.security import Security
 from millrace.commands._grpc_errors import (
     EXIT_USAGE,
     CommandError,
@@ -32,6 +30,8 @@ from millrace.commands._grpc_errors import (
 from millrace.commands._options import add_config_argument
 from millrace.commands.state import show_bytes
 from millrace.commands.watermarks import iso_utc
+from millrace.deployment import NodePlacement
+from millrace.deployment.security import Security
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
 
 DEFAULT_LIMIT = 100

@@ -42,9 +42,6 @@ from typing import BinaryIO, TextIO
 
 import grpc
 
-from deployment import tune_threads
-from deployment.security import Security
-from injector.client import IngestClient, PendingIngest
 from millrace.commands._grpc_errors import (
     EXIT_INTERRUPTED,
     CommandError,
@@ -61,6 +58,9 @@ from millrace.commands._grpc_errors import (
 from millrace.commands._inject_batches import Batch, Malformed, read_batches
 from millrace.commands._inject_progress import CountedLines, Progress, input_size
 from millrace.commands._options import add_config_argument
+from millrace.deployment import tune_threads
+from millrace.deployment.security import Security
+from millrace.injector.client import IngestClient, PendingIngest
 
 DEFAULT_BATCH = 1000
 SHOWN_MALFORMED = 20

@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from deployment import (
+from millrace.commands._options import add_config_argument
+from millrace.deployment import (
     Deployment,
     StopSignals,
     configure_logging,
@@ -14,7 +15,6 @@ from deployment import (
     settle_garbage_collector,
     tune_threads,
 )
-from millrace.commands._options import add_config_argument
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,10 +35,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Start the injector, print where it listens, serve until signalled, drain, exit 0."""
-    from injector.archive import ArchiveError
-    from injector.authority_journal import JournalError
-    from injector.log import LogConfig, LogError
-    from injector.server import Injector, InjectorConfig
+    from millrace.injector.archive import ArchiveError
+    from millrace.injector.authority_journal import JournalError
+    from millrace.injector.log import LogConfig, LogError
+    from millrace.injector.server import Injector, InjectorConfig
 
     tune_threads()
     configure_logging()

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from injector.forwarder import STATE_FILE, load_acknowledged
-from injector.log import LogError, LogRecord, LostRange, SegmentInfo, StreamLog
+from millrace.injector.forwarder import STATE_FILE, load_acknowledged
+from millrace.injector.log import LogError, LogRecord, LostRange, SegmentInfo, StreamLog
 
 EXIT_OK = 0
 EXIT_LOG_ERROR = 1

@@ -15,7 +15,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from deployment import (
+from millrace.commands._grpc_errors import CommandError, load_deployment
+from millrace.commands._options import add_config_argument
+from millrace.deployment import (
     Deployment,
     NodePlacement,
     StopSignals,
@@ -24,10 +26,8 @@ from deployment import (
     settle_garbage_collector,
     tune_threads,
 )
-from millrace.commands._grpc_errors import CommandError, load_deployment
-from millrace.commands._options import add_config_argument
-from node import Node
-from statestore import StateStoreError, StoreConfig
+from millrace.node import Node
+from millrace.statestore import StateStoreError, StoreConfig
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

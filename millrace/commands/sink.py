@@ -11,8 +11,10 @@ from pathlib import Path
 import grpc
 from prometheus_client import start_http_server
 
-from delivery import CHANNEL_OPTIONS
-from deployment import (
+from millrace.commands._grpc_errors import CommandError, load_placement
+from millrace.commands._options import add_config_argument
+from millrace.delivery import CHANNEL_OPTIONS
+from millrace.deployment import (
     EXCLUSIVE_PORT,
     STREAM_SERVER_OPTIONS,
     RequestGuard,
@@ -23,14 +25,12 @@ from deployment import (
     metrics_host,
     serve_health_and_reflection,
 )
-from millrace.commands._grpc_errors import CommandError, load_placement
-from millrace.commands._options import add_config_argument
+from millrace.sinks import FileSink, SinkLockedError
+from millrace.sinks.metrics import sink_registry
+from millrace.sinks.parquet_sink import ParquetSink
+from millrace.sinks.read_service import SubscribeService, ViewService
+from millrace.statestore import StoreConfig
 from millrace.wire.v1 import delivery_pb2_grpc, sink_pb2_grpc
-from sinks import FileSink, SinkLockedError
-from sinks.metrics import sink_registry
-from sinks.parquet_sink import ParquetSink
-from sinks.read_service import SubscribeService, ViewService
-from statestore import StoreConfig
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

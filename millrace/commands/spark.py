@@ -16,10 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import spark_jobs.backfill as backfill_job
-import spark_jobs.bootstrap as bootstrap_job
-import spark_jobs.replay as replay_job
-from deployment import Placement
+import millrace.spark_jobs.backfill as backfill_job
+import millrace.spark_jobs.bootstrap as bootstrap_job
+import millrace.spark_jobs.replay as replay_job
+from millrace.deployment import Placement
 
 _SHARED = ("log", "from_", "to", "intervals", "partitions")
 

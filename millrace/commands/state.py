@@ -17,7 +17,6 @@ import json
 import sys
 from typing import TextIO
 
-from computations import interval_of
 from millrace.commands._grpc_errors import (
     CommandError,
     Service,
@@ -27,6 +26,7 @@ from millrace.commands._grpc_errors import (
     talking_to,
 )
 from millrace.commands._options import add_config_argument
+from millrace.computations import interval_of
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
 
 EXIT_FOUND = 0

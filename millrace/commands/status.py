@@ -22,8 +22,6 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from deployment import Deployment, NodePlacement
-from deployment.security import Security
 from millrace.commands._grpc_errors import (
     Service,
     add_timeout_argument,
@@ -35,6 +33,8 @@ from millrace.commands._grpc_errors import (
 )
 from millrace.commands._options import add_config_argument
 from millrace.commands.watermarks import iso_utc
+from millrace.deployment import Deployment, NodePlacement
+from millrace.deployment.security import Security
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc
 
 EXIT_OK = 0

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from deployment import Deployment, configure_logging, enable_stack_dumps
 from millrace.commands._options import add_config_argument
+from millrace.deployment import Deployment, configure_logging, enable_stack_dumps
 from millrace.supervisor import ChildStartError, StartInterruptedError, Supervisor
 
 INJECTOR = "injector"

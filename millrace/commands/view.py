@@ -8,8 +8,8 @@ import sys
 
 import grpc
 
-from deployment import Deployment
 from millrace.commands._options import add_config_argument
+from millrace.deployment import Deployment
 from millrace.wire.v1 import sink_pb2, sink_pb2_grpc
 
 

@@ -24,8 +24,6 @@ from typing import Any, TextIO
 
 import grpc
 
-from computations import MAX_TIME, MIN_TIME
-from deployment import Placement
 from millrace.commands._grpc_errors import (
     CommandError,
     Service,
@@ -40,8 +38,10 @@ from millrace.commands._grpc_errors import (
     talking_to,
 )
 from millrace.commands._options import add_config_argument
+from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.deployment import Placement
+from millrace.statestore import wall_clock_ms
 from millrace.wire.v1 import watermark_pb2, watermark_pb2_grpc
-from statestore import wall_clock_ms
 
 AUTHORITY_SERVICE = "millrace.wire.v1.WatermarkAuthority"
 WATCH_RPC = "WatermarkAuthority.WatchWatermarks"

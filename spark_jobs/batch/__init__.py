@@ -7,7 +7,7 @@ streams as Parquet (and JSON lines). ``spark_jobs/backfill.py`` is the
 ``spark-submit`` job; ``docs/spark.md`` the user's guide.
 """
 
-from spark_jobs.batch._bootstrap import (
+from millrace.spark_jobs.batch._bootstrap import (
     BootstrapError,
     BootstrapOptions,
     BootstrapSummary,
@@ -15,7 +15,7 @@ from spark_jobs.batch._bootstrap import (
     resume_forwarding,
     run_bootstrap,
 )
-from spark_jobs.batch._corrections import (
+from millrace.spark_jobs.batch._corrections import (
     REPLAY,
     Output,
     StreamReport,
@@ -25,7 +25,7 @@ from spark_jobs.batch._corrections import (
     identify,
     publish,
 )
-from spark_jobs.batch._interval_run import (
+from millrace.spark_jobs.batch._interval_run import (
     END_OF_TIME,
     BackfillError,
     IntervalStats,
@@ -33,7 +33,7 @@ from spark_jobs.batch._interval_run import (
     OutputRow,
     run_interval,
 )
-from spark_jobs.batch._pipeline import (
+from millrace.spark_jobs.batch._pipeline import (
     PRODUCTIONS,
     SINK_COLUMNS,
     BackfillOptions,
@@ -41,7 +41,7 @@ from spark_jobs.batch._pipeline import (
     interval_ordered,
     run_backfill,
 )
-from spark_jobs.batch._stages import (
+from millrace.spark_jobs.batch._stages import (
     PRODUCTIONS_ARROW,
     SourceRouter,
     largest_first,
@@ -49,7 +49,7 @@ from spark_jobs.batch._stages import (
     stage_order,
     with_intervals,
 )
-from spark_jobs.batch._upcoming import InputColumns, InputRow
+from millrace.spark_jobs.batch._upcoming import InputColumns, InputRow
 
 __all__ = [
     "BootstrapError",

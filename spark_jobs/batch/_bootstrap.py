@@ -23,12 +23,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from computations import MIN_EVENT_TIME_MS, Topology
-from injector.forwarder import set_acknowledged
-from spark_jobs.batch._interval_run import IntervalStats, run_interval
-from spark_jobs.batch._pipeline import PRODUCTIONS, interval_ordered
-from spark_jobs.batch._stages import SourceRouter
-from spark_jobs.batch._upcoming import InputColumns, intervals_of
+from millrace.computations import MIN_EVENT_TIME_MS, Topology
+from millrace.injector.forwarder import set_acknowledged
+from millrace.spark_jobs.batch._interval_run import IntervalStats, run_interval
+from millrace.spark_jobs.batch._pipeline import PRODUCTIONS, interval_ordered
+from millrace.spark_jobs.batch._stages import SourceRouter
+from millrace.spark_jobs.batch._upcoming import InputColumns, intervals_of
 
 _STATS = ("records_in", "productions", "timers_fired", "dead_letters")
 
@@ -91,7 +91,7 @@ def run_bootstrap(spark: Any, options: BootstrapOptions) -> BootstrapSummary:
     by :func:`resume_forwarding` once this returned."""
     from pyspark.sql import functions as fn
 
-    import spark_jobs
+    from millrace import spark_jobs
 
     streams = check_bootstrap(options)
     topology, name = options.topology, options.computation

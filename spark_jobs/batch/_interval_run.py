@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Topology
-from engine import BatchOutcome, IntervalDriver, IntervalProcessor, Received
-from spark_jobs.batch._upcoming import InputColumns, Upcoming
-from statestore import StateStore, StoreConfig
-from statestore.types import TimeDomain
+from millrace.computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Topology
+from millrace.engine import BatchOutcome, IntervalDriver, IntervalProcessor, Received
+from millrace.spark_jobs.batch._upcoming import InputColumns, Upcoming
+from millrace.statestore import StateStore, StoreConfig
+from millrace.statestore.types import TimeDomain
 
 END_OF_TIME = MAX_EVENT_TIME_MS + 1
 """The watermark after the last record: every event-time timer is then due."""

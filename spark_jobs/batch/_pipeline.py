@@ -32,19 +32,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from computations import Topology
-from engine import SINK_PREFIX, routes_of
-from millrace.wire.v1 import record_pb2
-from sinks import PARQUET_SCHEMA, sink_line
-from spark_jobs.batch._interval_run import IntervalStats, OutputColumns, run_interval
-from spark_jobs.batch._stages import (
+from millrace.computations import Topology
+from millrace.engine import SINK_PREFIX, routes_of
+from millrace.sinks import PARQUET_SCHEMA, sink_line
+from millrace.spark_jobs.batch._interval_run import IntervalStats, OutputColumns, run_interval
+from millrace.spark_jobs.batch._stages import (
     PRODUCTIONS_ARROW,
     SourceRouter,
     largest_first,
     stage_order,
     with_intervals,
 )
-from spark_jobs.batch._upcoming import InputColumns, intervals_of
+from millrace.spark_jobs.batch._upcoming import InputColumns, intervals_of
+from millrace.wire.v1 import record_pb2
 
 PRODUCTIONS = (
     "consumer string, interval int, record_id binary, key binary, value binary, "
@@ -122,7 +122,7 @@ def run_backfill(spark: Any, options: BackfillOptions) -> BackfillSummary:
     from pyspark.sql import DataFrame
     from pyspark.sql.functions import col
 
-    import spark_jobs
+    from millrace import spark_jobs
 
     started = time.monotonic()
     parallelism = options.partitions or spark.sparkContext.defaultParallelism

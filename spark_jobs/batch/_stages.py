@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from computations import Topology, intervals_of
-from engine import SINK_PREFIX, Route, routes_of
-from sinks import PARQUET_SCHEMA
+from millrace.computations import Topology, intervals_of
+from millrace.engine import SINK_PREFIX, Route, routes_of
+from millrace.sinks import PARQUET_SCHEMA
 
 INJECTOR = "injector"
 """The producer name the injector's forwarder gives source records."""

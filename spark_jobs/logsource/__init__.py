@@ -2,8 +2,7 @@
 
 ::
 
-    import spark_jobs
-
+    from millrace import spark_jobs
     spark_jobs.register(spark)
     df = (spark.read.format("millrace")
           .option("stream", "clicks")       # optional, comma-separated; default every stream
@@ -18,26 +17,26 @@ rows with ``corrupt_reason`` set. Everything a user needs is in
 :func:`read_range`) can be called on their own.
 """
 
-from spark_jobs._log_reader import LogDirError
-from spark_jobs.logsource._archive import is_uri
-from spark_jobs.logsource._plan import (
+from millrace.spark_jobs._log_reader import LogDirError
+from millrace.spark_jobs.logsource._archive import is_uri
+from millrace.spark_jobs.logsource._plan import (
     SegmentPartition,
     check_location,
     pieces,
     plan_segments,
     segment_exists,
 )
-from spark_jobs.logsource._pushdown import Bounds, Pushdown, push_filters
-from spark_jobs.logsource._read import BATCH_ROWS, CorruptSegmentError, read_partition
-from spark_jobs.logsource._schema import ARROW_SCHEMA, COLUMNS, SCHEMA, VANISHED
-from spark_jobs.logsource._source import LogReader, MillraceLogSource, ReadOptions
-from spark_jobs.logsource._stream import (
+from millrace.spark_jobs.logsource._pushdown import Bounds, Pushdown, push_filters
+from millrace.spark_jobs.logsource._read import BATCH_ROWS, CorruptSegmentError, read_partition
+from millrace.spark_jobs.logsource._schema import ARROW_SCHEMA, COLUMNS, SCHEMA, VANISHED
+from millrace.spark_jobs.logsource._source import LogReader, MillraceLogSource, ReadOptions
+from millrace.spark_jobs.logsource._stream import (
     MillraceStreamReader,
     StreamOptions,
     StreamPartition,
     read_range,
 )
-from spark_jobs.logsource._summary import SegmentSummary
+from millrace.spark_jobs.logsource._summary import SegmentSummary
 
 __all__ = [
     "ARROW_SCHEMA",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from spark_jobs._log_reader import LogDirError
+from millrace.spark_jobs._log_reader import LogDirError
 
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _MANIFEST_NAME = re.compile(r"segment-(\d{20})\.json")

@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from injector.log import CorruptEntry, RecordColumns, scan_segment_columns, stream_tag
-from spark_jobs.logsource._pushdown import RECORD, Bounds, Pushdown
-from spark_jobs.logsource._schema import ARROW_SCHEMA
+from millrace.injector.log import CorruptEntry, RecordColumns, scan_segment_columns, stream_tag
+from millrace.spark_jobs.logsource._pushdown import RECORD, Bounds, Pushdown
+from millrace.spark_jobs.logsource._schema import ARROW_SCHEMA
 
 Int64s = NDArray[np.int64]
 

@@ -21,23 +21,23 @@ from pathlib import Path
 import pyarrow.fs as pafs
 from pyspark.sql.datasource import InputPartition
 
-from spark_jobs._log_reader import LogDirError, SegmentFile, list_segments
-from spark_jobs.logsource._archive import (
+from millrace.spark_jobs._log_reader import LogDirError, SegmentFile, list_segments
+from millrace.spark_jobs.logsource._archive import (
     ArchivedSegment,
     is_uri,
     list_archive,
     open_archive,
     read_manifests,
 )
-from spark_jobs.logsource._pushdown import RECORD, Bounds, Pushdown
-from spark_jobs.logsource._summary import (
+from millrace.spark_jobs.logsource._pushdown import RECORD, Bounds, Pushdown
+from millrace.spark_jobs.logsource._summary import (
     ManifestError,
     SegmentSummary,
     decode_index_footer,
     decode_manifest,
 )
 
-_log = logging.getLogger("spark_jobs.logsource")
+_log = logging.getLogger("millrace.spark_jobs.logsource")
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,16 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from injector.log import CorruptEntry
-from spark_jobs.logsource._bulk_scan import ScanOutcome, record_batches
-from spark_jobs.logsource._plan import SegmentPartition
-from spark_jobs.logsource._pushdown import CORRUPT, VANISHED_ROW, Pushdown
-from spark_jobs.logsource._schema import ARROW_SCHEMA, VANISHED
+from millrace.injector.log import CorruptEntry
+from millrace.spark_jobs.logsource._bulk_scan import ScanOutcome, record_batches
+from millrace.spark_jobs.logsource._plan import SegmentPartition
+from millrace.spark_jobs.logsource._pushdown import CORRUPT, VANISHED_ROW, Pushdown
+from millrace.spark_jobs.logsource._schema import ARROW_SCHEMA, VANISHED
 
 BATCH_ROWS = 10_000
 """Records per Arrow batch."""
 
-_log = logging.getLogger("spark_jobs.logsource")
+_log = logging.getLogger("millrace.spark_jobs.logsource")
 
 
 class CorruptSegmentError(Exception):

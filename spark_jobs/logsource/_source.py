@@ -18,12 +18,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 
-from spark_jobs._log_reader import LogDirError
-from spark_jobs.logsource._plan import SegmentPartition, check_location, plan_segments
-from spark_jobs.logsource._pushdown import Pushdown, push_filters
-from spark_jobs.logsource._read import read_partition
-from spark_jobs.logsource._schema import COLUMNS, SCHEMA
-from spark_jobs.logsource._stream import MillraceStreamReader, StreamOptions
+from millrace.spark_jobs._log_reader import LogDirError
+from millrace.spark_jobs.logsource._plan import SegmentPartition, check_location, plan_segments
+from millrace.spark_jobs.logsource._pushdown import Pushdown, push_filters
+from millrace.spark_jobs.logsource._read import read_partition
+from millrace.spark_jobs.logsource._schema import COLUMNS, SCHEMA
+from millrace.spark_jobs.logsource._stream import MillraceStreamReader, StreamOptions
 
 _BOOLEANS = {"true": True, "false": False}
 _CORRUPT_MODES = ("report", "fail")

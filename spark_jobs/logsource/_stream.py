@@ -30,17 +30,17 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from injector.log import StreamLog
-from spark_jobs._log_reader import LogDirError, list_streams
-from spark_jobs.logsource._archive import is_uri, list_archive, read_manifests
-from spark_jobs.logsource._bulk_scan import ScanOutcome, record_batches
-from spark_jobs.logsource._plan import SegmentPartition, plan_segments
-from spark_jobs.logsource._pushdown import RECORD, Bounds, Pushdown
-from spark_jobs.logsource._read import BATCH_ROWS, _length_check, _open, _problem
-from spark_jobs.logsource._schema import VANISHED
-from spark_jobs.logsource._summary import ManifestError, decode_manifest
+from millrace.injector.log import StreamLog
+from millrace.spark_jobs._log_reader import LogDirError, list_streams
+from millrace.spark_jobs.logsource._archive import is_uri, list_archive, read_manifests
+from millrace.spark_jobs.logsource._bulk_scan import ScanOutcome, record_batches
+from millrace.spark_jobs.logsource._plan import SegmentPartition, plan_segments
+from millrace.spark_jobs.logsource._pushdown import RECORD, Bounds, Pushdown
+from millrace.spark_jobs.logsource._read import BATCH_ROWS, _length_check, _open, _problem
+from millrace.spark_jobs.logsource._schema import VANISHED
+from millrace.spark_jobs.logsource._summary import ManifestError, decode_manifest
 
-_log = logging.getLogger("spark_jobs.logsource")
+_log = logging.getLogger("millrace.spark_jobs.logsource")
 
 _OPEN_ATTEMPTS = 5
 """Tries at opening a local stream while retention or a roll changes its files."""

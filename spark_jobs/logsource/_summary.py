@@ -13,7 +13,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from injector import archive
+from millrace.injector import archive
 
 _HEADER = struct.Struct(">8sQ")
 _MAGIC = b"MRIDX\x01\n\x00"

@@ -9,13 +9,13 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, intervals_of
-from computations._keys import interval_of, load_key_extractor
-from engine._keying import RecordKeying
-from engine._outcome import BatchOutcome
-from engine._received import Received
+from millrace.computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, intervals_of
+from millrace.computations._keys import interval_of, load_key_extractor
+from millrace.engine._keying import RecordKeying
+from millrace.engine._outcome import BatchOutcome
+from millrace.engine._received import Received
+from millrace.statestore import StateStore
 from millrace.wire.v1 import record_pb2
-from statestore import StateStore
 
 STREAMS = ("events", "other")
 

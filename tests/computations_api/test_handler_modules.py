@@ -12,7 +12,7 @@ from millrace.commands.spark import submit_environment
 from tests.support import ROOT
 
 APP = """
-from computations import Computation, Context, Record
+from millrace.computations import Computation, Context, Record
 
 
 class Counts(Computation):
@@ -62,3 +62,28 @@ def test_spark_workers_get_the_topology_files_directory(tmp_path: Path) -> None:
     conf = project(tmp_path)
     paths = submit_environment(str(conf / "deployment.toml"))["PYTHONPATH"].split(os.pathsep)
     assert str(conf.resolve()) in paths
+
+
+RESOLVE = (
+    "from millrace.computations import import_object\n"
+    "from millrace.dataflow import WindowedAggregation\n"
+    "found = import_object('dataflow:WindowedAggregation', what='handler')\n"
+    "print('library' if found is WindowedAggregation else found)\n"
+)
+
+
+def test_a_former_top_level_name_resolves_to_the_library_from_anywhere(tmp_path: Path) -> None:
+    """A topology written before the one namespace (``handler = "dataflow:..."``) still
+    loads: outside a checkout, and at a checkout's root, where the folder ``dataflow/``
+    must not load as a second copy of the library."""
+    for cwd in (tmp_path, ROOT):
+        done = subprocess.run([sys.executable, "-c", RESOLVE], capture_output=True, text=True,
+                              cwd=cwd, check=True)  # fmt: skip
+        assert done.stdout.strip() == "library", (cwd, done.stdout, done.stderr)
+
+
+def test_a_users_own_module_of_a_former_name_wins(tmp_path: Path) -> None:
+    (tmp_path / "dataflow.py").write_text("WindowedAggregation = 'mine'\n")
+    done = subprocess.run([sys.executable, "-c", RESOLVE], capture_output=True, text=True,
+                          cwd=tmp_path, check=True)  # fmt: skip
+    assert done.stdout.strip() == "mine"

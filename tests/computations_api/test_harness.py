@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from computations import JSON, Computation, Context, FiredTimer, Record, TimeDomain, Topology
-from computations.testing import TestHarness, UserCodeError
-from engine._failures import HOLD_TIMEOUT_MS
-from engine._processor import IntervalProcessor
-from engine._scope import state_key
+from millrace.computations import (
+    JSON,
+    Computation,
+    Context,
+    FiredTimer,
+    Record,
+    TimeDomain,
+    Topology,
+)
+from millrace.computations.testing import TestHarness, UserCodeError
+from millrace.engine._failures import HOLD_TIMEOUT_MS
+from millrace.engine._processor import IntervalProcessor
+from millrace.engine._scope import state_key
+from millrace.statestore import StateStore, StoreConfig
 from millrace.wire.v1 import record_pb2
-from statestore import StateStore, StoreConfig
 from tests.workloads import (
     WINDOW_MS,
     expected_totals,

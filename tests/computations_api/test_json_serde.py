@@ -11,7 +11,7 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from computations import JSON
+from millrace.computations import JSON
 from tests.support.json_values import json_values, same_json_value
 
 

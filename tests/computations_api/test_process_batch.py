@@ -9,8 +9,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from computations import JSON, BatchContext, Computation, Context, FiredTimer, Record, Topology
-from computations.testing import TestHarness
+from millrace.computations import (
+    JSON,
+    BatchContext,
+    Computation,
+    Context,
+    FiredTimer,
+    Record,
+    Topology,
+)
+from millrace.computations.testing import TestHarness
 
 
 class Counting(Computation):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import random
 
-from computations import MAX_TIME, Topology
-from computations.testing import TestHarness
+from millrace.computations import MAX_TIME, Topology
+from millrace.computations.testing import TestHarness
 
 
 def _topology(intervals: int) -> Topology:
@@ -19,7 +19,7 @@ def _topology(intervals: int) -> Topology:
             "streams": {"in": {}, "out": {}},
             "computations": {
                 "agg": {
-                    "handler": "dataflow:WindowedAggregation",
+                    "handler": "millrace.dataflow:WindowedAggregation",
                     "intervals": intervals,
                     "inputs": {"in": "key"},
                     "outputs": ["out"],

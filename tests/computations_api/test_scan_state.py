@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from computations import Computation, Context, Record, Topology
-from computations.testing import TestHarness
+from millrace.computations import Computation, Context, Record, Topology
+from millrace.computations.testing import TestHarness
 
 
 class Ops(Computation):

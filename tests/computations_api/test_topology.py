@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-import computations
-from computations import (
+from millrace import computations
+from millrace.computations import (
     JSON,
     Computation,
     Context,
@@ -22,7 +22,7 @@ from computations import (
     TopologyError,
     interval_of,
 )
-from computations.testing import TestHarness
+from millrace.computations.testing import TestHarness
 from millrace.wire.v1 import record_pb2
 
 

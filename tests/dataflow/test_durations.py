@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from dataflow import Dedup, Hopping, IntervalJoin, Tumbling, WindowedAggregation
-from dataflow._durations import duration_ms
-from dataflow._windows import parse_window
+from millrace.dataflow import Dedup, Hopping, IntervalJoin, Tumbling, WindowedAggregation
+from millrace.dataflow._durations import duration_ms
+from millrace.dataflow._windows import parse_window
 
 
 @pytest.mark.parametrize(

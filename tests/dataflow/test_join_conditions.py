@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import Record, Topology
-from computations.testing import TestHarness
-from dataflow import JoinType
+from millrace.computations import Record, Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import JoinType
 
 Row = tuple[str, Any, Any]
 
@@ -34,7 +34,7 @@ def harness(params: dict[str, Any], **options: Any) -> TestHarness:
                 "streams": {"clicks": {}, "views": {}, "joined": {}, "late": {}},
                 "computations": {
                     "join": {
-                        "handler": "dataflow:IntervalJoin",
+                        "handler": "millrace.dataflow:IntervalJoin",
                         "inputs": {"clicks": "key", "views": "key"},
                         "outputs": ["joined", "late"],
                         "params": {**base, **params},

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import JSON, Context, Record, Topology
-from computations.testing import TestHarness
-from dataflow import IntervalJoin, JoinType, decode_join
+from millrace.computations import JSON, Context, Record, Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import IntervalJoin, JoinType, decode_join
 
 LOWER, UPPER = -200, 300
 

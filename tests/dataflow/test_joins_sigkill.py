@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from computations import MAX_TIME, Topology
-from injector.authority_service import create_authority_server
-from injector.watermark_authority import WatermarkAuthority
+from millrace.computations import MAX_TIME, Topology
+from millrace.injector.authority_service import create_authority_server
+from millrace.injector.watermark_authority import WatermarkAuthority
 from millrace.wire.v1 import record_pb2
 from tests.support import (
     CollectingSink,
@@ -55,7 +55,7 @@ TOPOLOGY = f"""
 [streams.late_enriched]
 
 [computations.pairs]
-handler = "dataflow:IntervalJoin"
+handler = "millrace.dataflow:IntervalJoin"
 inputs = {{ clicks = "key", views = "key" }}
 outputs = ["pairs", "late_pairs"]
 [computations.pairs.params]
@@ -67,7 +67,7 @@ output = "pairs"
 late_output = "late_pairs"
 
 [computations.enrich]
-handler = "dataflow:TableJoin"
+handler = "millrace.dataflow:TableJoin"
 intervals = 2
 inputs = {{ pairs = "key", customers = "key" }}
 outputs = ["enriched", "late_enriched"]

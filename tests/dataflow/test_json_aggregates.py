@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from computations import MAX_TIME, Record, Topology
-from computations.testing import TestHarness
-from dataflow import Collect, Combined, Count, FieldWindows, MaxBy, MinBy, TopN
-from dataflow._builtins import parse_aggregate
+from millrace.computations import MAX_TIME, Record, Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import Collect, Combined, Count, FieldWindows, MaxBy, MinBy, TopN
+from millrace.dataflow._builtins import parse_aggregate
 
 WINDOW_MS = 10_000
 
@@ -25,13 +25,13 @@ TWO_STAGES = {
     "streams": {"bids": {}, "counts": {}, "hot": {}},
     "computations": {
         "count": {
-            "handler": "dataflow:WindowedAggregation", "intervals": 2,
+            "handler": "millrace.dataflow:WindowedAggregation", "intervals": 2,
             "inputs": {"bids": "json:auction"}, "outputs": ["counts"],
             "params": {"window": f"tumbling:{WINDOW_MS}", "aggregate": "count",
                        "output": "counts"},
         },
         "hot": {
-            "handler": "dataflow:WindowedAggregation", "intervals": 2,
+            "handler": "millrace.dataflow:WindowedAggregation", "intervals": 2,
             "inputs": {"counts": "json:window"}, "outputs": ["hot"],
             "params": {"window": f"tumbling:{WINDOW_MS}", "aggregate": "top_n:2:value",
                        "output": "hot"},
@@ -129,7 +129,7 @@ def test_a_score_that_is_not_a_number_dead_letters_its_record() -> None:
         "streams": {"in": {}, "out": {}},
         "computations": {
             "best": {
-                "handler": "dataflow:WindowedAggregation", "inputs": {"in": "key"},
+                "handler": "millrace.dataflow:WindowedAggregation", "inputs": {"in": "key"},
                 "outputs": ["out"],
                 "params": {"window": "global", "aggregate": "max_by:price", "output": "out"},
             }
@@ -153,7 +153,8 @@ def test_a_window_read_from_the_record_closes_at_its_field() -> None:
         "streams": {"joined": {}, "winners": {}},
         "computations": {
             "winner": {
-                "handler": "dataflow:WindowedAggregation", "inputs": {"joined": "json:auction"},
+                "handler": "millrace.dataflow:WindowedAggregation",
+                "inputs": {"joined": "json:auction"},
                 "outputs": ["winners"],
                 "params": {"window": "field:opened:expires", "aggregate": "max_by:price",
                            "output": "winners"},

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import JSON, MAX_TIME
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations import JSON, MAX_TIME
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     LATE_DROPPED,
     Accumulation,
     AfterWatermark,

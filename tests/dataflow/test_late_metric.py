@@ -4,8 +4,8 @@ late side output, whichever path (vectorized or per record) took their batch."""
 
 from __future__ import annotations
 
-from computations import Topology
-from computations.testing import TestHarness
+from millrace.computations import Topology
+from millrace.computations.testing import TestHarness
 
 
 def _topology(vectorized: bool) -> Topology:
@@ -18,7 +18,7 @@ def _topology(vectorized: bool) -> Topology:
             "streams": {"in": {}, "out": {}, "late": {}},
             "computations": {
                 "agg": {
-                    "handler": "dataflow:WindowedAggregation",
+                    "handler": "millrace.dataflow:WindowedAggregation",
                     "inputs": {"in": "key"},
                     "outputs": ["out", "late"],
                     "params": params,

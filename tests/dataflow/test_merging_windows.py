@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import JSON
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations import JSON
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     Accumulation,
     AfterWatermark,
     Count,
@@ -26,7 +26,7 @@ from dataflow import (
     WindowAssigner,
     WindowedAggregation,
 )
-from dataflow._windows import parse_window
+from millrace.dataflow._windows import parse_window
 from tests.dataflow.test_windowed_aggregation import (
     assert_merged_results,
     events_strategy,

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from computations import Record, Topology
-from computations.testing import TestHarness
-from dataflow import Dedup, Filter, FlatMap, Map, Split, Union
+from millrace.computations import Record, Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import Dedup, Filter, FlatMap, Map, Split, Union
 
 
 # The functions a topology file names ("tests.dataflow.test_operators:...").
@@ -84,9 +84,9 @@ def values(h: TestHarness, stream: str) -> list[tuple[bytes, Any]]:
 def test_map_filter_and_flat_map_from_a_topology(events: list[tuple[int, int]]) -> None:
     name = "tests.dataflow.test_operators"
     cases: list[tuple[str, dict[str, str], Callable[[int], list[int]]]] = [
-        ("dataflow:Map", {"fn": f"{name}:doubled"}, lambda v: [v * 2]),
-        ("dataflow:Filter", {"fn": f"{name}:even"}, lambda v: [v] if v % 2 == 0 else []),
-        ("dataflow:FlatMap", {"fn": f"{name}:digits"}, lambda v: [int(d) for d in str(v)]),
+        ("millrace.dataflow:Map", {"fn": f"{name}:doubled"}, lambda v: [v * 2]),
+        ("millrace.dataflow:Filter", {"fn": f"{name}:even"}, lambda v: [v] if v % 2 == 0 else []),
+        ("millrace.dataflow:FlatMap", {"fn": f"{name}:digits"}, lambda v: [int(d) for d in str(v)]),
     ]
     for handler, params, oracle in cases:
         h = harness(handler, {**params, "output": "out"}, ["out"])
@@ -108,7 +108,9 @@ def test_a_map_may_rekey_and_retime() -> None:
 def test_split_sends_each_record_to_its_first_route(events: list[tuple[int, int]]) -> None:
     name = "tests.dataflow.test_operators"
     routes = {"big": f"{name}:big", "small": f"{name}:small"}
-    h = harness("dataflow:Split", {"routes": routes, "default": "rest"}, ["big", "small", "rest"])
+    h = harness(
+        "millrace.dataflow:Split", {"routes": routes, "default": "rest"}, ["big", "small", "rest"]
+    )
     fed(h, events)
     routed: list[tuple[str, Callable[[int], bool]]] = [
         ("big", lambda v: v >= 50), ("small", lambda v: v < 10),
@@ -120,7 +122,7 @@ def test_split_sends_each_record_to_its_first_route(events: list[tuple[int, int]
 
 
 def test_union_passes_every_input() -> None:
-    h = harness("dataflow:Union", {"output": "out"}, ["out"], inputs={"other": "key"})
+    h = harness("millrace.dataflow:Union", {"output": "out"}, ["out"], inputs={"other": "key"})
     fed(h, [(0, 1), (1, 2)])
     fed(h, [(2, 3)], stream="other")
     assert values(h, "out") == [(b"k0", 1), (b"k1", 2), (b"k2", 3)]
@@ -138,7 +140,7 @@ def test_dedup_passes_a_keys_first_record_per_time_bound(
     (its uncommitted work lost, deliveries retried) after the steps drawn: the oracle
     keeps a key's record unless one it kept is less than ``within_ms`` before it."""
     within = 5_000
-    h = harness("dataflow:Dedup", {"output": "out", "within_ms": within}, ["out"])
+    h = harness("millrace.dataflow:Dedup", {"output": "out", "within_ms": within}, ["out"])
     times = sorted(t * 1_000 for _, t in events)
     kept: dict[str, int] = {}
     expected: list[tuple[bytes, int]] = []
@@ -161,11 +163,19 @@ def test_dedup_passes_a_keys_first_record_per_time_bound(
     ("handler", "params", "message"),
     [
         (Map, {"output": "out"}, "needs its function: override map()"),
-        ("dataflow:Map", {"fn": "nowhere:nothing", "output": "out"}, "cannot be imported"),
-        ("dataflow:Filter", {"fn": "tests.dataflow.test_operators:even"}, "needs an output"),
-        ("dataflow:Dedup", {"output": "out", "within": 5}, "has no setting 'within'"),
-        ("dataflow:Dedup", {"output": "out", "within_ms": "soon"}, "within_ms .soon.: expected"),
-        ("dataflow:Split", {"default": "out"}, "Split needs routes"),
+        ("millrace.dataflow:Map", {"fn": "nowhere:nothing", "output": "out"}, "cannot be imported"),
+        (
+            "millrace.dataflow:Filter",
+            {"fn": "tests.dataflow.test_operators:even"},
+            "needs an output",
+        ),
+        ("millrace.dataflow:Dedup", {"output": "out", "within": 5}, "has no setting 'within'"),
+        (
+            "millrace.dataflow:Dedup",
+            {"output": "out", "within_ms": "soon"},
+            "within_ms .soon.: expected",
+        ),
+        ("millrace.dataflow:Split", {"default": "out"}, "Split needs routes"),
     ],
 )
 def test_a_misconfigured_operator_says_what_is_wrong(
@@ -177,5 +187,5 @@ def test_a_misconfigured_operator_says_what_is_wrong(
 
 
 def test_the_classes_are_what_the_topology_names() -> None:
-    assert all(cls.__module__ == "dataflow._operators" for cls in (Map, Filter, FlatMap, Split,
-                                                                 Union, Dedup))  # fmt: skip
+    assert all(cls.__module__ == "millrace.dataflow._operators"
+               for cls in (Map, Filter, FlatMap, Split, Union, Dedup))  # fmt: skip

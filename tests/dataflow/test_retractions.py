@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import Topology
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations import Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     Accumulation,
     Count,
     Max,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from computations import Topology, TopologyError
-from dataflow import IntervalJoin, Sessions, WindowedAggregation
+from millrace.computations import Topology, TopologyError
+from millrace.dataflow import IntervalJoin, Sessions, WindowedAggregation
 
 
 class Misspelled(WindowedAggregation):
@@ -40,21 +40,23 @@ def load(handler: object, params: dict[str, Any], outputs: tuple[str, ...] = ("o
 @pytest.mark.parametrize(
     ("handler", "params", "outputs", "message"),
     [
-        ("dataflow:WindowedAggregation", {"windw": "tumbling:1m", "output": "out"}, ("out",),
+        ("millrace.dataflow:WindowedAggregation", {"windw": "tumbling:1m", "output": "out"},
+         ("out",),
          "computation 'c' (WindowedAggregation): WindowedAggregation has no setting 'windw' "
          "(did you mean 'window'?)"),
-        ("dataflow:IntervalJoin", {"left": "in", "right": "other", "output": "out",
-                                   "uper_ms": 5}, ("out",), "did you mean 'upper_ms'?"),
+        ("millrace.dataflow:IntervalJoin", {"left": "in", "right": "other", "output": "out",
+                                            "uper_ms": 5}, ("out",), "did you mean 'upper_ms'?"),
         (Misspelled, {}, ("out",), "Misspelled.windw is not a setting of Misspelled (did you "
                                    "mean 'window'?)"),
         (MisspelledJoin, {}, ("out",), "MisspelledJoin.allowed_latenes_ms is not a setting"),
-        ("dataflow:WindowedAggregation", {"window": "tumbling:1 minute", "output": "out"},
+        ("millrace.dataflow:WindowedAggregation", {"window": "tumbling:1 minute", "output": "out"},
          ("out",), "computation 'c' (WindowedAggregation): window 'tumbling:1 minute'"),
-        ("dataflow:WindowedAggregation", {"output": "elsewhere"}, ("out",),
+        ("millrace.dataflow:WindowedAggregation", {"output": "elsewhere"}, ("out",),
          "computation 'c': output 'elsewhere' is not one of its outputs ['out']"),
-        ("dataflow:WindowedAggregation", {"output": "out", "late_output": "late"}, ("out",),
+        ("millrace.dataflow:WindowedAggregation", {"output": "out", "late_output": "late"},
+         ("out",),
          "late_output 'late' is not one of its outputs"),
-        ("dataflow:Map", {"fn": "no.such:function", "output": "out"}, ("out",),
+        ("millrace.dataflow:Map", {"fn": "no.such:function", "output": "out"}, ("out",),
          "fn 'no.such:function' cannot be imported"),
     ],
     ids=["params typo", "join params typo", "subclass typo", "subclass join typo",
@@ -70,4 +72,8 @@ def test_a_bad_setting_is_an_error_of_the_topology_naming_it(
 
 def test_good_settings_and_other_attributes_load() -> None:
     load(Fine, {"window": "session:5m", "allowed_lateness_ms": "1h"})
-    load("dataflow:WindowedAggregation", {"output": "out", "late_output": "late"}, ("out", "late"))
+    load(
+        "millrace.dataflow:WindowedAggregation",
+        {"output": "out", "late_output": "late"},
+        ("out", "late"),
+    )

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from computations import MAX_TIME, Topology
-from dataflow import Pane, Timing, Tumbling, Window
-from injector.authority_service import create_authority_server
-from injector.watermark_authority import WatermarkAuthority
+from millrace.computations import MAX_TIME, Topology
+from millrace.dataflow import Pane, Timing, Tumbling, Window
+from millrace.injector.authority_service import create_authority_server
+from millrace.injector.watermark_authority import WatermarkAuthority
 from tests.support import (
     CollectingSink,
     NodeProcess,
@@ -48,7 +48,7 @@ def write_topology(tmp_path: Path) -> Topology:
 [streams.late]
 
 [computations.agg]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 intervals = 2
 inputs = {{ events = "key" }}
 outputs = ["panes", "late"]

@@ -8,9 +8,9 @@ import random
 from collections import Counter, defaultdict
 from typing import Any
 
-from computations import Topology
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations import Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     Accumulation,
     ApproxDistinct,
     ApproxQuantiles,

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import JSON
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations import JSON
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     LATE_DROPPED,
     Accumulation,
     AfterWatermark,
@@ -27,7 +27,7 @@ from dataflow import (
     Window,
     WindowedAggregation,
 )
-from dataflow._windows import parse_window
+from millrace.dataflow._windows import parse_window
 from tests.dataflow.test_windowed_aggregation import (
     SPAN,
     final_results,
@@ -211,7 +211,7 @@ def test_sliding_windows_equal_a_scan_in_any_order(
 
 def test_a_topology_declares_sliding_windows_by_params() -> None:
     params = {"window": "sliding:1000", "aggregate": "sum", "field": "v", "output": "out"}
-    harness = TestHarness(topology("dataflow:WindowedAggregation", params))
+    harness = TestHarness(topology("millrace.dataflow:WindowedAggregation", params))
     for ts, v in ((100, 2), (600, 3), (1_200, 4)):
         harness.feed("in", b"k", json.dumps({"v": v}).encode(), ts)
     harness.advance_watermark(10_000)

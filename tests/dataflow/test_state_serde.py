@@ -10,10 +10,10 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from computations import JSON
-from dataflow import Combiner, Count, Sum, WindowedAggregation
-from dataflow._combiners import Combined
-from dataflow._state_serde import PLAIN_STATE
+from millrace.computations import JSON
+from millrace.dataflow import Combiner, Count, Sum, WindowedAggregation
+from millrace.dataflow._combiners import Combined
+from millrace.dataflow._state_serde import PLAIN_STATE
 from tests.support.json_values import json_scalars, json_values_of, same_json_value
 
 plain_values = json_values_of(

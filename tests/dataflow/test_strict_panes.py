@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from computations.testing import TestHarness
-from dataflow import Pane, TableJoin, Window
-from dataflow._panes import Timing
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import Pane, TableJoin, Window
+from millrace.dataflow._panes import Timing
 from tests.dataflow.test_tables import topology as table_topology
 from tests.dataflow.test_windowed_aggregation import topology
 
@@ -66,7 +66,7 @@ def test_any_value_is_strict_json_and_reads_back(value: Any) -> None:
 
 def test_an_overflowing_float_sum_is_a_strict_pane() -> None:
     params = {"window": "tumbling:1000", "aggregate": "sum", "field": "v", "output": "out"}
-    harness = TestHarness(topology("dataflow:WindowedAggregation", params))
+    harness = TestHarness(topology("millrace.dataflow:WindowedAggregation", params))
     for ts in (100, 200):
         harness.feed("in", b"k", json.dumps({"v": 1e308}).encode(), ts)
     harness.advance_watermark(5_000)

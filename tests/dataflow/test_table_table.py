@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import Topology
-from computations.testing import TestHarness
-from dataflow import Changelog, JoinType, TableJoin, TableTableJoin, parse_change
+from millrace.computations import Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import Changelog, JoinType, TableJoin, TableTableJoin, parse_change
 
 Change = tuple[str, str, int, Any]  # side ("L"/"R"), key, event time, row (None: delete)
 Output = tuple[str, Any, int]  # key, joined row (None: tombstone), event time

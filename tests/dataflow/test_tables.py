@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from computations import Topology
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations import Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     Accumulation,
     AfterWatermark,
     Changelog,

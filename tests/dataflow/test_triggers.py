@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     Accumulation,
     AfterWatermark,
     AtExpiry,
@@ -22,7 +22,7 @@ from dataflow import (
     Tumbling,
     WindowedAggregation,
 )
-from dataflow._triggers import Firing, LateCondition, firing, parse_trigger
+from millrace.dataflow._triggers import Firing, LateCondition, firing, parse_trigger
 from tests.dataflow.test_windowed_aggregation import SIZE, panes, topology
 
 
@@ -150,6 +150,6 @@ def test_params_declare_composite_and_batched_triggers() -> None:
     with pytest.raises(ValueError, match="at_expiry"):
         parse_trigger({"late": "sometimes"})
     params = {"output": "out", "early_every_records": 2, "early_every_ms": 500, "late": "each"}
-    harness = TestHarness(topology("dataflow:WindowedAggregation", params))
+    harness = TestHarness(topology("millrace.dataflow:WindowedAggregation", params))
     feed(harness, 10, 20)
     assert timings(harness) == [(Timing.EARLY, 0, 2)]

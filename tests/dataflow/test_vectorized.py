@@ -19,10 +19,10 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from computations import Topology
-from engine import BatchOutcome, IntervalProcessor
+from millrace.computations import Topology
+from millrace.engine import BatchOutcome, IntervalProcessor
+from millrace.statestore import StateStore, StoreConfig, TimeDomain
 from millrace.wire.v1 import record_pb2
-from statestore import StateStore, StoreConfig, TimeDomain
 
 TOPOLOGY = """
 [streams.events]
@@ -30,7 +30,7 @@ TOPOLOGY = """
 [streams.late]
 
 [computations.agg]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 inputs = {{ events = "key" }}
 outputs = ["out", "late"]
 max_attempts = {attempts}

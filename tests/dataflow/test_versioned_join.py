@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import JSON, Context, Record, Topology
-from computations.testing import TestHarness
-from dataflow import Changelog, TableJoin
+from millrace.computations import JSON, Context, Record, Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import Changelog, TableJoin
 
 Change = tuple[str, int, bool]  # key, event time, deleted
 Probe = tuple[str, int]  # key, event time

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import MAX_TIME, Topology
-from computations.testing import TestHarness
-from dataflow import (
+from millrace.computations import MAX_TIME, Topology
+from millrace.computations.testing import TestHarness
+from millrace.dataflow import (
     Accumulation,
     AfterWatermark,
     AtExpiry,
@@ -36,8 +36,8 @@ from dataflow import (
     WindowAssigner,
     WindowedAggregation,
 )
-from dataflow._triggers import Condition, LateCondition
-from dataflow._windows import parse_window
+from millrace.dataflow._triggers import Condition, LateCondition
+from millrace.dataflow._windows import parse_window
 
 SIZE = 1_000
 SPAN = 10 * SIZE
@@ -114,7 +114,7 @@ def test_on_time_panes_equal_a_batch_count_and_the_window_is_collected() -> None
 
 def test_a_topology_configures_the_aggregation_by_params() -> None:
     params = {"window": "hopping:1000:500", "aggregate": "sum", "field": "v", "output": "out"}
-    harness = TestHarness(topology("dataflow:WindowedAggregation", params))
+    harness = TestHarness(topology("millrace.dataflow:WindowedAggregation", params))
     for ts, v in ((100, 2), (600, 3), (1_200, 4)):
         harness.feed("in", b"k", json.dumps({"v": v}).encode(), ts)
     harness.advance_watermark(10_000)
@@ -340,7 +340,7 @@ def test_a_window_expiring_at_its_end_still_fires_on_time() -> None:
     the on-time timer) emits the on-time pane first, then drops the window."""
     params = {"window": "global", "aggregate": "count", "output": "out",
               "allowed_lateness_ms": 60_000}  # fmt: skip
-    harness = TestHarness(topology("dataflow:WindowedAggregation", params))
+    harness = TestHarness(topology("millrace.dataflow:WindowedAggregation", params))
     harness.feed_many("in", [(b"a", b"{}", 5), (b"a", b"{}", 7)])
     harness.advance_watermark(MAX_TIME)
     assert [(p.timing, p.value) for p in panes(harness)] == [(Timing.ON_TIME, 2)]

@@ -16,8 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from injector.client import IngestClient
-from injector.log import StreamLog
+from millrace.injector.client import IngestClient
+from millrace.injector.log import StreamLog
 from millrace.wire.v1 import ingest_pb2, ingest_pb2_grpc, watermark_pb2, watermark_pb2_grpc
 from tests.disk_full.small_disk import small_disk
 from tests.support import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until

@@ -20,9 +20,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from computations import Topology
+from millrace.computations import Topology
+from millrace.sinks import FileSink, SinkUnavailableError, read_sink_file
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
-from sinks import FileSink, SinkUnavailableError, read_sink_file
 from tests.disk_full.small_disk import small_disk
 from tests.support import (
     ROOT,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from injector.archive import ArchiveError, ArchiveLocation, LogArchiver, ManifestEntry
-from injector.client import IngestClient
-from injector.log import AppendRequest, LogConfig, StreamLog, scan_segment
+from millrace.injector.archive import ArchiveError, ArchiveLocation, LogArchiver, ManifestEntry
+from millrace.injector.client import IngestClient
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog, scan_segment
 from tests.support import InjectorProcess, free_port, wait_until
 
 T0 = 1_700_000_000_000

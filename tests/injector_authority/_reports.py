@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from injector.watermark_authority import IntervalReport, WatermarkAuthority
+from millrace.injector.watermark_authority import IntervalReport, WatermarkAuthority
 from tests.workloads import two_stage_topology
 
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from computations import MAX_TIME, MIN_TIME
-from injector.watermark_authority import (
+from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.injector.watermark_authority import (
     IntervalReport,
     WatermarkAuthority,
 )

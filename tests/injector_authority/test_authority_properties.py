@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from computations import MAX_TIME, MIN_TIME
-from injector.watermark_authority import IntervalReport, WatermarkAuthority
-from injector.watermark_invariants import (
+from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.injector.watermark_authority import IntervalReport, WatermarkAuthority
+from millrace.injector.watermark_invariants import (
     downstream_never_ahead,
     never_ahead_of_work,
     watermark_is_monotonic,

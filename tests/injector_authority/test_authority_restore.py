@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from computations import MAX_TIME, MIN_TIME
-from injector.authority_journal import AuthorityJournal, JournalError
-from injector.watermark_authority import (
+from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.injector.authority_journal import AuthorityJournal, JournalError
+from millrace.injector.watermark_authority import (
     IntervalReport,
     WatermarkAuthority,
 )

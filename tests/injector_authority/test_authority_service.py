@@ -9,9 +9,9 @@ from concurrent import futures
 import grpc
 import pytest
 
-from computations import MIN_TIME
-from injector.authority_service import WatermarkAuthorityServicer, create_authority_server
-from injector.watermark_authority import IntervalReport, WatermarkAuthority
+from millrace.computations import MIN_TIME
+from millrace.injector.authority_service import WatermarkAuthorityServicer, create_authority_server
+from millrace.injector.watermark_authority import IntervalReport, WatermarkAuthority
 from millrace.wire.v1 import record_pb2, watermark_pb2, watermark_pb2_grpc
 from tests.workloads import two_stage_topology
 

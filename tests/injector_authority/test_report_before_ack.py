@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
-from injector.authority_service import create_authority_server
-from injector.watermark_authority import WatermarkAuthority
-from node._watermark_link import WatermarkLink
+from millrace.injector.authority_service import create_authority_server
+from millrace.injector.watermark_authority import WatermarkAuthority
+from millrace.node._watermark_link import WatermarkLink
 from tests.support import free_port
 from tests.workloads import two_stage_topology
 

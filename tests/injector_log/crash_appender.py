@@ -22,7 +22,7 @@ import random
 import sys
 from pathlib import Path
 
-from injector.log import LogConfig, StreamLog
+from millrace.injector.log import LogConfig, StreamLog
 from tests.injector_log.workload import STREAM, request, tag_of
 
 CONFIG = LogConfig(segment_bytes=256 << 10, index_every=50, fsync=True)

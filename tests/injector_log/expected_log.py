@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from injector.log import (
+from millrace.injector.log import (
     AppendRequest,
     Commit,
     LogConfig,

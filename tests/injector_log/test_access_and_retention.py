@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from injector.log import (
+from millrace.injector.log import (
     LogClosedError,
     LogConfig,
     LogLockedError,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from injector.log import AppendRequest, LogConfig, StreamLog, record_id
 from millrace.commands import log as log_command
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog, record_id
 from tests.support import ManualClock
 
 

@@ -33,7 +33,7 @@ from typing import IO
 
 import pytest
 
-from injector.log import Commit, CorruptEntry, LogRecord, StreamLog, scan_segment
+from millrace.injector.log import Commit, CorruptEntry, LogRecord, StreamLog, scan_segment
 from tests.injector_log.crash_appender import BIG_EVERY
 from tests.injector_log.crash_appender import CONFIG as APPENDER_CONFIG
 from tests.injector_log.workload import STREAM, matches, record_count, tag_of, triples

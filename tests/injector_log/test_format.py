@@ -12,7 +12,7 @@ from pathlib import Path
 
 import xxhash
 
-from injector.log import AppendRequest, LogConfig, StreamLog
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog
 from tests.injector_log.workload import STREAM, WALL_START_MS
 from tests.support import ManualClock
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from injector.log import AppendRequest, LogConfig, LogCorruptedError, StreamLog
+from millrace.injector.log import AppendRequest, LogConfig, LogCorruptedError, StreamLog
 from tests.support import ManualClock
 
 STREAM = "in"

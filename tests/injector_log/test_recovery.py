@@ -11,9 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from injector.log import AppendRequest, LogConfig, LogCorruptedError, RecoveryReport, StreamLog
-from injector.log._format import ENTRY_PREFIX, RECORD_HEAD, encode_header
-from injector.log._index import read_index
+from millrace.injector.log import (
+    AppendRequest,
+    LogConfig,
+    LogCorruptedError,
+    RecoveryReport,
+    StreamLog,
+)
+from millrace.injector.log._format import ENTRY_PREFIX, RECORD_HEAD, encode_header
+from millrace.injector.log._index import read_index
 from tests.injector_log.workload import (
     STREAM,
     WALL_START_MS,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import injector.log
-from injector.log import (
+from millrace.injector import log as injector_log
+from millrace.injector.log import (
     AppendRequest,
     Commit,
     LogConfig,
@@ -20,14 +20,14 @@ from injector.log import (
     scan_segment,
     stream_tag,
 )
-from injector.log._index import read_index
+from millrace.injector.log._index import read_index
 from tests.injector_log.expected_log import CONFIG, build_log
 from tests.injector_log.workload import STREAM, WALL_START_MS, request
 from tests.support import ManualClock
 
 
 def test_exported_names_are_pinned() -> None:
-    assert sorted(injector.log.__all__) == [
+    assert sorted(injector_log.__all__) == [
         "AppendRequest",
         "AppendResult",
         "Commit",
@@ -158,7 +158,7 @@ def test_reads_seek_through_the_index(tmp_path: Path) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
     log = StreamLog.open(tmp_path / STREAM, STREAM, config=CONFIG, clock=clock)
     expected.check(log.read(offset_b, 20), offset_b)
-    with pytest.raises(injector.log.LogCorruptedError, match="crc mismatch"):
+    with pytest.raises(injector_log.LogCorruptedError, match="crc mismatch"):
         log.read(offset_a, 1)
     log.close()
 
@@ -227,7 +227,7 @@ def test_a_segment_rolls_between_requests_never_inside_one(tmp_path: Path) -> No
     ]
     for info in segments:
         assert all(
-            not isinstance(r, injector.log.CorruptEntry) for r in scan_segment(info.path, STREAM)
+            not isinstance(r, injector_log.CorruptEntry) for r in scan_segment(info.path, STREAM)
         )
     log.close()
 

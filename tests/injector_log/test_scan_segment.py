@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from injector.log import CorruptEntry, LogConfig, LogRecord, StreamLog, scan_segment
+from millrace.injector.log import CorruptEntry, LogConfig, LogRecord, StreamLog, scan_segment
 from tests.injector_log.workload import STREAM, WALL_START_MS, entry_bounds, request
 from tests.support import ManualClock
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from injector.log import AppendRequest, LogConfig, LogRecord, StreamLog, scan_segment
-from injector.log._index import read_index
+from millrace.injector.log import AppendRequest, LogConfig, LogRecord, StreamLog, scan_segment
+from millrace.injector.log._index import read_index
 from tests.injector_log.workload import STREAM, WALL_START_MS, matches, request, triples
 from tests.support import ManualClock
 

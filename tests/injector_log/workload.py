@@ -11,7 +11,7 @@ import random
 import struct
 from pathlib import Path
 
-from injector.log import AppendRequest, LogRecord
+from millrace.injector.log import AppendRequest, LogRecord
 
 STREAM = "clicks"
 BASE_EVENT_MS = 1_700_000_000_000

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from injector.file_source import Position
-from injector.log import LogConfig, StreamLog
+from millrace.injector.file_source import Position
+from millrace.injector.log import LogConfig, StreamLog
 from tests.support.file_sources import tail_until
 
 STREAM = "events"

@@ -14,9 +14,9 @@ from typing import BinaryIO
 
 import pytest
 
-from injector import file_source
-from injector.file_source import Position
-from injector.log import LogConfig, StreamLog
+from millrace.injector import file_source
+from millrace.injector.file_source import Position
+from millrace.injector.log import LogConfig, StreamLog
 from tests.support.file_sources import tail_until
 
 STREAM = "events"

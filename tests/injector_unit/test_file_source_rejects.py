@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from injector.file_source import FileSource, Position
-from injector.group_commit import Acked, GroupCommitter
-from injector.log import AppendRequest, LogConfig, StreamLog
+from millrace.injector.file_source import FileSource, Position
+from millrace.injector.group_commit import Acked, GroupCommitter
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog
 from tests.support import wait_until
 
 STREAM = "events"

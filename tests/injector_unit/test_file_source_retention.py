@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from injector.file_source import FileSource
-from injector.group_commit import GroupCommitter
-from injector.log import AppendRequest, LogConfig, StreamLog
+from millrace.injector.file_source import FileSource
+from millrace.injector.group_commit import GroupCommitter
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog
 from tests.injector_unit.test_file_source_rejects import LINES, STREAM, run_source
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from computations import Topology
-from delivery._sender import Origin
-from engine._frames import Frame, encode_frame
-from injector.forwarder import Forwarder
-from injector.log import AppendRequest, LogConfig, StreamLog
+from millrace.computations import Topology
+from millrace.delivery._sender import Origin
+from millrace.engine._frames import Frame, encode_frame
+from millrace.injector.forwarder import Forwarder
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog
 from tests.support import wait_until
 
 STREAM = "events"

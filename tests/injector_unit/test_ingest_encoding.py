@@ -21,15 +21,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from injector.client import ingest_request_bytes
-from injector.ingest_service import MAX_RECORD_BYTES, REQUEST_LIMITS, problem_text
-from injector.json_lines import MAX_LINE_RECORD_BYTES
-from injector.log import stream_tag
-from injector.log._format import encode_request
 from millrace.commands import _inject_batches, _inject_progress
 from millrace.commands._inject_batches import Batch, Malformed, read_batches
 from millrace.commands._inject_progress import CountedLines
 from millrace.dataplane import RecordBatch, decode_ingest_request, ingest_response
+from millrace.injector.client import ingest_request_bytes
+from millrace.injector.ingest_service import MAX_RECORD_BYTES, REQUEST_LIMITS, problem_text
+from millrace.injector.json_lines import MAX_LINE_RECORD_BYTES
+from millrace.injector.log import stream_tag
+from millrace.injector.log._format import encode_request
 from millrace.wire.v1 import ingest_pb2
 from tests.injector_unit.test_json_lines import oracle as json_oracle
 

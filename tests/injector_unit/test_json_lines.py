@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from injector.json_lines import MAX_LINE_RECORD_BYTES, parse_record
+from millrace.injector.json_lines import MAX_LINE_RECORD_BYTES, parse_record
 
 MIN_MS, MAX_MS = -62_135_596_800_000, 253_402_300_799_999
 

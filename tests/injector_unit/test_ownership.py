@@ -10,10 +10,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from injector.control_service import ControlService
-from injector.ownership import OwnershipRegistry
+from millrace.injector.control_service import ControlService
+from millrace.injector.ownership import OwnershipRegistry
+from millrace.node._control_link import LeaseKeeper, register_intervals
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
-from node._control_link import LeaseKeeper, register_intervals
 from tests.workloads import two_stage_topology
 
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from computations import MAX_TIME, MIN_TIME
-from injector.source_watermark import SourceWatermark
+from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.injector.source_watermark import SourceWatermark
 
 
 def watermark_is_monotonic(history: list[int]) -> bool:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from computations import Topology
-from injector.forwarder import Submitter
-from injector.group_commit import GroupCommitter, StreamFinishedError
-from injector.ingest_stream import FINISHED_FILE, IngestStream, finished_offset
-from injector.injector_metrics import InjectorMetrics
-from injector.log import AppendRequest, LogConfig, StreamLog
-from injector.watermark_authority import WatermarkAuthority
+from millrace.computations import Topology
 from millrace.dataplane import RecordBatch
+from millrace.injector.forwarder import Submitter
+from millrace.injector.group_commit import GroupCommitter, StreamFinishedError
+from millrace.injector.ingest_stream import FINISHED_FILE, IngestStream, finished_offset
+from millrace.injector.injector_metrics import InjectorMetrics
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog
+from millrace.injector.watermark_authority import WatermarkAuthority
 
 TOPOLOGY = {
     "streams": {"events": {}, "out": {}},

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
-from injector.json_lines import MAX_LINE_RECORD_BYTES, parse_line
+from millrace.computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from millrace.dataplane import parse_json_lines
+from millrace.injector.json_lines import MAX_LINE_RECORD_BYTES, parse_line
 from tests.support.damaged_bytes import damaged as damaged_bytes
 
 LIMITS = {

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xxhash import xxh3_128_digest
 
-from computations import Topology
-from engine import Production, routes_of
-from engine._routing import ProductionRouter
-from engine._scope import Emitted
+from millrace.computations import Topology
+from millrace.engine import Production, routes_of
+from millrace.engine._routing import ProductionRouter
+from millrace.engine._scope import Emitted
 from millrace.wire.v1 import delivery_pb2
 
 TOPOLOGY = """

@@ -8,8 +8,8 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from computations import interval_of
-from engine._received import Received, Shape, UndecodableRequestError
+from millrace.computations import interval_of
+from millrace.engine._received import Received, Shape, UndecodableRequestError
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 records = st.lists(

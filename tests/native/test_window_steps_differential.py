@@ -19,11 +19,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from computations import MAX_EVENT_TIME_MS
-from dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
-from dataflow._panes import Pane, Timing
-from dataflow._state_serde import PLAIN_STATE
-from dataflow._windows import Window
+from millrace.computations import MAX_EVENT_TIME_MS
+from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
+from millrace.dataflow._panes import Pane, Timing
+from millrace.dataflow._state_serde import PLAIN_STATE
+from millrace.dataflow._windows import Window
 from millrace.dataplane import fold_window_states, on_time_panes
 
 PARTS: dict[str, type[Combiner]] = {

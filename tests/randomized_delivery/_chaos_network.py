@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from computations import MIN_TIME
-from engine import (
+from millrace.computations import MIN_TIME
+from millrace.engine import (
     SINK_PREFIX,
     ComputationWatermark,
     IntervalDriver,
@@ -22,8 +22,8 @@ from engine import (
     routes_of,
     source_productions,
 )
+from millrace.statestore import StateStore
 from millrace.wire.v1 import delivery_pb2, record_pb2
-from statestore import StateStore
 from tests.randomized_delivery._setup import (
     ACK_LOSS_P,
     DUPLICATE_P,

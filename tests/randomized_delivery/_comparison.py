@@ -6,10 +6,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from computations import MAX_TIME
-from computations.testing import TestHarness
-from engine._processor import IntervalProcessor
-from statestore import TimeDomain, Timer
+from millrace.computations import MAX_TIME
+from millrace.computations.testing import TestHarness
+from millrace.engine._processor import IntervalProcessor
+from millrace.statestore import TimeDomain, Timer
 from tests.randomized_delivery._setup import SINK_STREAM, SOURCE_STREAM, STAGES, TOPOLOGY, Event
 from tests.workloads import expected_totals, totals_from_outputs
 

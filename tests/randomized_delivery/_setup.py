@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statestore import StoreConfig
+from millrace.statestore import StoreConfig
 from tests.workloads import two_stage_topology
 
 TOPOLOGY = two_stage_topology((1, 1))

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from computations import MAX_TIME
+from millrace.computations import MAX_TIME
 from tests.randomized_delivery._chaos_network import ChaosRun
 from tests.randomized_delivery._comparison import (
     converges_to_fault_free_run,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from computations import (
+from millrace.computations import (
     JSON,
     MAX_EVENT_TIME_MS,
     Computation,
@@ -19,9 +19,9 @@ from computations import (
     Record,
     Topology,
 )
-from computations.testing import TestHarness
-from injector.log import AppendRequest, LogConfig, StreamLog
-from spark_jobs.batch import (
+from millrace.computations.testing import TestHarness
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog
+from millrace.spark_jobs.batch import (
     InputColumns,
     InputRow,
     IntervalStats,
@@ -39,14 +39,14 @@ TWO_STAGES = """
 [streams.totals]
 
 [computations.count]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 intervals = 2
 inputs = { events = "key" }
 outputs = ["counts"]
 params = { window = "tumbling:10000", aggregate = "count+sum", output = "counts" }
 
 [computations.total]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 intervals = 3
 inputs = { counts = "key" }
 outputs = ["totals"]
@@ -62,7 +62,7 @@ JOIN_AND_SESSIONS = """
 [streams.sessions]
 
 [computations.join]
-handler = "dataflow:IntervalJoin"
+handler = "millrace.dataflow:IntervalJoin"
 intervals = 2
 inputs = { orders = "key", shipments = "json:order" }
 outputs = ["joined", "late"]
@@ -70,7 +70,7 @@ params = { left = "orders", right = "shipments", lower_ms = 0, upper_ms = 3000, 
 allowed_lateness_ms = 0, output = "joined", late_output = "late" }
 
 [computations.sessions]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 intervals = 3
 inputs = { orders = "key" }
 outputs = ["sessions"]

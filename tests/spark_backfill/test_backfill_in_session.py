@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-import spark_jobs
-from computations import Topology
-from spark_jobs.batch import (
+from millrace import spark_jobs
+from millrace.computations import Topology
+from millrace.spark_jobs.batch import (
     BackfillOptions,
     interval_ordered,
     largest_first,
@@ -130,13 +130,13 @@ SESSIONS_AND_WINDOWS = """
 [streams.windows]
 
 [computations.sessions]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 inputs = { events = "key" }
 outputs = ["sessions"]
 params = { window = "session:1500", aggregate = "count+sum", output = "sessions" }
 
 [computations.windows]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 inputs = { events = "key" }
 outputs = ["windows"]
 params = { window = "tumbling:10000", aggregate = "count+sum", output = "windows" }

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from injector.archive import ArchiveLocation, LogArchiver
-from injector.log import StreamLog
-from sinks import read_sink_file
+from millrace.injector.archive import ArchiveLocation, LogArchiver
+from millrace.injector.log import StreamLog
+from millrace.sinks import read_sink_file
 from tests.spark_backfill._topologies import (
     TWO_STAGES,
     harness_outputs,

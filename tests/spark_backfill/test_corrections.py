@@ -9,7 +9,7 @@ value (200) with the older one.
 
 from __future__ import annotations
 
-from spark_jobs.batch import Output, compare
+from millrace.spark_jobs.batch import Output, compare
 
 
 def update(id_byte: int, value: bytes, seq: int) -> Output:
@@ -43,7 +43,7 @@ def test_production_order_wins_over_event_time() -> None:
 
 def test_a_stream_of_results_is_compared_by_content_not_id() -> None:
     """A join's matches: the online ids came from arrival order, the results agree."""
-    from spark_jobs.batch import compare_content
+    from millrace.spark_jobs.batch import compare_content
 
     backfill = [
         Output(b"\x01" * 16, b"order-1", b"match-a", 1_000, 1),

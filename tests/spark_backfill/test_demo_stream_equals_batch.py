@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from computations import Topology
 from examples.clickstream.demo import END_PAGE, TOPOLOGY, deployment_text, top_pages, window_counts
 from examples.clickstream.generate import (
     MINUTE_MS,
@@ -27,9 +26,10 @@ from examples.clickstream.generate import (
     generate,
     write_jsonl,
 )
+from millrace.computations import Topology
 from millrace.local_cluster import start, stop
-from sinks import read_sink_records
-from spark_jobs.batch import with_intervals
+from millrace.sinks import read_sink_records
+from millrace.spark_jobs.batch import with_intervals
 from tests.spark_backfill._topologies import local_backfill, log_records
 from tests.support import ROOT, free_port, wait_until
 

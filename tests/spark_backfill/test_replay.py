@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from millrace.local_cluster import start, stop
-from sinks import read_sink_file
+from millrace.sinks import read_sink_file
 from tests.support import ROOT, free_port, wait_until
 
 T0 = 1_700_000_040_000
@@ -29,7 +29,7 @@ TOPOLOGY = f"""
 [streams.panes]
 
 [computations.agg]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 intervals = 2
 inputs = {{ events = "key" }}
 outputs = ["panes"]

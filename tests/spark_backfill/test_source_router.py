@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from computations import Topology
-from engine import routes_of, source_productions
+from millrace.computations import Topology
+from millrace.engine import routes_of, source_productions
+from millrace.spark_jobs.batch import OutputRow
 from millrace.wire.v1 import record_pb2
-from spark_jobs.batch import OutputRow
 from tests.spark_backfill._topologies import (
     join_and_sessions,
     log_records,
@@ -30,7 +30,7 @@ UNCONSUMED = """
 [streams.counts]
 
 [computations.count]
-handler = "dataflow:WindowedAggregation"
+handler = "millrace.dataflow:WindowedAggregation"
 intervals = 4
 inputs = { events = "key" }
 outputs = ["counts"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.batch import largest_first, with_intervals
+from millrace.spark_jobs.batch import largest_first, with_intervals
 from tests.spark_backfill._topologies import (
     harness_outputs,
     join_and_sessions,

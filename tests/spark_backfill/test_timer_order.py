@@ -20,8 +20,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from computations import JSON, Computation, Context, FiredTimer, Record, Topology
-from spark_jobs.batch import InputColumns, InputRow, IntervalStats, run_interval, with_intervals
+from millrace.computations import JSON, Computation, Context, FiredTimer, Record, Topology
+from millrace.spark_jobs.batch import (
+    InputColumns,
+    InputRow,
+    IntervalStats,
+    run_interval,
+    with_intervals,
+)
 from tests.spark_backfill._topologies import local_backfill
 
 

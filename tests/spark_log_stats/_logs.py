@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from injector.log import (
+from millrace.injector.log import (
     AppendRequest,
     LogConfig,
     LogRecord,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from injector.log import CorruptEntry
-from spark_jobs import log_stats
-from spark_jobs._log_reader import (
+from millrace.injector.log import CorruptEntry
+from millrace.spark_jobs import log_stats
+from millrace.spark_jobs._log_reader import (
     LogDirError,
     SegmentStats,
     StreamStats,
@@ -21,7 +21,7 @@ from spark_jobs._log_reader import (
     list_streams,
     merge_streams,
 )
-from spark_jobs.logsource import VANISHED, SegmentPartition, plan_segments
+from millrace.spark_jobs.logsource import VANISHED, SegmentPartition, plan_segments
 from tests.spark_log_stats._logs import log_view, write_log
 
 # ---------------------------------------------------------------------------

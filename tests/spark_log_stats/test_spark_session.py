@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from injector.log import CorruptEntry, scan_segment
-from spark_jobs import log_stats
-from spark_jobs._log_reader import merge_streams
-from spark_jobs.logsource import plan_segments
+from millrace.injector.log import CorruptEntry, scan_segment
+from millrace.spark_jobs import log_stats
+from millrace.spark_jobs._log_reader import merge_streams
+from millrace.spark_jobs.logsource import plan_segments
 from tests.spark_log_stats._logs import flip_byte_mid_file, log_view, write_log
 from tests.spark_logsource._session import shared_spark
 

@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from injector.client import IngestClient
-from injector.log import (
+from millrace.injector.client import IngestClient
+from millrace.injector.log import (
     AppendRequest,
     CorruptEntry,
     LogConfig,
     StreamLog,
     scan_segment,
 )
-from spark_jobs import log_stats
+from millrace.spark_jobs import log_stats
 from tests.spark_log_stats._logs import (
     T0,
     expected_stats,

@@ -6,8 +6,8 @@ import random
 import struct
 from pathlib import Path
 
-from injector.archive import ArchiveLocation, LogArchiver
-from injector.log import (
+from millrace.injector.archive import ArchiveLocation, LogArchiver
+from millrace.injector.log import (
     AppendRequest,
     CorruptEntry,
     LogConfig,

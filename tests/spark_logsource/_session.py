@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import spark_jobs
+from millrace import spark_jobs
 
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 

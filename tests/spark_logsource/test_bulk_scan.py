@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from injector.log import (
+from millrace.injector.log import (
     AppendRequest,
     CorruptEntry,
     LogConfig,
@@ -26,8 +26,8 @@ from injector.log import (
     scan_segment_columns,
     stream_tag,
 )
-from spark_jobs.logsource import Bounds, Pushdown, SegmentPartition, read_partition
-from spark_jobs.logsource._pushdown import CORRUPT, RECORD
+from millrace.spark_jobs.logsource import Bounds, Pushdown, SegmentPartition, read_partition
+from millrace.spark_jobs.logsource._pushdown import CORRUPT, RECORD
 from tests.spark_logsource._logs import commit_ends
 from tests.support import ManualClock
 

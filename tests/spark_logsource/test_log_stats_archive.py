@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs import log_stats
+from millrace.spark_jobs import log_stats
 from tests.spark_logsource._logs import archive, flip_byte_mid_file, segments, write_logs
 from tests.spark_logsource._session import shared_spark
 

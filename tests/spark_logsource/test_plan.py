@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from spark_jobs.logsource import (
+from millrace.spark_jobs.logsource import (
     Bounds,
     LogDirError,
     Pushdown,
@@ -243,7 +243,7 @@ def test_an_archive_segment_exists_once_its_manifest_does(
     (root / "clicks" / "notes.txt").write_text("not a segment")
     entry = json.loads(manifests[0].read_text())
     manifests[0].write_text(json.dumps({**entry, "stream": "other"}))
-    with caplog.at_level(logging.WARNING, logger="spark_jobs.logsource"):
+    with caplog.at_level(logging.WARNING, logger="millrace.spark_jobs.logsource"):
         _, parts = plan_segments(uri)
     assert [p.name for p in parts] == [m.with_suffix(".log").name for m in manifests[:-1]]
     assert parts[0].summary is None and all(p.summary is not None for p in parts[1:])
@@ -314,11 +314,11 @@ def test_a_copy_of_a_stream_directory_lists_alike(log_dir: Path, tmp_path: Path)
 
 
 def test_exported_names_are_pinned() -> None:
-    import spark_jobs
-    import spark_jobs.logsource
+    from millrace import spark_jobs
+    from millrace.spark_jobs import logsource
 
     assert sorted(spark_jobs.__all__) == ["FILTER_PUSHDOWN", "read_log", "register"]
-    assert sorted(spark_jobs.logsource.__all__) == [
+    assert sorted(logsource.__all__) == [
         "ARROW_SCHEMA", "BATCH_ROWS", "Bounds", "COLUMNS", "CorruptSegmentError", "LogDirError",
         "LogReader", "MillraceLogSource", "MillraceStreamReader", "Pushdown", "ReadOptions",
         "SCHEMA", "SegmentPartition", "SegmentSummary", "StreamOptions", "StreamPartition",
@@ -330,7 +330,9 @@ def test_exported_names_are_pinned() -> None:
 
 
 def test_spark_jobs_imports_without_pyspark() -> None:
-    code = "import sys, spark_jobs; assert 'pyspark' not in sys.modules, 'pyspark imported'"
+    code = (
+        "import sys, millrace.spark_jobs; assert 'pyspark' not in sys.modules, 'pyspark imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -338,7 +340,7 @@ def test_the_arrow_schema_is_the_one_spark_checks_batches_against() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-    from spark_jobs.logsource import ARROW_SCHEMA, COLUMNS
+    from millrace.spark_jobs.logsource import ARROW_SCHEMA, COLUMNS
 
     types = {"binary": BinaryType(), "bigint": LongType(), "string": StringType()}
     schema = StructType([StructField(name, types[kind]) for name, kind in COLUMNS])

@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from injector.log import AppendRequest, CorruptEntry, StreamLog, scan_segment
-from spark_jobs.logsource import (
+from millrace.injector.log import AppendRequest, CorruptEntry, StreamLog, scan_segment
+from millrace.spark_jobs.logsource import (
     ARROW_SCHEMA,
     VANISHED,
     Bounds,
@@ -120,7 +120,7 @@ def test_a_corrupt_entry_is_one_row_after_the_records_before_it(
     victim = parts[1]
     expected = oracle(tmp_path, "clicks")
     corrupt = flip_byte_mid_file(Path(victim.location))
-    with caplog.at_level(logging.WARNING, logger="spark_jobs.logsource"):
+    with caplog.at_level(logging.WARNING, logger="millrace.spark_jobs.logsource"):
         rows = read(victim)
     *good, bad = rows
     assert good[0]["offset"] == victim.base_offset
@@ -227,7 +227,7 @@ def test_scan_segment_reads_a_file_object_like_a_path(log_dir: Path, tmp_path: P
 def test_a_segment_read_in_pieces_gives_the_rows_read_whole_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str, count: int
 ) -> None:
-    monkeypatch.setattr("spark_jobs.logsource._plan.MIN_PIECE_BYTES", 64)
+    monkeypatch.setattr("millrace.spark_jobs.logsource._plan.MIN_PIECE_BYTES", 64)
     write_stream(tmp_path, "clicks", 150)
     _, parts = plan_segments(str(tmp_path), include_active=True)
     part = parts[1]
@@ -270,7 +270,7 @@ def test_pieces_are_made_only_where_there_are_fewer_segments_than_asked(
     assert plan_segments(str(tmp_path), include_active=True, min_partitions=len(parts))[1] == parts
     _, cut = plan_segments(str(tmp_path), include_active=True, min_partitions=len(parts) + 1)
     assert cut == parts, "segments smaller than MIN_PIECE_BYTES stay whole"
-    monkeypatch.setattr("spark_jobs.logsource._plan.MIN_PIECE_BYTES", 64)
+    monkeypatch.setattr("millrace.spark_jobs.logsource._plan.MIN_PIECE_BYTES", 64)
     _, cut = plan_segments(str(tmp_path), include_active=True, min_partitions=4 * len(parts))
     assert len(parts) < len(cut) <= 4 * len(parts)
     assert [row for piece in cut for row in read(piece)] == [r for p in parts for r in read(p)]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import spark_jobs
-from injector.log import AppendRequest, LogConfig, LogRecord, StreamLog, scan_segment
+from millrace import spark_jobs
+from millrace.injector.log import AppendRequest, LogConfig, LogRecord, StreamLog, scan_segment
 from tests.spark_logsource._logs import (
     Row,
     archive,

@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from injector.log import AppendRequest, LogConfig, StreamLog
-from spark_jobs.logsource import (
+from millrace.injector.log import AppendRequest, LogConfig, StreamLog
+from millrace.spark_jobs.logsource import (
     ARROW_SCHEMA,
     CorruptSegmentError,
     MillraceStreamReader,

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statestore import StateStore, TimeDomain, Timer
+from millrace.statestore import StateStore, TimeDomain, Timer
 from tests.statestore_crash._writer_runs import CONFIG, Kill
 from tests.statestore_crash.crash_writer import (
     COUNT_KEY,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from statestore import StoreConfig
+from millrace.statestore import StoreConfig
 from tests.support import chaos_kills
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent

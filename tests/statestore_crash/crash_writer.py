@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import sys
 
-from statestore import StateStore, StoreConfig, TimeDomain, Timer, Transaction
+from millrace.statestore import StateStore, StoreConfig, TimeDomain, Timer, Transaction
 
 EXTRA_KEYS = 200
 """Extra state keys ``x:{i}:{j}`` written by every transaction."""

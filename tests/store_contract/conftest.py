@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from statestore import StateStore, StoreConfig
-from statestore._memory import MemoryEngine
+from millrace.statestore import StateStore, StoreConfig
+from millrace.statestore._memory import MemoryEngine
 from tests.support import ManualClock
 
 

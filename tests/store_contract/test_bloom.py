@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from xxhash import xxh3_128_digest
 
-from statestore._bloom import BloomBatch, BloomHasher, FilterSize
+from millrace.statestore._bloom import BloomBatch, BloomHasher, FilterSize
 
 
 def oracle_positions(size: FilterSize, seed: int, record_ids: list[bytes]) -> list[list[int]]:

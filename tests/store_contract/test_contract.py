@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statestore import (
+from millrace.statestore import (
     StateStore,
     StoreConfig,
     TimeDomain,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from statestore import SenderProgress, StateStore, StoreConfig
+from millrace.statestore import SenderProgress, StateStore, StoreConfig
 from tests.store_contract.conftest import StoreFactory
 
 MINUTE = 60_000

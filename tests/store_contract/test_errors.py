@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from statestore import (
+from millrace.statestore import (
     IncompatibleStoreError,
     StateStore,
     StoreClosedError,
     StoreCorruptedError,
     StoreLockedError,
 )
-from statestore._engine import Column
-from statestore._keys import reserved_meta_key
-from statestore._rocksdb import RocksDBEngine
+from millrace.statestore._engine import Column
+from millrace.statestore._keys import reserved_meta_key
+from millrace.statestore._rocksdb import RocksDBEngine
 
 
 def test_second_handle_in_one_process_is_refused(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_store_held_by_another_process_is_refused(tmp_path: Path) -> None:
             "-c",
             textwrap.dedent(f"""
                 import sys
-                from statestore import StateStore
+                from millrace.statestore import StateStore
                 store = StateStore.open_rocksdb({str(path)!r})
                 print("open", flush=True)
                 sys.stdin.read()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from statestore import EpochFencedError, TimeDomain, Timer, TransactionStatus
+from millrace.statestore import EpochFencedError, TimeDomain, Timer, TransactionStatus
 from tests.store_contract.conftest import StoreFactory
 
 
@@ -56,7 +56,7 @@ def test_newer_epoch_commits_and_fences_older(factory: StoreFactory) -> None:
 
 
 def test_default_epoch_is_the_current_owner(store: object) -> None:
-    from statestore import StateStore
+    from millrace.statestore import StateStore
 
     assert isinstance(store, StateStore)
     store.claim_epoch(5)

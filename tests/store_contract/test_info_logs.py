@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from statestore import StateStore
+from millrace.statestore import StateStore
 
 PAYLOAD = b"x" * 200
 

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from statestore import StateStore, TimeDomain, Timer, Transaction
+from millrace.statestore import StateStore, TimeDomain, Timer, Transaction
 from tests.store_contract.conftest import StoreFactory
 
 KEYS = [b"a", b"b", b"c", b"d"]

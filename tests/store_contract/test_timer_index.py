@@ -14,8 +14,8 @@ import random
 
 import pytest
 
-from statestore import StateStore, TimeDomain, Timer, _keys
-from statestore._engine import Column
+from millrace.statestore import StateStore, TimeDomain, Timer, _keys
+from millrace.statestore._engine import Column
 from tests.store_contract.conftest import StoreFactory
 
 KEYS = [b"", b"a", b"b", b"ab", b"ba", b"zzz", b"\x00", b"\xff\xfe"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from statestore import StateStore
-from statestore._engine import Column
+from millrace.statestore import StateStore
+from millrace.statestore._engine import Column
 from tests.support import STATE, fill_outbox_with_tombstone_files
 
 

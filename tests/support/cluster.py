@@ -26,10 +26,10 @@ from typing import Any
 
 import grpc
 
-from computations import Topology
-from delivery import Origin, SenderPool
-from engine import Production, routes_of, source_productions
 from examples.clickstream import demo
+from millrace.computations import Topology
+from millrace.delivery import Origin, SenderPool
+from millrace.engine import Production, routes_of, source_productions
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 
 ROOT = Path(__file__).resolve().parents[2]

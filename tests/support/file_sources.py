@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from injector.file_source import FileSource, Position
-from injector.group_commit import GroupCommitter
-from injector.log import StreamLog
+from millrace.injector.file_source import FileSource, Position
+from millrace.injector.group_commit import GroupCommitter
+from millrace.injector.log import StreamLog
 from tests.support.waiting import wait_until
 
 

@@ -3,7 +3,7 @@ compactions (for the tests of ``StateStore.compact_deletions``)."""
 
 from __future__ import annotations
 
-from statestore import StateStore
+from millrace.statestore import StateStore
 
 STATE = b"s" * (256 << 10)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from injector.client import IngestClient
+from millrace.injector.client import IngestClient
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc
 from tests.support import CollectingSink, InjectorProcess, NodeProcess, free_port, wait_until
 
