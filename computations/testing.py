@@ -130,18 +130,33 @@ class TestHarness:
     def feed(
         self,
         stream: str,
-        key: bytes,
-        value: bytes,
+        key: bytes | str,
+        value: Any,
         event_time_ms: int,
         *,
         record_id: bytes | None = None,
+        serde: Serde[Any] | None = None,
     ) -> bytes:
         """Send a record into source ``stream`` (delivered by :meth:`step`). Returns its id.
 
-        Feeding the same ``record_id`` again is a duplicate delivery.
+        ``key``: bytes, or text (sent as UTF-8); ``value``: bytes, or any value ``serde``
+        encodes (``serde=JSON``: a dict, a list, a number). Feeding the same
+        ``record_id`` again is a duplicate delivery.
         """
         if stream not in self.topology.sources():
             raise ValueError(f"{stream!r} is not a source stream of the topology")
+        if isinstance(key, str):
+            key = key.encode()
+        if serde is not None:
+            value = serde.dumps(value)
+        if not isinstance(key, bytes) or not isinstance(value, bytes):
+            wrong = "key" if not isinstance(key, bytes) else "value"
+            given = type(key if wrong == "key" else value).__name__
+            raise TypeError(
+                f"feed {stream!r}: the {wrong} must be bytes, not {given}"
+                + (": pass serde=JSON (or another serde) to send a Python value"
+                   if wrong == "value" else "")
+            )  # fmt: skip
         if record_id is None:
             self._fed += 1
             record_id = hashlib.blake2b(f"fed-{self._fed}".encode(), digest_size=16).digest()
@@ -210,6 +225,10 @@ class TestHarness:
     def outputs(self, stream: str) -> list[Record]:
         """Records delivered to sink ``stream``, once each, in arrival order."""
         return list(self._sink_outputs[stream].values())
+
+    def output_values(self, stream: str, serde: Serde[T]) -> list[T]:
+        """The values of :meth:`outputs`, decoded by ``serde`` (``JSON``: Python values)."""
+        return [serde.loads(record.value) for record in self.outputs(stream)]
 
     @overload
     def state(self, computation: str, key: bytes, tag: str) -> bytes | None: ...
@@ -341,6 +360,12 @@ class TestHarness:
             )
         return Ack(batch_seq=batch.batch_seq, committed_ids=[r.record_id for r in batch.records])
 
-    def feed_many(self, stream: str, items: Iterable[tuple[bytes, bytes, int]]) -> list[bytes]:
+    def feed_many(
+        self,
+        stream: str,
+        items: Iterable[tuple[bytes | str, Any, int]],
+        *,
+        serde: Serde[Any] | None = None,
+    ) -> list[bytes]:
         """:meth:`feed` each ``(key, value, event_time_ms)``; returns the record ids."""
-        return [self.feed(stream, key, value, ts) for key, value, ts in items]
+        return [self.feed(stream, key, value, ts, serde=serde) for key, value, ts in items]
