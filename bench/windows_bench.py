@@ -154,7 +154,7 @@ def _on_time_panes(path: Path) -> dict[tuple[str, int, int], list[int]]:
         for line in lines:
             if not line.endswith(b"\n"):
                 break  # being written
-            pane = json.loads(json.loads(line)["value"])
+            pane = json.loads(line)["value"]  # a JSON value, as JSON
             if pane["key"] != "end-marker":
                 start, end = pane["window"]
                 panes[(pane["key"], start, end)] = [pane["value"]["count"], pane["value"]["sum"]]

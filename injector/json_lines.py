@@ -1,16 +1,17 @@
-"""JSON lines ``{"key": ..., "value": ..., "ts": <event time ms>}`` as log records.
+"""JSON lines ``{"key": ..., "value": ..., "event_time_ms": <ms>}`` as log records.
 
 The one reading of such lines, shared by ``millrace inject`` and the file source.
 ``key`` and ``value`` become bytes: a string its UTF-8, any other JSON value its text
 as ``json.dumps`` writes it (``7``, ``1.5``, ``true``, ``null``, ``{"a": [1, 2]}``);
-``ts`` must be integer milliseconds in the accepted event-time range; other fields are
-ignored.
+the event time, ``event_time_ms`` (the API's name; ``ts``, its older name, is read
+too, but not both), must be integer milliseconds in the accepted event-time range;
+other fields are ignored.
 
 Two readers, one meaning. :func:`parse_line` (the standard library's ``json``) is the
 definition and words every error. The hot paths read whole groups of lines natively
 (:func:`parse_plain_lines`, serde_json in ``native/core/src/json_lines.rs``): a line
 whose reading is plain (an object whose key and value are strings or integers, an
-integer ``ts`` in range, no field twice) becomes a record without a Python object per
+integer event time in range, no field twice) becomes a record without a Python object per
 line, and every other line -- blank, malformed, or with floats, nested values or escapes
 ``json`` alone takes -- is left to :func:`parse_line`. So the two together return and
 raise exactly what :func:`parse_line` does, only faster.
@@ -71,22 +72,25 @@ def parse_lines(lines: Sequence[bytes]) -> tuple[RecordBatch, list[tuple[int, Va
 
 
 def parse_line(text: str) -> LineRecord:
-    """A JSON line as ``(key, value, ts)``; ValueError says what is wrong."""
+    """A JSON line as ``(key, value, event time ms)``; ValueError says what is wrong."""
     try:
         body = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from exc
     if not isinstance(body, dict):
         raise ValueError(f"expected a JSON object, got {type(body).__name__}")
-    missing = [field for field in ("key", "value", "ts") if field not in body]
+    if "event_time_ms" in body and "ts" in body:
+        raise ValueError("two event times: give 'event_time_ms' (or its older name 'ts'), once")
+    time_field = "ts" if "ts" in body else "event_time_ms"
+    missing = [field for field in ("key", "value", time_field) if field not in body]
     if missing:
         raise ValueError(f"missing field(s): {', '.join(missing)}")
-    ts = body["ts"]
+    ts = body[time_field]
     if not isinstance(ts, int) or isinstance(ts, bool):
-        raise ValueError(f"'ts' must be integer milliseconds, got {ts!r}")
+        raise ValueError(f"{time_field!r} must be integer milliseconds, got {ts!r}")
     problem = event_time_problem(ts)
     if problem is not None:
-        raise ValueError(f"'ts': {problem}")
+        raise ValueError(f"{time_field!r}: {problem}")
     key, value = _as_bytes(body["key"]), _as_bytes(body["value"])
     if len(key) + len(value) > MAX_LINE_RECORD_BYTES:
         raise ValueError(

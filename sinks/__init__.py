@@ -5,8 +5,9 @@ and must deduplicate by record id itself: senders resend whatever they have
 not seen acknowledged.
 """
 
+from millrace.sink_lines import SinkLine, parse_line, sink_line
 from millrace.sinks._indexed_sink import SinkLockedError, SinkUnavailableError
-from millrace.sinks.file_sink import FileSink, read_sink_file, read_sink_records, sink_line
+from millrace.sinks.file_sink import FileSink, read_sink_file, read_sink_records
 from millrace.sinks.parquet_sink import SCHEMA as PARQUET_SCHEMA
 from millrace.sinks.parquet_sink import ParquetSink, read_parquet_sink
 
@@ -14,8 +15,10 @@ __all__ = [
     "PARQUET_SCHEMA",
     "FileSink",
     "ParquetSink",
+    "SinkLine",
     "SinkLockedError",
     "SinkUnavailableError",
+    "parse_line",
     "read_parquet_sink",
     "read_sink_file",
     "read_sink_records",

@@ -1,8 +1,9 @@
 """``FileSink``: a sink stream appended to a JSON-lines file, each record exactly once.
 
 Per delivery batch: drop ids already written, append one line per new record
-(``{"record_id", "key", "value", "ts", "producer"}``; key and value as UTF-8
-text when valid, else ``{"base64": ...}``) with unbuffered writes, fsync,
+(``{"v": 2, "record_id", "key", "value", "event_time_ms", "producer"}``, a JSON value
+as JSON: :mod:`millrace.sink_lines`, which also reads the lines of version 1) with
+unbuffered writes, fsync,
 then index them (``.NAME.index`` beside the file, :mod:`sinks._sink_index`),
 then ack. A write or fsync that fails (``ENOSPC``, ``EIO``) is cut back on
 the spot to the file's last durable length, nothing of the batch is
@@ -18,7 +19,6 @@ record per key are on disk.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -31,6 +31,7 @@ import grpc
 
 from millrace.deployment import AppendOnlyFile, abort, line_blocks
 from millrace.engine import sender_progress
+from millrace.sink_lines import parse_line, sink_line
 from millrace.sinks._indexed_sink import IndexedSink, SinkUnavailableError, lock_beside
 from millrace.statestore import StoreConfig
 from millrace.wire.v1 import delivery_pb2, record_pb2
@@ -43,28 +44,19 @@ READ_BYTES = 1 << 20
 """Bytes of the file read at a time by ``read``."""
 
 
-def _text(data: bytes) -> Any:
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode()}
-
-
 def read_sink_file(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a sink file (a torn last line and malformed lines are ignored)."""
+    """The record lines of a sink file as JSON objects, as written (version 2: a JSON
+    value parsed under ``value``; see :mod:`millrace.sink_lines`); a torn last line and
+    malformed lines are ignored."""
     lines = Path(path).read_bytes().split(b"\n")
-    records = []
-    for line in lines[:-1]:
-        body = _parse(line)
-        if body is not None:
-            records.append(body)
-    return records
+    return [json.loads(line) for line in lines[:-1] if parse_line(line) is not None]
 
 
 def read_sink_records(path: str | Path) -> list[record_pb2.Record]:
     """The records of a sink file as the sink received them, in file order (a torn last
     line and malformed lines are ignored)."""
-    return [_record_of(body) for body in read_sink_file(path)]
+    lines = Path(path).read_bytes().split(b"\n")[:-1]
+    return [found.record() for line in lines if (found := parse_line(line)) is not None]
 
 
 class FileSink(IndexedSink):
@@ -115,8 +107,8 @@ class FileSink(IndexedSink):
         start = 0
         while start < len(lines):
             stop = lines.index(b"\n", start)
-            body = _parse(lines[start:stop])
-            if body is None:
+            found = parse_line(lines[start:stop])
+            if found is None:
                 self.malformed_lines += 1
                 log.warning(
                     "sink file %s: skipping a malformed line at byte %d (not a record)",
@@ -125,8 +117,8 @@ class FileSink(IndexedSink):
                            "offset": base + start},
                 )  # fmt: skip
             else:
-                ids.append(bytes.fromhex(body["record_id"]))
-                keys.append(_bytes(body["key"]))
+                ids.append(found.record_id)
+                keys.append(found.key)
                 offsets.append(base + start)
             start = stop + 1
         self._index.add(ids, keys, offsets, base + len(lines))
@@ -214,11 +206,11 @@ class FileSink(IndexedSink):
             for block in line_blocks(lambda n: handle.read(min(n, stop - handle.tell())),
                                      READ_BYTES):  # fmt: skip
                 for line in block.split(b"\n")[:-1]:
-                    body = _parse(line)
-                    if body is None:
+                    found = parse_line(line)
+                    if found is None:
                         continue  # a malformed line holds no position
                     if at >= position:
-                        out.append((at, _record_of(body)))
+                        out.append((at, found.record()))
                     at += 1
                     if at >= wanted:
                         return out
@@ -241,49 +233,3 @@ def _cut_to(path: Path, size: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _parse(line: bytes) -> dict[str, Any] | None:
-    """A record line's fields, or None when the line is not one."""
-    try:
-        body = json.loads(line)
-        bytes.fromhex(body["record_id"])
-        _ = body["key"], body["value"], body["ts"]
-    except (ValueError, TypeError, KeyError):
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def _bytes(text: Any) -> bytes:
-    if isinstance(text, dict):
-        return base64.b64decode(text["base64"])
-    return str(text).encode()
-
-
-def _record(line: bytes) -> record_pb2.Record:
-    return _record_of(json.loads(line))
-
-
-def _record_of(body: dict[str, Any]) -> record_pb2.Record:
-    return record_pb2.Record(
-        record_id=bytes.fromhex(body["record_id"]),
-        key=_bytes(body["key"]),
-        value=_bytes(body["value"]),
-        event_time_ms=body["ts"],
-        producer=body.get("producer", ""),
-    )
-
-
-def sink_line(record: record_pb2.Record, *, seq: int | None = None) -> bytes:
-    """One line of a JSON-lines sink file: what the sink writes for ``record`` (a
-    backfill's output also gives its place in production order, ``seq``)."""
-    body: dict[str, object] = {
-        "record_id": record.record_id.hex(),
-        "key": _text(record.key),
-        "value": _text(record.value),
-        "ts": record.event_time_ms,
-        "producer": record.producer,
-    }
-    if seq is not None:
-        body["seq"] = seq
-    return json.dumps(body, separators=(",", ":")).encode() + b"\n"

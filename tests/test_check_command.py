@@ -50,7 +50,8 @@ def test_a_valid_deployment_is_summarised(tmp_path: Path) -> None:
     done = check(tmp_path, 'window = "tumbling:1m", aggregate = "count", output = "counts"')
     assert done.returncode == 0, done.stderr
     assert (
-        "computation counts: millrace.dataflow:WindowedAggregation, 2 interval(s) on counts" in done.stdout
+        "computation counts: millrace.dataflow:WindowedAggregation, 2 interval(s) on counts"
+        in done.stdout
     )
     assert done.stdout.rstrip().endswith("OK: the deployment and its topology are valid")
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from millrace.computations import Topology
-from millrace.sinks import FileSink, file_sink, read_sink_file
-from millrace.sinks.file_sink import sink_line
+from millrace.sinks import FileSink, file_sink, read_sink_file, sink_line
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from tests.support import (
     ROOT,
@@ -53,7 +52,7 @@ def test_each_record_is_written_once_across_reopen_and_torn_lines(tmp_path: Path
     ]))  # fmt: skip
     sink.close()
     lines = read_sink_file(path)
-    assert [line["value"] for line in lines[:4]] == ["1", "2", "3", "4"]
+    assert [line["value"] for line in lines[:4]] == [1, 2, 3, 4]  # JSON values as JSON
     assert lines[4]["key"] == {"base64": "/w=="}
 
 

@@ -30,14 +30,14 @@ EXCEPTIONS = {
     # The package's version, reported by Admin.
     "node/_admin_service.py": {"millrace"},
 }
-BOTTOM = ("millrace.wire", "millrace.dataplane", "millrace.event_time")
-"""Below every layer: the wire contract, the native data plane's public face and the
-bounds of time."""
+BOTTOM = ("millrace.wire", "millrace.dataplane", "millrace.event_time", "millrace.sink_lines")
+"""Below every layer: the wire contract, the native data plane's public face, the
+bounds of time and the sink file's line format."""
 
 
 def imports(path: Path) -> list[str]:
     """Every module ``path`` imports at any level (absolute imports only)."""
-    found = []
+    found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module == "millrace":
             found.extend(  # a package, else the name of millrace/__init__.py it is

@@ -28,6 +28,7 @@ from millrace.deployment import Deployment
 from millrace.deployment.security import UNAUTHENTICATED_MESSAGE, Security
 from millrace.injector.client import IngestClient
 from millrace.injector.server import Injector
+from millrace.sinks import read_sink_records
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, ingest_pb2, ingest_pb2_grpc
 from tests.support import ROOT, free_port
 
@@ -382,7 +383,7 @@ def test_a_secured_pipeline_carries_injected_records_to_the_sink(
         values: list[str] = []
         while time.monotonic() < deadline:
             if out.exists():
-                values = [json.loads(line)["value"] for line in out.read_text().splitlines()]
+                values = [r.value.decode() for r in read_sink_records(out)]
                 if len(values) >= len(lines):
                     break
             time.sleep(0.1)

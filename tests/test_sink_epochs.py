@@ -33,4 +33,4 @@ def test_a_sink_refuses_forged_epochs_and_other_targets_and_takes_the_rest(
     assert sink.written == 0, "nothing of a refused batch is written"
     genuine = sink.write(batch(3))
     assert list(genuine.committed_ids) == [b"r1"]
-    assert [line["value"] for line in read_sink_file(tmp_path / "ok.jsonl")] == ["v"]
+    assert [line["value_text"] for line in read_sink_file(tmp_path / "ok.jsonl")] == ["v"]

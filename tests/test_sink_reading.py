@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -88,7 +89,9 @@ def test_view_get_command(tmp_path: Path) -> None:
             [*command, "--key", "alice"], capture_output=True, text=True, cwd=ROOT, check=False
         )
         assert found.returncode == 0, found.stderr
-        assert '"value": "3"' in found.stdout
+        shown = json.loads(found.stdout)  # the record's sink line, with its position
+        assert (shown["key"], shown["value"], shown["v"]) == ("alice", 3, 2)
+        assert isinstance(shown["position"], int) and "event_time_ms" in shown
         missing = subprocess.run(
             [*command, "--key", "bob"], capture_output=True, text=True, cwd=ROOT, check=False
         )

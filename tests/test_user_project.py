@@ -132,7 +132,7 @@ path = "out/totals.jsonl"
         got = {}
         for line in out.read_text().splitlines():
             entry = json.loads(line)
-            body = json.loads(entry["value"])
+            body = entry["value"]  # a JSON value, as JSON
             got[(entry["key"], body["day"])] = body["total"]
         assert got == expected
         assert written() == len(expected), "each total once"

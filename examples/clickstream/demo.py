@@ -41,6 +41,7 @@ from examples.clickstream.generate import (
 )
 from millrace.dataflow import Pane, Timing, Window
 from millrace.local_cluster import millrace, start, stop
+from millrace.sinks import parse_line
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = Path(__file__).with_name("topology.toml").read_text()
@@ -109,7 +110,10 @@ def latest_panes(path: Path) -> dict[tuple[str, Window], Pane]:
     if not path.exists():
         return latest
     for line in path.read_bytes().split(b"\n")[:-1]:  # a line being written is left out
-        pane = Pane.decode(json.loads(line)["value"].encode())
+        found = parse_line(line)
+        if found is None:
+            continue
+        pane = Pane.decode(found.value)
         at = (pane.key.decode(), pane.window)
         if at not in latest or pane.index > latest[at].index:
             latest[at] = pane
@@ -225,7 +229,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script, read top to bottom
                 capture_output=True, text=True, cwd=ROOT, check=False, timeout=30,
             )  # fmt: skip
             latest = json.loads(view.stdout) if view.returncode == 0 else {}
-            served = Pane.decode(latest["value"].encode()).value if latest else None
+            served = Pane.decode(json.dumps(latest["value"]).encode()).value if latest else None
             if served != tops[user]:
                 print(f"FAILED: the view serves {served!r} for {user}: {view.stderr}")
                 return 1

@@ -10,6 +10,7 @@ import grpc
 
 from millrace.commands._options import add_config_argument
 from millrace.deployment import Deployment
+from millrace.sink_lines import sink_line
 from millrace.wire.v1 import sink_pb2, sink_pb2_grpc
 
 
@@ -46,16 +47,6 @@ def run_get(args: argparse.Namespace) -> int:
     if not response.found:
         print(f"no record with key {args.key!r} in {args.stream}", file=sys.stderr)
         return 1
-    record = response.latest.record
-    print(
-        json.dumps(
-            {
-                "position": response.latest.position,
-                "record_id": record.record_id.hex(),
-                "key": record.key.decode(errors="replace"),
-                "value": record.value.decode(errors="replace"),
-                "ts": record.event_time_ms,
-            }
-        )
-    )
+    line = json.loads(sink_line(response.latest.record))
+    print(json.dumps({"position": response.latest.position, **line}))
     return 0

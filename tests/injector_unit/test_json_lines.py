@@ -32,15 +32,18 @@ def oracle(raw: bytes) -> tuple[bytes, bytes, int] | None:
         raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from exc
     if not isinstance(body, dict):
         raise ValueError(f"expected a JSON object, got {type(body).__name__}")
-    missing = [name for name in ("key", "value", "ts") if name not in body]
+    if "ts" in body and "event_time_ms" in body:
+        raise ValueError("two event times: give 'event_time_ms' (or its older name 'ts'), once")
+    name = "ts" if "ts" in body else "event_time_ms"
+    missing = [field for field in ("key", "value", name) if field not in body]
     if missing:
         raise ValueError(f"missing field(s): {', '.join(missing)}")
-    ts = body["ts"]
+    ts = body[name]
     if not isinstance(ts, int) or isinstance(ts, bool):
-        raise ValueError(f"'ts' must be integer milliseconds, got {ts!r}")
+        raise ValueError(f"{name!r} must be integer milliseconds, got {ts!r}")
     if not MIN_MS <= ts <= MAX_MS:
         raise ValueError(
-            f"'ts': event time {ts} ms is outside the accepted range {MIN_MS}..{MAX_MS} "
+            f"{name!r}: event time {ts} ms is outside the accepted range {MIN_MS}..{MAX_MS} "
             "(years 1 to 9999)"
         )
 
@@ -89,12 +92,13 @@ extra_fields = st.dictionaries(st.sampled_from(["x", "keys", "Key", "t"]), json_
 def lines(draw: st.DrawFn) -> bytes:
     """A line as a writer might produce it: the fields in any order, some missing or
     repeated, extra fields, compact or spaced, ASCII-escaped or raw UTF-8."""
+    time_name = draw(st.sampled_from(["ts", "event_time_ms"]))
     fields: dict[str, Any] = {
         "key": draw(json_values | texts | st.integers()),
         "value": draw(json_values | st.integers(1, 100)),
-        "ts": draw(times),
+        time_name: draw(times),
     }
-    for name in draw(st.sets(st.sampled_from(["key", "value", "ts"]), max_size=1)):
+    for name in draw(st.sets(st.sampled_from(["key", "value", time_name]), max_size=1)):
         del fields[name]
     fields.update(draw(extra_fields))
     items = draw(st.permutations(list(fields.items())))
@@ -102,7 +106,8 @@ def lines(draw: st.DrawFn) -> bytes:
     ensure_ascii = draw(st.booleans())
     text = json.dumps(dict(items), separators=separators, ensure_ascii=ensure_ascii)
     if draw(st.booleans()):
-        text = text[:-1] + separators[0] + json.dumps("ts") + separators[1] + "7}"  # repeated
+        repeated = draw(st.sampled_from(["ts", "event_time_ms"]))  # the same name, or both
+        text = text[:-1] + separators[0] + json.dumps(repeated) + separators[1] + "7}"
     padding = draw(st.sampled_from(["", " ", "\t", "\r", "\n", " \r\n"]))
     return (draw(st.sampled_from(["", " ", "\ufeff"])) + text + padding).encode(
         "utf-8", errors="surrogatepass"

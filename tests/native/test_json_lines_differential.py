@@ -139,7 +139,8 @@ times = st.one_of(
 names = {
     "key": ["key", Raw('"k\\u0065y"'), Raw('"\\u006b\\u0065\\u0079"')],
     "value": ["value", Raw('"v\\u0061lue"')],
-    "ts": ["ts", Raw('"t\\u0073"')],
+    # the event time: its name, or its older name (a line with both is refused)
+    "ts": ["ts", Raw('"t\\u0073"'), "event_time_ms", "event_time_ms", Raw('"event_time_m\\u0073"')],
 }
 extra_names = st.sampled_from(["x", "Key", "keys", "", "k", "ts ", "\ud800", "é"])
 spaces = st.sampled_from(["", "", " ", "  ", "\t", "\r", "\n", "\r\n"])

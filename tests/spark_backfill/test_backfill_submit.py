@@ -15,7 +15,7 @@ import pytest
 
 from millrace.injector.archive import ArchiveLocation, LogArchiver
 from millrace.injector.log import StreamLog
-from millrace.sinks import read_sink_file
+from millrace.sinks import read_sink_file, read_sink_records
 from tests.spark_backfill._topologies import (
     TWO_STAGES,
     harness_outputs,
@@ -104,8 +104,7 @@ def test_backfill_equals_the_online_run(tmp_path: Path) -> None:
     [part] = (tmp_path / "out0" / "totals.jsonl").glob("part-*")
     lines = read_sink_file(part)
     assert {
-        bytes.fromhex(line["record_id"]): (line["key"].encode(), line["value"].encode(), line["ts"])
-        for line in lines
+        r.record_id: (r.key, r.value, r.event_time_ms) for r in read_sink_records(part)
     } == expected
     seqs = [line["seq"] for line in lines]  # one producing computation: its production order
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)

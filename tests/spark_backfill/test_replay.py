@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from millrace.local_cluster import start, stop
-from millrace.sinks import read_sink_file
+from millrace.sinks import read_sink_file, read_sink_records
 from tests.support import ROOT, free_port, wait_until
 
 T0 = 1_700_000_040_000
@@ -71,7 +71,7 @@ def sink_windows(path: Path) -> dict[tuple[str, int], Any]:
     held: dict[tuple[str, int], Any] = {}
     if path.exists():
         for line in read_sink_file(path):
-            pane = json.loads(line["value"])
+            pane = line["value"]  # a JSON value, as JSON (sink lines of version 2)
             held[(pane["key"], pane["window"][0])] = pane["value"]
     return held
 
@@ -139,17 +139,13 @@ def test_replay_corrects_the_sink_and_is_idempotent(tmp_path: Path) -> None:
             for row in pq.read_table(tmp_path / "work" / "panes").to_pylist()
         }
         untouched = [
-            line for line in read_sink_file(sink_file)
-            if (json.loads(line["value"])["key"], json.loads(line["value"])["window"][0])
+            record for record in read_sink_records(sink_file)
+            if (json.loads(record.value)["key"], json.loads(record.value)["window"][0])
             not in wrong
         ]  # fmt: skip
         assert len(untouched) > 50
-        for line in untouched:
-            assert backfilled[bytes.fromhex(line["record_id"])] == (
-                line["key"].encode(),
-                line["value"].encode(),
-                line["ts"],
-            )
+        for record in untouched:
+            assert backfilled[record.record_id] == (record.key, record.value, record.event_time_ms)
         report = json.loads((tmp_path / "report.json").read_text())["streams"]["panes"]
         assert report["published"] == report["changed"] + report["missing"] == len(wrong)
         assert "REPLAY late_records=30" in first.stdout

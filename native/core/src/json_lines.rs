@@ -1,14 +1,16 @@
-//! JSON lines `{"key": ..., "value": ..., "ts": <event time ms>}` as records: the fast
-//! path of `millrace inject` and the file source.
+//! JSON lines `{"key": ..., "value": ..., "event_time_ms": <ms>}` (or the older name
+//! `ts` for the event time) as records: the fast path of `millrace inject` and the
+//! file source.
 //!
 //! The meaning is defined in Python (`injector/json_lines.py`, `parse_line`): `key`
 //! and `value` become bytes (a string its UTF-8, any other JSON value its text as
-//! Python's `json.dumps` writes it), `ts` must be integer milliseconds in the accepted
-//! range, other fields are ignored. This module takes the lines whose reading is plain
-//! (an object whose key and value are strings or integers and whose `ts` is an
-//! integer in range, no field twice) and leaves every other line (blank, malformed,
-//! floats, nested values, duplicate fields...) to that reference, which words the
-//! errors. So the two together read every line exactly as the reference alone does.
+//! Python's `json.dumps` writes it), the event time must be integer milliseconds in
+//! the accepted range, other fields are ignored. This module takes the lines whose
+//! reading is plain (an object whose key and value are strings or integers and whose
+//! one event time is an integer in range, no field twice) and leaves every other line
+//! (blank, malformed, floats, nested values, duplicate fields, both time names...) to
+//! that reference, which words the errors. So the two together read every line exactly
+//! as the reference alone does.
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -31,7 +33,17 @@ struct Line<'a> {
     key: &'a RawValue,
     #[serde(borrow)]
     value: &'a RawValue,
-    ts: i64,
+    // Raw, so that a field present but null counts as present (the reference refuses
+    // a line with both names, whatever their values).
+    #[serde(default, borrow, deserialize_with = "present")]
+    event_time_ms: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    ts: Option<&'a RawValue>,
+}
+
+/// A field that is there, whatever its value (serde reads a null `Option` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(field: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(field).map(Some)
 }
 
 /// The record of one line when its reading is plain; None leaves it to the reference.
@@ -47,7 +59,11 @@ pub fn parse_line(line: &[u8], limits: &LineLimits) -> Option<Record> {
         return None;
     }
     let parsed: Line<'_> = serde_json::from_str(text).ok()?;
-    if !(limits.min_event_time_ms..=limits.max_event_time_ms).contains(&parsed.ts) {
+    let event_time_ms: i64 = match (parsed.event_time_ms, parsed.ts) {
+        (Some(time), None) | (None, Some(time)) => serde_json::from_str(time.get()).ok()?,
+        _ => return None, // neither or both: the reference says which
+    };
+    if !(limits.min_event_time_ms..=limits.max_event_time_ms).contains(&event_time_ms) {
         return None;
     }
     let key = field_bytes(parsed.key)?;
@@ -58,7 +74,7 @@ pub fn parse_line(line: &[u8], limits: &LineLimits) -> Option<Record> {
     Some(Record {
         key,
         value,
-        event_time_ms: parsed.ts,
+        event_time_ms,
     })
 }
 
@@ -129,6 +145,10 @@ mod tests {
             plain(r#"{"key": 18446744073709551615, "value": "", "ts": 1}"#),
             Some((b"18446744073709551615".to_vec(), vec![], 1))
         );
+        assert_eq!(
+            plain(r#"{"key": "u1", "value": 7, "event_time_ms": 5}"#),
+            Some((b"u1".to_vec(), b"7".to_vec(), 5))
+        );
     }
 
     #[test]
@@ -153,6 +173,10 @@ mod tests {
             r#"{"key": 123456789012345678901, "value": 1, "ts": 1}"#,
             "{\"key\": \"a\", \"value\": 1, \"ts\": 1} x",
             "\u{feff}{\"key\": \"a\", \"value\": 1, \"ts\": 1}",
+            r#"{"key": "a", "value": 1, "ts": 1, "event_time_ms": 1}"#,
+            r#"{"key": "a", "value": 1, "event_time_ms": null}"#,
+            r#"{"key": "a", "value": 1, "ts": null, "event_time_ms": 1}"#,
+            r#"{"key": "a", "value": 1, "event_time_ms": 1, "event_time_ms": 2}"#,
         ] {
             assert_eq!(plain(line), None, "{line}");
         }
