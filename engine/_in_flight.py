@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Hashable, Iterable
+from itertools import repeat
 
 
 class OldestInFlight:
@@ -77,6 +79,22 @@ class OldestInFlight:
             del self._groups[group]
             return group
         return None
+
+    def remove_many(self, keys: Iterable[bytes]) -> list[Hashable]:
+        """Forget acknowledged productions (one ack's, in C-level passes); returns the
+        names of the groups whose last live member was among them (untracked keys are
+        ignored)."""
+        emptied = Counter(map(self._group_of.pop, keys, repeat(None)))
+        emptied.pop(None, None)
+        finished = []
+        groups = self._groups
+        for group, count in emptied.items():
+            entry = groups[group]
+            entry[1] -= count
+            if entry[1] <= 0:
+                del groups[group]
+                finished.append(group)
+        return finished
 
     def tracks(self, key: bytes) -> bool:
         """True while ``key`` is unacknowledged here."""

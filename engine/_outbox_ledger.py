@@ -62,11 +62,7 @@ class OutboxLedger:
 
     def acknowledged(self, outbox_keys: Iterable[bytes]) -> None:
         """Forget acked productions; frames they empty wait for the next :meth:`stage`."""
-        remove = self.in_flight.remove
-        for key in outbox_keys:
-            frame = remove(key)
-            if frame is not None:
-                self._emptied.append(frame)  # type: ignore[arg-type]
+        self._emptied.extend(self.in_flight.remove_many(outbox_keys))  # type: ignore[arg-type]
 
     def stage(
         self,

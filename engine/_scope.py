@@ -99,7 +99,8 @@ class RecordScope:
         self._handles_timers = handles_timers
         self._txn = txn
         self._key = key
-        self._prefix = state_prefix(key)
+        self._prefix: bytes | None = None
+        """``state_prefix(key)``, made on the first state access (:meth:`_key_prefix`)."""
         self._timestamp_ms = event_time_ms
         self._low_watermark = low_watermark
         self._now_ms = now_ms
@@ -120,19 +121,30 @@ class RecordScope:
 
     def reset(self, key: bytes, event_time_ms: int, record_id: bytes) -> RecordScope:
         """Reuse this scope for the next call (cheaper than a new one per record): the
-        processing of record ``record_id`` (the setter of the timers it sets)."""
+        processing of record ``record_id`` (the setter of the timers it sets). Its
+        collections are replaced only when the last call filled them: an empty one is
+        reused (whoever took a filled one keeps it)."""
         self._key = key
         self._record_id = record_id
-        self._prefix = state_prefix(key)
+        self._prefix = None
         self._timestamp_ms = event_time_ms
-        self._state = {}
-        self._timers = {}
+        if self._state:
+            self._state = {}
+        if self._timers:
+            self._timers = {}
         if self._setters:
             self._setters = {}
-        self.emitted = []
+        if self.emitted:
+            self.emitted = []
         if self.late_ms:
             self.late_ms = []
         return self
+
+    def _key_prefix(self) -> bytes:
+        prefix = self._prefix
+        if prefix is None:
+            prefix = self._prefix = state_prefix(self._key)
+        return prefix
 
     @property
     def key(self) -> bytes:
@@ -150,7 +162,7 @@ class RecordScope:
         if tag in self._state:
             raw = self._state[tag]
         else:
-            raw = self._txn.get(self._prefix + tag.encode())
+            raw = self._txn.get(self._key_prefix() + tag.encode())
         return None if raw is None else serde.loads(raw)
 
     def put_state(self, tag: str, value: Any, serde: Serde[Any] = BYTES) -> None:
@@ -167,7 +179,7 @@ class RecordScope:
     ) -> list[tuple[str, Any]]:
         low_tag = prefix + start
         high_tag = None if end is None else prefix + end
-        key_prefix = self._prefix
+        key_prefix = self._key_prefix()
         low = key_prefix + low_tag.encode()
         high = key_prefix + high_tag.encode() if high_tag is not None else None
         if high is None:
@@ -268,7 +280,7 @@ class RecordScope:
         """Move the buffered state and timer changes into the transaction."""
         if not self._state and not self._timers:
             return
-        txn, prefix = self._txn, self._prefix
+        txn, prefix = self._txn, self._key_prefix()
         for tag, raw in self._state.items():
             if raw is None:
                 txn.delete(prefix + tag.encode())

@@ -24,11 +24,13 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from millrace.computations import Topology
 from millrace.dataplane import LogBatch
@@ -86,6 +88,13 @@ class Submitter(Protocol):
 
     def submit_frames(self, origin: Origin, frames: Sequence[Frame]) -> None:
         """Queue frames for delivery; acks come back through :meth:`Forwarder.acked_keys`."""
+
+
+_PREFIX_OF = itemgetter(slice(None, -16))
+"""An outbox key's consumer and interval (before the 16-byte record id)."""
+_OFFSET_OF = itemgetter(slice(-8, None))
+"""An outbox key's log offset (big-endian u64, the record id's end)."""
+_BIG_ENDIAN: Literal["big"] = "big"
 
 
 @dataclass(eq=False)
@@ -312,14 +321,20 @@ class Forwarder:
         The consumer is the one the outbox key names; a repeated ack changes nothing.
         """
         by_prefix = self._by_prefix
+        # consumer | 0x00 | interval u32 | record id (stream tag, offset u64); one ack's
+        # keys share their prefix (one destination): C-level passes, no step per key.
+        prefixes = set(map(_PREFIX_OF, outbox_keys))
         with self._lock:
-            for key in outbox_keys:
-                # consumer | 0x00 | interval u32 | record id (stream tag, offset u64)
-                consumer = by_prefix.get(key[:-16])
+            for prefix in prefixes:
+                consumer = by_prefix.get(prefix)
                 if consumer is None:
                     continue
-                consumer.in_flight.remove(key)
-                consumer.unacked.pop(int.from_bytes(key[-8:], "big"), None)
+                keys = outbox_keys if len(prefixes) == 1 else [
+                    key for key in outbox_keys if key[:-16] == prefix
+                ]  # fmt: skip
+                consumer.in_flight.remove_many(keys)
+                offsets = map(int.from_bytes, map(_OFFSET_OF, keys), repeat(_BIG_ENDIAN))
+                deque(map(consumer.unacked.pop, offsets, repeat(None)), maxlen=0)
             self._settle_locked()
 
     def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:

@@ -114,7 +114,7 @@ def test_a_torn_reject_is_cut_and_written_again(
     lines = rejects.read_text().splitlines()
     assert lines[0] == written, "what was there is kept as it was"
     assert reject_lines(rejects) == [("part-000.jsonl", 2), ("part-000.jsonl", 4)]
-    assert json.loads(lines[1])["reason"] == "missing field(s): ts"
+    assert json.loads(lines[1])["reason"] == "missing field(s): event_time_ms"
     assert source.lines_rejected == 1
 
 
