@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import millrace
+from millrace.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,3 +77,49 @@ def test_cli_rejects_unknown_command() -> None:
     result = run_cli("no-such-command")
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
+
+
+DOCUMENTS = (
+    "README.md",
+    "CONTRIBUTING.md",
+    *(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")),
+)
+
+
+def subparsers_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:  # argparse keeps its sub-parsers here only
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
+def test_every_command_the_docs_name_exists_with_its_options() -> None:
+    """Each `millrace ...` the README and docs show names a real sub-command (and
+    sub-sub-command), and each option it shows is one that command takes."""
+    parser = build_parser()
+    shown = sorted({
+        span for name in DOCUMENTS
+        for span in re.findall(r"`millrace ([^`]*)`", (ROOT / name).read_text())
+    })  # fmt: skip
+    assert len(shown) > 30
+    wrong = []
+    for span in shown:
+        words = [w.strip("[]") for w in span.split("|")[0].split()]
+        command, rest = words[0], words[1:]
+        if command.endswith(":"):
+            continue  # a message the command prints (``millrace log: ...``), not a command
+        choices = subparsers_of(parser)
+        if command not in choices:
+            wrong.append(f"{span}: no command {command!r}")
+            continue
+        current = choices[command]
+        nested = subparsers_of(current)
+        if nested and rest and not rest[0].startswith("-") and rest[0] != "...":
+            if rest[0] not in nested:
+                wrong.append(f"{span}: no {command} {rest[0]!r}")
+                continue
+            current, rest = nested[rest[0]], rest[1:]
+        options = {s for action in current._actions for s in action.option_strings}
+        wrong += [f"{span}: no option {w}" for w in rest if w.startswith("--") and w not in options]
+    assert not wrong, "\n".join(wrong)
