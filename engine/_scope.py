@@ -250,13 +250,11 @@ class RecordScope:
         if stream not in self._outputs:
             self.check_output(stream)  # raises, naming the outputs
         if event_time_ms is None:
-            ts = self._timestamp_ms
-        elif type(event_time_ms) is int:
-            ts = event_time_ms
+            ts = self._timestamp_ms  # the record's or timer's own: in range already
         else:
-            ts = _time_of(stream, event_time_ms)
-        if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
-            checked_time(stream, ts)  # raises, saying why
+            ts = event_time_ms if type(event_time_ms) is int else _time_of(stream, event_time_ms)
+            if not MIN_EVENT_TIME_MS <= ts <= MAX_EVENT_TIME_MS:
+                checked_time(stream, ts)  # raises, saying why
         # bytes() copies a bytearray or memoryview; bytes stay as they are, without a call.
         if type(key) is not bytes:
             key = _bytes_of(stream, "key", key)
