@@ -22,7 +22,6 @@ line back gives the record's bytes exactly as received, whichever version wrote 
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +49,11 @@ class _Line(msgspec.Struct):
 
 _decode = msgspec.json.Decoder(_Line).decode
 _check_json = msgspec.json.Decoder().decode
+_skip_json = msgspec.json.Decoder(msgspec.Raw).decode
+"""Checks one JSON document as the reader's ``Raw`` field takes it, without building
+its values (a third of a full decode); it does not check UTF-8 inside strings."""
+_json = msgspec.json.encode
+"""A string (or ``{"base64": ...}``) as JSON: a twentieth of ``json.dumps``'s time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +138,12 @@ def _one_line_document(value: bytes) -> bool:
     if b"\r" in value:
         return False
     try:
-        _check_json(value)
-    except msgspec.DecodeError:
+        _skip_json(value)
+        if not value.isascii():
+            value.decode()  # a reader's json.loads decodes the whole line first
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     return True
-
-
-def _json(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _text(data: bytes) -> Any:

@@ -85,8 +85,8 @@ class SinkIndex:
         txn.mark_seen(record_ids)
         if progress:
             txn.note_progress(progress)
-        for offset, key in enumerate(keys):
-            txn.put(_LATEST + key, _U64.pack(first + offset))
+        positions = map(_U64.pack, range(first, first + len(keys)))
+        txn.write_many(zip(map(_LATEST.__add__, keys), positions))  # C-level passes
         if locations is not None:
             start = first + -first % CHECKPOINT_EVERY  # the first multiple of it from first on
             for position in range(start, first + len(keys), CHECKPOINT_EVERY):

@@ -76,6 +76,9 @@ def test_a_json_value_is_json_in_the_line(value: object) -> None:
 def test_other_values_say_what_they_are() -> None:
     assert json.loads(sink_line(record(b"k", b"plain text", 1, "")))["value_text"] == "plain text"
     assert json.loads(sink_line(record(b"k", b"\xff", 1, "")))["value_base64"] == "/w=="
+    quoted = sink_line(record(b"k", b'"\xff"', 1, ""))  # JSON's shape, not UTF-8
+    assert json.loads(quoted)["value_base64"] == "Iv8i"
+    assert parse_line(quoted[:-1]).value == b'"\xff"'  # type: ignore[union-attr]
     pretty = json.loads(sink_line(record(b"k", b'{\n "a": 1\n}', 1, "")))
     assert pretty["value_text"] == '{\n "a": 1\n}', "a value over several lines stays text"
 
