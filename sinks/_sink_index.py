@@ -86,7 +86,7 @@ class SinkIndex:
         if progress:
             txn.note_progress(progress)
         positions = map(_U64.pack, range(first, first + len(keys)))
-        txn.write_many(zip(map(_LATEST.__add__, keys), positions))  # C-level passes
+        txn.write_many(zip(map(_LATEST.__add__, keys), positions, strict=True))  # C-level
         if locations is not None:
             start = first + -first % CHECKPOINT_EVERY  # the first multiple of it from first on
             for position in range(start, first + len(keys), CHECKPOINT_EVERY):
