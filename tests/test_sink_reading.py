@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -99,3 +100,26 @@ def test_view_get_command(tmp_path: Path) -> None:
     finally:
         server.stop(0.5).wait()
         sink.close()
+
+
+def test_a_sink_address_already_taken_says_how_to_leave_it_to_its_own_process(
+    tmp_path: Path,
+) -> None:
+    """``millrace up`` starts a ``millrace sink`` per sink: one served by the user's own
+    process fails to bind, and says what to mark."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "deployment.toml").write_text(
+            '[nodes.c]\ncomputation = "c"\nintervals = [0]\naddress = "127.0.0.1:1"\n'
+            f'[sinks.out]\naddress = "127.0.0.1:{port}"\n'
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "millrace", "sink", "--config",
+             str(tmp_path / "deployment.toml"), "--stream", "out",
+             "--path", str(tmp_path / "out.jsonl")],
+            capture_output=True, text=True, cwd=ROOT, check=False, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert "external = true in [sinks.out]" in done.stderr.splitlines()[-1]

@@ -99,16 +99,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         security.bind(server, address)
     except OSError as exc:
-        print(f"millrace sink: {exc}", file=sys.stderr)
+        hint = (
+            f" (a sink your own process serves is marked external = true in [sinks.{args.stream}]:"
+            " millrace up then leaves it alone)"
+        )
+        print(f"millrace sink: {exc}{hint}", file=sys.stderr)
         sink.close()
         return 2
     server.start()
-    metrics = ""
-    if (port := deployment.sink_metrics_ports.get(args.stream)) is not None:
-        http, _ = start_http_server(
-            port, addr=metrics_host(address), registry=sink_registry(args.stream, sink)
-        )
-        metrics = f", metrics on :{http.server_port}"
+    metrics = _serve_metrics(
+        deployment.sink_metrics_ports.get(args.stream), address, args.stream, sink
+    )
     repaired = ""
     if isinstance(sink, FileSink) and sink.truncated_bytes:
         repaired = f" (repaired a torn last line: {sink.truncated_bytes} bytes)"
@@ -119,3 +120,15 @@ def run(args: argparse.Namespace) -> int:
     server.stop(2).wait()
     sink.close()
     return 0
+
+
+def _serve_metrics(
+    port: int | None, address: str, stream: str, sink: FileSink | ParquetSink
+) -> str:
+    """Serve the sink's metrics on ``port`` (None: not at all); what the ready line says."""
+    if port is None:
+        return ""
+    http, _ = start_http_server(
+        port, addr=metrics_host(address), registry=sink_registry(stream, sink)
+    )
+    return f", metrics on :{http.server_port}"
