@@ -74,13 +74,79 @@ def protobuf(raw: bytes) -> Request | None:
 
 
 def agrees_with_protobuf(raw: bytes) -> Request | None:
-    """Native refuses what protobuf refuses; what native reads, protobuf reads too."""
+    """Native refuses what protobuf refuses; what native reads, protobuf reads too, but
+    for the documented leniency (below: tags and lengths padded past five bytes, read
+    as their canonical form)."""
     ours, theirs = native(raw), protobuf(raw)
-    if theirs is None:
-        assert ours is None, f"native read {raw!r} as {ours!r}; protobuf refuses it"
+    if theirs is None and ours is not None:
+        canonical = canonical_form(raw)
+        assert canonical is not None and canonical != raw, (
+            f"native read {raw!r} as {ours!r}; protobuf refuses it"
+        )
+        theirs = protobuf(canonical)
     if ours is not None:
         assert theirs == ours, raw
     return ours
+
+
+RECORDS_FIELD = 3
+"""``IngestRequest.records``: the one field holding messages."""
+
+
+def canonical_form(raw: bytes, nested: int | None = RECORDS_FIELD) -> bytes | None:
+    """``raw`` with every tag and length written in its fewest bytes, inside the records
+    too (not inside groups or unknown fields, which protobuf skips unread); None when
+    ``raw`` is not well-formed wire format."""
+    out, at, groups = bytearray(), 0, 0
+    while at < len(raw):
+        found = read_varint(raw, at)
+        if found is None:
+            return None
+        key, at = found
+        out += varint(key)
+        wire_type = key & 7
+        if wire_type in (VARINT, I64, I32):
+            end = {I64: at + 8, I32: at + 4}.get(wire_type)
+            if end is None:
+                value = read_varint(raw, at)
+                if value is None:
+                    return None
+                end = value[1]
+            if end > len(raw):
+                return None
+            out += raw[at:end]
+            at = end
+        elif wire_type == LEN:
+            length = read_varint(raw, at)
+            if length is None or length[1] + length[0] > len(raw):
+                return None
+            payload = raw[length[1] : length[1] + length[0]]
+            if groups == 0 and key >> 3 == nested:
+                inner = canonical_form(payload, None)
+                if inner is None:
+                    return None
+                payload = inner
+            out += varint(len(payload)) + payload
+            at = length[1] + length[0]
+        elif wire_type == SGROUP:
+            groups += 1
+        elif wire_type == EGROUP and groups:
+            groups -= 1
+        else:
+            return None
+    return bytes(out)
+
+
+def read_varint(raw: bytes, at: int) -> tuple[int, int] | None:
+    """The varint at ``at`` (at most ten bytes) and where it ends; None if cut short."""
+    value = 0
+    for i in range(10):
+        if at + i >= len(raw):
+            return None
+        value |= (raw[at + i] & 0x7F) << (7 * i)
+        if not raw[at + i] & 0x80:
+            return value, at + i + 1
+    return None
 
 
 def message(stream: str, key: str, rows: list[Rec]) -> bytes:
