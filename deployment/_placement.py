@@ -121,6 +121,14 @@ class Placement:
         """The output format ``millrace sink`` writes ``stream`` in (default ``"jsonl"``)."""
         return self.sink_formats.get(stream, "jsonl")
 
+    def sink_output(self, stream: str, data_dir: Path) -> Path:
+        """Where ``millrace sink`` writes ``stream``: its ``path``, else under ``data_dir``
+        (``sinks/STREAM.jsonl``, or the directory ``sinks/STREAM/`` for parquet)."""
+        if (path := self.sink_paths.get(stream)) is not None:
+            return Path(path)
+        parquet = self.sink_format(stream) == "parquet"
+        return data_dir / "sinks" / (stream if parquet else f"{stream}.jsonl")
+
 
 def topology_file(path: Path, raw: Mapping[str, Any]) -> Path | None:
     """The topology file a deployment file at ``path`` names (relative to its directory)."""

@@ -67,10 +67,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     parquet = deployment.sink_format(args.stream) == "parquet"
-    default = Path(os.environ.get("MILLRACE_DATA_DIR", "data")) / "sinks" / args.stream
-    if not parquet:
-        default = default.with_name(f"{args.stream}.jsonl")
-    path = Path(args.path or deployment.sink_paths.get(args.stream) or default)
+    data_dir = Path(os.environ.get("MILLRACE_DATA_DIR", "data"))
+    path = Path(args.path) if args.path else deployment.sink_output(args.stream, data_dir)
     try:
         config = StoreConfig.for_retention(deployment.sink_dedup_retention_ms.get(args.stream),
                                            sync=False)  # fmt: skip

@@ -122,13 +122,14 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         answers = [future.result() for future in node_futures]
         sink_answers = [future.result() for future in sink_futures]
         assignment = injector_future.result() if injector_future is not None else None
+    sinks_answered = list(zip(sorted(deployment.sinks), sink_answers, strict=True))
 
     if args.json:
         found = _as_json(nodes, answers, assignment)
         found["sinks"] = [
             {"stream": stream, "address": answer.service.address, "state": answer.state(),
              "external": stream in deployment.external_sinks}
-            for stream, answer in zip(sorted(deployment.sinks), sink_answers, strict=True)
+            for stream, answer in sinks_answered
         ]  # fmt: skip
         out.write(json.dumps(found) + "\n")
     elif assignment is None:
@@ -138,7 +139,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"injector  {assignment.service.address}  {assignment.state()}{version}\n\n")
     if not args.json:
         _print_nodes(out, nodes, answers)
-        _print_sinks(out, deployment, sink_answers)
+        _print_sinks(out, deployment, sinks_answered)
     if not args.json and assignment is not None and assignment.ok:
         out.write("\n")
         _print_leases(out, deployment, assignment.response.leases, answers)
@@ -234,14 +235,16 @@ def _ask_sink(service: Service, timeout_s: float, security: Security) -> Answer:
     return answer
 
 
-def _print_sinks(out: TextIO, deployment: Deployment, answers: Sequence[Answer]) -> None:
+def _print_sinks(
+    out: TextIO, deployment: Deployment, answers: Sequence[tuple[str, Answer]]
+) -> None:
     if not answers:
         return
     out.write("\nsinks\n")
     rows = [
         (stream, answer.service.address, answer.state(),
          "external" if stream in deployment.external_sinks else "millrace sink")
-        for stream, answer in zip(sorted(deployment.sinks), answers, strict=True)
+        for stream, answer in answers
     ]  # fmt: skip
     _table(out, ("sink", "address", "state", "served by"), rows)
 

@@ -171,9 +171,7 @@ def _add_children(
     services: list[_Service] = []
     for stream in _run_sinks(deployment):
         name = SINK_PREFIX + stream
-        parquet = deployment.sink_format(stream) == "parquet"
-        default = data_dir / "sinks" / (stream if parquet else f"{stream}.jsonl")
-        path = deployment.sink_paths.get(stream) or str(default)
+        path = str(deployment.sink_output(stream, data_dir))
         supervisor.add(
             name,
             [*millrace, "sink", "--config", str(deployment_path), "--stream", stream,
