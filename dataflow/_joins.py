@@ -26,6 +26,15 @@ order, while their event times are at most ``ttl_ms`` apart (the interval
 record (Flink's regular join with a state time-to-live, but in event time: the
 same pairs online and in a backfill, whatever the arrival order).
 
+``left_unique`` declares at most one left record per key (the left stream's key is
+its primary key, as an auction's id): a right record arriving once its key's left
+record is there is decided at once (joined, or in a right/full join emitted
+unmatched) and never kept, and the right records that came first are decided when
+the left one arrives; only those wait in state. A second left record for a key
+whose first is still kept is dead-lettered. ``select`` (a function of the left and
+the right record, either None when unmatched) makes the output instead of the pair,
+as ``Map``'s function does (Flink's ``ProcessJoinFunction``), saving a stage.
+
 Output value (version 2, JSON)::
 
     {"v": 2, "key": "k", "left": {"t": 5, "value": {...}}, "right": null}
@@ -53,7 +62,7 @@ from millrace.computations import (
     Record,
 )
 from millrace.dataflow._durations import duration_ms
-from millrace.dataflow._operators import load_function
+from millrace.dataflow._operators import emit_result, load_function
 from millrace.dataflow._outputs import (
     JOIN_OUTPUT_VERSION,
     embedded,
@@ -96,10 +105,16 @@ class IntervalJoin(Computation):
     """A residual predicate of (left, right); None: :meth:`matches` (every pair)."""
     output_version: int = JOIN_OUTPUT_VERSION
     """2: each side's value as parsed JSON; 1: as text (the format before)."""
+    left_unique: bool = False
+    """At most one left record per key: a right record meeting it is not kept."""
+    select: Callable[[Record | None, Record | None], Any] | None = None
+    """The output of (left, right), either None when unmatched: a value (bytes, str or
+    JSON) or a Record; None: the pair (``output_version``'s format)."""
 
     SETTINGS = frozenset({
         "left", "right", "lower_ms", "upper_ms", "how", "allowed_lateness_ms", "output",
         "late_output", "left_from", "left_until", "where", "ttl_ms", "output_version",
+        "left_unique", "select",
     })  # fmt: skip
     """What ``params`` (and a subclass's attributes) may set."""
 
@@ -122,6 +137,12 @@ class IntervalJoin(Computation):
                 setattr(self, name, str(params[name]) or None)
         if "where" in params:
             self.where = load_function(params["where"], "where")
+        if "select" in params:
+            self.select = load_function(params["select"], "select")
+        if "left_unique" in params:
+            if not isinstance(params["left_unique"], bool):
+                raise ValueError(f"left_unique {params['left_unique']!r}: expected true or false")
+            self.left_unique = params["left_unique"]
         if "how" in params:
             self.how = JoinType(params["how"])
         if "late_output" in params:
@@ -166,6 +187,13 @@ class IntervalJoin(Computation):
         )
         if side == "L" and (self.left_from or self.left_until):
             low, high = self._left_bounds(record.value, entry, low, high)
+        if self.left_unique:
+            if side == "R" and self._met_unique_left(ctx, entry):
+                return
+            if side == "L":
+                self._meet_waiting_rights(ctx, entry)
+                self._keep(ctx, side, entry, high)
+                return
         for tag, candidate in ctx.scan_state(
             f"{other}/", JSON, start=time_tag(low), end=time_tag(high + 1)
         ):
@@ -177,8 +205,51 @@ class IntervalJoin(Computation):
             if not candidate["m"]:
                 candidate["m"] = True
                 ctx.put_state(tag, candidate, JSON)
+        self._keep(ctx, side, entry, high)
+
+    def _keep(self, ctx: Context, side: str, entry: dict[str, Any], high: int) -> None:
+        """Buffer a record until no partner can come: its row and its expiry timer."""
+        t = entry["t"]
         ctx.put_state(_element_tag(side, t, entry["id"]), entry, JSON)
-        ctx.set_timer(f"x:{side}:{time_tag(t)}:{entry['id']}", self._expiry(side, t, high))
+        ctx.set_timer(_expiry_tag(side, t, entry["id"]), self._expiry(side, t, high))
+
+    def _met_unique_left(self, ctx: Context, right: dict[str, Any]) -> bool:
+        """``left_unique``: decide a right record now if its key's left record is kept
+        (no other can come); False when there is none yet."""
+        found = ctx.scan_state("L/", JSON, limit=1)
+        if not found:
+            return False
+        tag, left = found[0]
+        if self._in_interval(left, right) and self._pair(ctx, left, right):
+            self._emit(ctx, left, right)
+            if not left["m"]:
+                left["m"] = True
+                ctx.put_state(tag, left, JSON)
+        elif self.how in (JoinType.RIGHT, JoinType.FULL):
+            self._emit(ctx, None, right)
+        return True
+
+    def _meet_waiting_rights(self, ctx: Context, left: dict[str, Any]) -> None:
+        """``left_unique``: the first left record of a key decides every right record
+        waiting for it (joined, or emitted unmatched in a right/full join) and frees
+        them; a second one while the first is kept is refused."""
+        kept = ctx.scan_state("L/", JSON, limit=1)
+        if kept:
+            raise ValueError(
+                f"left_unique: key {ctx.key!r} already has a left record "
+                f"(t={kept[0][1]['t']}, id {kept[0][1]['id']})"
+            )
+        for tag, right in ctx.scan_state("R/", JSON):
+            if self._in_interval(left, right) and self._pair(ctx, left, right):
+                self._emit(ctx, left, right)
+                left["m"] = True
+            elif self.how in (JoinType.RIGHT, JoinType.FULL) and not right["m"]:
+                self._emit(ctx, None, right)
+            ctx.delete_state(tag)
+            ctx.delete_timer(_expiry_tag("R", right["t"], right["id"]))
+
+    def _in_interval(self, left: dict[str, Any], right: dict[str, Any]) -> bool:
+        return bool(left["t"] + self.lower_ms <= right["t"] <= left["t"] + self.upper_ms)
 
     def _left_bounds(
         self, value: bytes, entry: dict[str, Any], low: int, high: int
@@ -246,15 +317,21 @@ class IntervalJoin(Computation):
     def _emit(
         self, ctx: Context, left: dict[str, Any] | None, right: dict[str, Any] | None
     ) -> None:
+        t = max(side["t"] for side in (left, right) if side is not None)
+        if self.select is not None:
+            result = self.select(
+                None if left is None else self._record(ctx, self.left, left),
+                None if right is None else self._record(ctx, self.right, right),
+            )
+            emit_result(ctx, self.output, ctx.key, t, result)
+            return
         body = {
             "v": self.output_version,
             "key": json_bytes(ctx.key),
             "left": None if left is None else self._side(left),
             "right": None if right is None else self._side(right),
         }
-        times = [side["t"] for side in (left, right) if side is not None]
-        value = json_output(body)
-        ctx.produce(self.output, ctx.key, value, max(times))
+        ctx.produce(self.output, ctx.key, json_output(body), t)
 
     def _side(self, entry: dict[str, Any]) -> dict[str, Any]:
         if self.output_version == 1:
@@ -265,6 +342,11 @@ class IntervalJoin(Computation):
 def _element_tag(side: str, t: int, rid: str) -> str:
     """Where one buffered record of ``side`` lives: one state row per record."""
     return f"{side}/{time_tag(t)}/{rid}"
+
+
+def _expiry_tag(side: str, t: int, rid: str) -> str:
+    """The timer that frees one buffered record of ``side``."""
+    return f"x:{side}:{time_tag(t)}:{rid}"
 
 
 def _migrate(ctx: Context) -> None:

@@ -58,11 +58,17 @@ def _value_bytes(value: Any) -> bytes:
     return json_output(value)
 
 
-def _emit(ctx: Context, stream: str, record: Record, result: Emitted) -> None:
+def emit_result(ctx: Context, stream: str, key: bytes, t: int, result: Emitted) -> None:
+    """Produce what a user function returned: a Record as it says, any other value
+    with ``key`` and event time ``t``."""
     if isinstance(result, Record):
         ctx.produce(stream, result.key, _value_bytes(result.value), result.event_time_ms)
     else:
-        ctx.produce(stream, record.key, _value_bytes(result), record.event_time_ms)
+        ctx.produce(stream, key, _value_bytes(result), t)
+
+
+def _emit(ctx: Context, stream: str, record: Record, result: Emitted) -> None:
+    emit_result(ctx, stream, record.key, record.event_time_ms, result)
 
 
 class _Operator(Computation):

@@ -54,12 +54,12 @@ def chosen_auction(record: Record) -> bool:
 
 
 def q3() -> Computations:
-    """Local item suggestion: the category-10 auctions of sellers in OR, ID or CA."""
+    """Local item suggestion: the category-10 auctions of sellers in OR, ID or CA (a
+    person's id is its key: ``left_unique``)."""
     return {
-        "sellers": op("IntervalJoin", {"persons": "json:id", "auctions": "json:seller"},
-                      "pairs", left="persons", right="auctions", ttl_ms="1d",
-                      where=f"{M}:local_item"),
-        "q3": op("Map", {"pairs": "key"}, "out", fn=f"{M}:suggestion"),
+        "q3": op("IntervalJoin", {"persons": "json:id", "auctions": "json:seller"}, "out",
+                 left="persons", right="auctions", ttl_ms="1d", left_unique=True,
+                 where=f"{M}:local_item", select=f"{M}:suggestion"),
     }  # fmt: skip
 
 
@@ -68,25 +68,24 @@ def local_item(person: Record, auction: Record) -> bool:
     return p["state"] in ("OR", "ID", "CA") and a["category"] == 10
 
 
-def suggestion(record: Record) -> dict[str, Any]:
-    pair = json.loads(record.value)
-    p, a = pair["left"]["value"], pair["right"]["value"]
+def suggestion(person: Record, auction: Record) -> dict[str, Any]:
+    p, a = json.loads(person.value), json.loads(auction.value)
     return {"name": p["name"], "city": p["city"], "state": p["state"], "auction": a["id"]}
 
 
 def winning_bids() -> Computations:
-    """The highest bids of each auction made before it expires (q4 and q6 start so)."""
+    """The highest bids of each auction made before it expires (q4 and q6 start so); an
+    auction's id is its key (``left_unique``): a bid that meets its auction is not kept."""
     join = {"auctions": "json:id", "bids": "json:auction"}
-    return {"in_time": op("IntervalJoin", join, "ab", left="auctions", right="bids", lower_ms=0,
-                          upper_ms="20s", left_until="expires"),
-            "offers": op("Map", {"ab": "key"}, "offers", fn=f"{M}:offer"),
+    return {"offers": op("IntervalJoin", join, "offers", left="auctions", right="bids",
+                         lower_ms=0, upper_ms="20s", left_until="expires", left_unique=True,
+                         select=f"{M}:offer"),
             "winner": op("WindowedAggregation", {"offers": "key"}, "winners",
                          window="field:opened:closes", aggregate="max_by:price")}  # fmt: skip
 
 
-def offer(record: Record) -> dict[str, Any]:
-    pair = json.loads(record.value)
-    a, b = pair["left"]["value"], pair["right"]["value"]
+def offer(auction: Record, bid: Record) -> dict[str, Any]:
+    a, b = json.loads(auction.value), json.loads(bid.value)
     return {"category": a["category"], "seller": a["seller"], "price": b["price"],
             "opened": a["dateTime"], "closes": a["expires"] + 1}  # fmt: skip
 
@@ -149,10 +148,10 @@ def q8() -> Computations:
     """Monitor new users: the persons who opened an auction in the 10 s window they
     registered in."""
     return {
-        "new_sellers": op("IntervalJoin", {"persons": "json:id", "auctions": "json:seller"},
-                          "pairs", left="persons", right="auctions", lower_ms="-10s",
-                          upper_ms="10s", where=f"{M}:same_window"),
-        "sellers": op("Map", {"pairs": "key"}, "seen", fn=f"{M}:new_user"),
+        "sellers": op("IntervalJoin", {"persons": "json:id", "auctions": "json:seller"},
+                      "seen", left="persons", right="auctions", lower_ms="-10s",
+                      upper_ms="10s", left_unique=True, where=f"{M}:same_window",
+                      select=f"{M}:new_user"),
         "q8": op("Dedup", {"seen": "key"}, "out", within_ms="1d"),
     }  # fmt: skip
 
@@ -161,8 +160,8 @@ def same_window(person: Record, auction: Record) -> bool:
     return person.event_time_ms // 10_000 == auction.event_time_ms // 10_000
 
 
-def new_user(record: Record) -> dict[str, Any]:
-    p = json.loads(record.value)["left"]["value"]
+def new_user(person: Record, auction: Record) -> dict[str, Any]:
+    p = json.loads(person.value)
     return {"id": p["id"], "name": p["name"], "window": p["dateTime"] // 10_000 * 10_000}
 
 

@@ -144,3 +144,73 @@ def test_bad_settings_and_bad_bounds() -> None:
     h.feed("clicks", b"a", b'{"until": "later"}', 5)
     h.run()
     assert any("not a time in ms" in d.error for d in h.dead_letters("join"))
+
+
+def offer(left: Record | None, right: Record | None) -> dict[str, Any]:
+    """A ``select`` function: the two ids, either None."""
+    return {"ids": [None if r is None else json.loads(r.value)["id"] for r in (left, right)]}
+
+
+def selected_rows(h: TestHarness) -> Counter[Row]:
+    found: Counter[Row] = Counter()
+    for record in h.outputs("joined"):
+        left, right = json.loads(record.value)["ids"]
+        found[(record.key.decode(), left, right)] += 1
+    return found
+
+
+@pytest.mark.parametrize("how", list(JoinType))
+@pytest.mark.parametrize("select", [False, True])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(left=events, right=events, data=st.data())
+def test_a_unique_left_side_decides_right_records_at_once_with_the_same_pairs(
+    how: JoinType, select: bool, left: list[tuple[str, int, int]],
+    right: list[tuple[str, int, int]], data: st.DataObject,
+) -> None:  # fmt: skip
+    """``left_unique``: at most one left record per key (the first of each key here),
+    any arrival order, duplicates: the nested-loop join's pairs, the right records
+    that met their left one never kept, every row freed at the end."""
+    firsts = {k: (k, t, d) for k, t, d in reversed(left)}.values()
+    clicks = [{"id": f"c{i}", "key": k, "t": t, "n": i, "until": t + d}
+              for i, (k, t, d) in enumerate(firsts)]  # fmt: skip
+    views = [{"id": f"v{j}", "key": k, "t": t, "w": d % 4} for j, (k, t, d) in enumerate(right)]
+    params = {"lower_ms": -200, "upper_ms": 300, "left_until": "until", "how": how.value,
+              "where": f"{__name__}:same_parity", "left_unique": True}  # fmt: skip
+    if select:
+        params["select"] = f"{__name__}:offer"
+    h = harness(params)
+    feed(h, clicks, views, data)
+
+    def joins(c: dict[str, Any], v: dict[str, Any]) -> bool:
+        in_interval = c["t"] - 200 <= v["t"] <= c["t"] + 300
+        return bool(in_interval and v["t"] <= c["until"] and c["n"] % 2 == v["w"] % 2)
+
+    assert (selected_rows(h) if select else rows(h)) == oracle(clicks, views, how, joins)
+    for key in (b"a", b"b"):
+        assert h.state_rows("join", key, "") == [], "every record's state is freed"
+
+
+def test_a_unique_left_side_keeps_no_right_record_that_met_its_left_one() -> None:
+    h = harness({"lower_ms": 0, "upper_ms": 1_000, "left_unique": True})
+    h.feed("clicks", b"a", b'{"id": "c"}', 10)
+    for n in range(5):
+        h.feed("views", b"a", json.dumps({"id": f"v{n}"}).encode(), 20 + n)
+    h.run()
+    assert [tag[:2] for tag, _ in h.state_rows("join", b"a", "")] == ["L/"]
+    assert len(h.outputs("joined")) == 5
+
+
+def test_a_second_left_record_of_a_unique_key_is_dead_lettered_and_nothing_else_lost() -> None:
+    h = harness({"lower_ms": 0, "upper_ms": 1_000, "left_unique": True}, dead_letters=True)
+    h.feed("clicks", b"a", b'{"id": "c1"}', 10)
+    h.feed("clicks", b"a", b'{"id": "c2"}', 11)
+    h.feed("views", b"a", b'{"id": "v"}', 12)
+    h.run()
+    assert any("already has a left record" in d.error for d in h.dead_letters("join"))
+    pairs = [json.loads(r.value) for r in h.outputs("joined")]
+    assert [(p["left"]["value"]["id"], p["right"]["value"]["id"]) for p in pairs] == [("c1", "v")]
+
+
+def test_left_unique_takes_a_boolean() -> None:
+    with pytest.raises(ValueError, match="left_unique 'yes': expected true or false"):
+        harness({"lower_ms": 0, "upper_ms": 10, "left_unique": "yes"})
