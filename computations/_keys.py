@@ -18,12 +18,17 @@ import os
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import mul, rshift
+from typing import Any
 
+import msgspec
 from xxhash import xxh3_64_intdigest
+
+from millrace.computations._serde import JsonSerde
 
 KeyExtractor = Callable[[bytes, bytes], bytes]
 
 _HASH_SPACE = 1 << 64
+_JSON_VALUE = JsonSerde()
 
 FORMER_TOP_LEVEL = frozenset({
     "computations", "dataflow", "delivery", "deployment", "engine", "injector", "node",
@@ -88,8 +93,26 @@ def _record_key(key: bytes, value: bytes) -> bytes:
 
 
 def _json_field(field: str) -> KeyExtractor:
-    def extract(key: bytes, value: bytes) -> bytes:
+    """``json:FIELD``. msgspec reads only the field (the rest skipped, not built: a
+    third of ``json.loads``'s time); anything it refuses, and a value that is not valid
+    UTF-8 (which it does not check in the parts it skips), takes ``json.loads``, so
+    keys and errors are ``json.loads``'s."""
+    only_field: Callable[[bytes], Any] = msgspec.json.Decoder(
+        msgspec.defstruct("KeyField", [("found", msgspec.Raw)], rename={"found": field})
+    ).decode
+
+    def exact(value: bytes) -> bytes:
         found = json.loads(value)[field]
+        return found.encode() if isinstance(found, str) else json.dumps(found).encode()
+
+    def extract(key: bytes, value: bytes) -> bytes:
+        try:
+            raw = only_field(value).found
+            if not value.isascii():
+                value.decode()
+        except Exception:  # json.loads decides, and says what is wrong
+            return exact(value)
+        found = _JSON_VALUE.loads(bytes(raw))
         return found.encode() if isinstance(found, str) else json.dumps(found).encode()
 
     return extract
