@@ -49,17 +49,19 @@ _DECODE = msgspec.json.Decoder().decode
 _C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
 
 
-def compact_json_encoder(*, sort_keys: bool = False) -> Callable[[Any], bytes]:
+def compact_json_encoder(
+    *, sort_keys: bool = False, allow_nan: bool = True
+) -> Callable[[Any], bytes]:
     """``value -> bytes`` equal to ``json.dumps(value, separators=(",", ":"),
-    sort_keys=sort_keys).encode()``, with CPython's C encoder built once (json.dumps
-    builds one per call: about a microsecond). A cycle fails with a RecursionError
-    instead of a ValueError (no circular-reference check)."""
+    sort_keys=sort_keys, allow_nan=allow_nan).encode()``, with CPython's C encoder
+    built once (json.dumps builds one per call: about a microsecond). A cycle fails
+    with a RecursionError instead of a ValueError (no circular-reference check)."""
     if _C_MAKE_ENCODER is None:
-        encoder = json.JSONEncoder(separators=(",", ":"), sort_keys=sort_keys)
+        encoder = json.JSONEncoder(separators=(",", ":"), sort_keys=sort_keys, allow_nan=allow_nan)
         return lambda value: encoder.encode(value).encode()
     c_encode = _C_MAKE_ENCODER(
         None, _not_serializable, json.encoder.encode_basestring_ascii, None, ":", ",",
-        sort_keys, False, True,
+        sort_keys, False, allow_nan,
     )  # fmt: skip
     return lambda value: "".join(c_encode(value, 0)).encode()
 
@@ -72,9 +74,10 @@ class JsonSerde:
     what msgspec refuses and ``json.loads`` reads (``NaN``, ``Infinity``, numbers
     beyond a float's range, lone surrogates, a BOM, UTF-16) goes to ``json.loads``."""
 
-    def __init__(self, *, sort_keys: bool = True) -> None:
-        """``sort_keys=False`` keeps a dict's keys in insertion order."""
-        self._encode = compact_json_encoder(sort_keys=sort_keys)
+    def __init__(self, *, sort_keys: bool = True, allow_nan: bool = True) -> None:
+        """``sort_keys=False`` keeps a dict's keys in insertion order; ``allow_nan=False``
+        refuses a float that is not finite (ValueError) instead of writing ``NaN``."""
+        self._encode = compact_json_encoder(sort_keys=sort_keys, allow_nan=allow_nan)
 
     def dumps(self, value: Any) -> bytes:
         return self._encode(value)

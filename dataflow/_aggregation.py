@@ -32,12 +32,12 @@ early_every_records = 0, early_every_ms = 0, late = "each", late_output = "late"
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from millrace.computations import (
+    JSON,
     MAX_EVENT_TIME_MS,
     BatchContext,
     Computation,
@@ -242,7 +242,7 @@ class WindowedAggregation(Computation):
             drop_live(ctx, [window])
 
     def _value_of(self, record: Record) -> float:
-        body = json.loads(record.value)
+        body = JSON.loads(record.value)
         if self.field is not None:
             if not isinstance(body, dict) or self.field not in body:
                 raise ValueError(f"record value has no field {self.field!r}")

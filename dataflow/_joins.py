@@ -47,7 +47,6 @@ pair's event time is the later of the two; an unmatched record keeps its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
@@ -256,7 +255,7 @@ class IntervalJoin(Computation):
     ) -> tuple[int, int]:
         """The left record's own bounds (``left_from``/``left_until``), kept in its
         entry for the right records that come later; ``ValueError`` dead-letters it."""
-        body = json.loads(value)
+        body = JSON.loads(value)
         if not isinstance(body, dict):
             raise ValueError("left_from/left_until: the left record's value is not an object")
         for name, field in (("lo", self.left_from), ("hi", self.left_until)):

@@ -9,7 +9,7 @@ import json
 import math
 from typing import Any
 
-from millrace.computations import JSON, Context, Record
+from millrace.computations import JSON, Context, JsonSerde, Record
 
 LATE_DROPPED = "late_dropped"
 """State tag counting a key's late records that had no ``late_output`` to go to."""
@@ -38,7 +38,7 @@ def embedded(data: bytes, name: str = "value") -> dict[str, Any]:
     ``{"raw": text or {"base64": ...}}`` when it is not JSON (``name + "_raw"`` for
     another ``name``)."""
     try:
-        return {name: json.loads(data)}
+        return {name: JSON.loads(data)}
     except (ValueError, UnicodeDecodeError):
         return {"raw" if name == "value" else name + "_raw": json_bytes(data)}
 
@@ -61,7 +61,7 @@ def decode_join(value: bytes) -> dict[str, Any]:
     return body
 
 
-_STRICT = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_STRICT = JsonSerde(sort_keys=False, allow_nan=False).dumps
 
 
 def json_output(body: Any) -> bytes:
@@ -70,9 +70,9 @@ def json_output(body: Any) -> bytes:
     string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``: strict parsers refuse the bare
     words."""
     try:
-        return _STRICT(body).encode()
+        return _STRICT(body)
     except ValueError:  # a non-finite float somewhere in it
-        return _STRICT(finite(body)).encode()
+        return _STRICT(finite(body))
 
 
 def finite(value: Any) -> Any:

@@ -20,13 +20,12 @@ those strings back as floats (and only then: a string value stays a string).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from millrace.computations import JsonSerde
+from millrace.computations import JSON, JsonSerde
 from millrace.dataflow._outputs import finite, from_json_bytes, json_bytes
 from millrace.dataflow._windows import Window
 
@@ -75,7 +74,7 @@ class Pane:
     @classmethod
     def decode(cls, data: bytes) -> Pane:
         """A record value written by :meth:`encode`."""
-        body = json.loads(data)
+        body = JSON.loads(data)
         if body.get("v") != FORMAT_VERSION:
             raise ValueError(f"windowed result of format {body.get('v')!r}, not 1")
         raw = from_json_bytes(body["key"])

@@ -37,10 +37,10 @@ def parse_change(value: bytes, changelog: Changelog) -> tuple[bool, Any]:
         if not value or value.strip() == b"null":
             return True, None
         try:
-            return False, json.loads(value)
+            return False, JSON.loads(value)
         except (UnicodeDecodeError, json.JSONDecodeError):
             return False, json_bytes(value)
-    body = json.loads(value)
+    body = JSON.loads(value)
     if isinstance(body, dict) and "payload" in body and "op" not in body:
         body = body["payload"]
     if not isinstance(body, dict) or body.get("op") not in ("c", "u", "r", "d"):

@@ -11,12 +11,11 @@ does: a window that ends at a field of the record.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from millrace.computations import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record
+from millrace.computations import JSON, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record
 from millrace.dataflow._durations import duration_ms
 
 
@@ -203,7 +202,7 @@ class FieldWindows(WindowAssigner):
         raise ValueError(f"{type(self).__name__} reads the record: use assign_record")
 
     def assign_record(self, record: Record) -> list[Window]:
-        body = json.loads(record.value)
+        body = JSON.loads(record.value)
         if not isinstance(body, dict):
             raise ValueError(f"{type(self).__name__}: the record's value is not a JSON object")
         end = _time_field(body, self.end_field)

@@ -11,7 +11,7 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from millrace.computations import JSON
+from millrace.computations import JSON, JsonSerde
 from tests.support.json_values import json_values, same_json_value
 
 
@@ -60,3 +60,19 @@ def test_numbers_and_strings_read_as_json_loads_reads_them(text: str) -> None:
     except ValueError:
         return  # e.g. "inf" from repr: not JSON for either
     assert same_json_value(JSON.loads(text.encode()), expected)
+
+
+@settings(max_examples=300)
+@given(value=json_values)
+def test_a_strict_json_serde_is_json_dumps_without_nan(value: Any) -> None:
+    """``JsonSerde(sort_keys=False, allow_nan=False)`` (the dataflow outputs' encoder):
+    ``json.dumps(..., allow_nan=False)``'s bytes, or a ValueError where it refuses."""
+    strict = JsonSerde(sort_keys=False, allow_nan=False)
+    try:
+        expected: bytes | None = json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError:
+        expected = None
+    try:
+        assert strict.dumps(value) == expected
+    except ValueError:
+        assert expected is None
