@@ -175,7 +175,6 @@ class IntervalJoin(Computation):
             # Later than the lateness allows: partners it would have met may be gone.
             send_late(ctx, record, self.late_output)
             return
-        _migrate(ctx)
         entry = {"t": t, "id": record.record_id.hex(), "v": json_bytes(record.value), "m": False}
         # The partners' times: left.t + lower <= right.t <= left.t + upper (narrowed by
         # the left record's own bounds, checked per pair).
@@ -187,12 +186,16 @@ class IntervalJoin(Computation):
         if side == "L" and (self.left_from or self.left_until):
             low, high = self._left_bounds(record.value, entry, low, high)
         if self.left_unique:
-            if side == "R" and self._met_unique_left(ctx, entry):
-                return
-            if side == "L":
+            if side == "R":
+                if not self._met_unique_left(ctx, entry):
+                    self._keep(ctx, side, entry, high)
+            else:
+                _migrate(ctx, "LR")
                 self._meet_waiting_rights(ctx, entry)
                 self._keep(ctx, side, entry, high)
-                return
+                ctx.put_state(_UNIQUE_LEFT, entry, JSON)
+            return
+        _migrate(ctx, other)  # the rows this record reads
         for tag, candidate in ctx.scan_state(
             f"{other}/", JSON, start=time_tag(low), end=time_tag(high + 1)
         ):
@@ -215,15 +218,16 @@ class IntervalJoin(Computation):
     def _met_unique_left(self, ctx: Context, right: dict[str, Any]) -> bool:
         """``left_unique``: decide a right record now if its key's left record is kept
         (no other can come); False when there is none yet."""
-        found = ctx.scan_state("L/", JSON, limit=1)
-        if not found:
+        found = _unique_left(ctx)
+        if found is None:
             return False
-        tag, left = found[0]
+        tag, left = found
         if self._in_interval(left, right) and self._pair(ctx, left, right):
             self._emit(ctx, left, right)
             if not left["m"]:
                 left["m"] = True
                 ctx.put_state(tag, left, JSON)
+                ctx.put_state(_UNIQUE_LEFT, left, JSON)
         elif self.how in (JoinType.RIGHT, JoinType.FULL):
             self._emit(ctx, None, right)
         return True
@@ -232,11 +236,11 @@ class IntervalJoin(Computation):
         """``left_unique``: the first left record of a key decides every right record
         waiting for it (joined, or emitted unmatched in a right/full join) and frees
         them; a second one while the first is kept is refused."""
-        kept = ctx.scan_state("L/", JSON, limit=1)
-        if kept:
+        kept = _unique_left(ctx)
+        if kept is not None:
             raise ValueError(
                 f"left_unique: key {ctx.key!r} already has a left record "
-                f"(t={kept[0][1]['t']}, id {kept[0][1]['id']})"
+                f"(t={kept[1]['t']}, id {kept[1]['id']})"
             )
         for tag, right in ctx.scan_state("R/", JSON):
             if self._in_interval(left, right) and self._pair(ctx, left, right):
@@ -297,7 +301,7 @@ class IntervalJoin(Computation):
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
         parts = timer.tag.split(":")
         if len(parts) == 3:  # set by the format that kept a side as one list
-            _migrate(ctx)
+            _migrate(ctx, "LR")
             _, side, rid = parts
             found = [(tag, e) for tag, e in ctx.scan_state(f"{side}/", JSON) if e["id"] == rid]
         else:
@@ -308,6 +312,8 @@ class IntervalJoin(Computation):
         outer = {"L": (JoinType.LEFT, JoinType.FULL), "R": (JoinType.RIGHT, JoinType.FULL)}
         for tag, entry in found:
             ctx.delete_state(tag)
+            if side == "L":
+                _forget_unique_left(ctx, entry)
             if not entry["m"] and self.how in outer[side]:
                 self._emit(ctx, entry if side == "L" else None, entry if side == "R" else None)
 
@@ -348,10 +354,37 @@ def _expiry_tag(side: str, t: int, rid: str) -> str:
     return f"x:{side}:{time_tag(t)}:{rid}"
 
 
-def _migrate(ctx: Context) -> None:
-    """A key's sides kept as one JSON list each (the format before one row per record)
-    become one row per record, once."""
-    for side in ("L", "R"):
+_UNIQUE_LEFT = "L@"
+"""``left_unique``: a copy of the key's left record's row, found by name (a state read
+through the cache instead of a prefix scan). Written with the row, deleted when the
+row expires whatever the setting, so it is never stale; a row kept without it (by a
+join without ``left_unique``, or before it) is found by a scan and given one."""
+
+
+def _unique_left(ctx: Context) -> tuple[str, dict[str, Any]] | None:
+    """``left_unique``: the key's left record (its row's tag and entry), or None."""
+    entry = ctx.get_state(_UNIQUE_LEFT, JSON)
+    if entry is not None:  # written after the key's old-format lists were converted
+        return _element_tag("L", entry["t"], entry["id"]), entry
+    _migrate(ctx, "L")
+    rows = ctx.scan_state("L/", JSON, limit=1)
+    if not rows:
+        return None
+    ctx.put_state(_UNIQUE_LEFT, rows[0][1], JSON)
+    return rows[0]
+
+
+def _forget_unique_left(ctx: Context, entry: dict[str, Any]) -> None:
+    kept = ctx.get_state(_UNIQUE_LEFT, JSON)
+    if kept is not None and (kept["t"], kept["id"]) == (entry["t"], entry["id"]):
+        ctx.delete_state(_UNIQUE_LEFT)
+
+
+def _migrate(ctx: Context, sides: str) -> None:
+    """A key's ``sides`` kept as one JSON list each (the format before one row per
+    record) become one row per record, once. A record converts the side it reads; a
+    side's own list waits for the first record or timer that reads it."""
+    for side in sides:
         entries = ctx.get_state(side, JSON)
         if entries is not None:
             for entry in entries:

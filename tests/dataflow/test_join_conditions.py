@@ -196,7 +196,8 @@ def test_a_unique_left_side_keeps_no_right_record_that_met_its_left_one() -> Non
     for n in range(5):
         h.feed("views", b"a", json.dumps({"id": f"v{n}"}).encode(), 20 + n)
     h.run()
-    assert [tag[:2] for tag, _ in h.state_rows("join", b"a", "")] == ["L/"]
+    # The left record's row and its copy found by name (L@): no right record kept.
+    assert [tag[:2] for tag, _ in h.state_rows("join", b"a", "")] == ["L/", "L@"]
     assert len(h.outputs("joined")) == 5
 
 
@@ -214,3 +215,44 @@ def test_a_second_left_record_of_a_unique_key_is_dead_lettered_and_nothing_else_
 def test_left_unique_takes_a_boolean() -> None:
     with pytest.raises(ValueError, match="left_unique 'yes': expected true or false"):
         harness({"lower_ms": 0, "upper_ms": 10, "left_unique": "yes"})
+
+
+@pytest.mark.parametrize("turned", ["on", "off"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(left=events, right=events, split=st.integers(0, 30), data=st.data())
+def test_left_unique_turned_on_or_off_over_kept_state_keeps_the_same_pairs(
+    turned: str, left: list[tuple[str, int, int]], right: list[tuple[str, int, int]],
+    split: int, data: st.DataObject,
+) -> None:  # fmt: skip
+    """The setting changed between two runs over the same store (a restart with another
+    topology): rows kept by one form are found by the other, nothing is left behind."""
+    firsts = {k: (k, t, d) for k, t, d in reversed(left)}.values()
+    clicks: list[dict[str, Any]] = [
+        {"id": f"c{i}", "key": k, "t": t, "n": i} for i, (k, t, _) in enumerate(firsts)
+    ]
+    views: list[dict[str, Any]] = [
+        {"id": f"v{j}", "key": k, "t": t, "w": 0} for j, (k, t, _) in enumerate(right)
+    ]
+    params = {"lower_ms": -200, "upper_ms": 300, "how": "full"}
+    h = harness({**params, "left_unique": turned == "off"})
+    items = data.draw(
+        st.permutations([("clicks", c) for c in clicks] + [("views", v) for v in views])
+    )
+    seen = -1
+    for at, (stream, body) in enumerate(items):
+        if at == split:
+            h.run()
+            h.topology = harness({**params, "left_unique": turned == "on"}).topology
+            h.crash()
+        h.feed(stream, body["key"].encode(), json.dumps(body).encode(), body["t"],
+               record_id=body["id"].encode())  # fmt: skip
+        seen = max(seen, body["t"])
+        h.advance_watermark(seen - 500)
+    h.advance_watermark(100_000)
+    h.run()
+    expected = oracle(
+        clicks, views, JoinType.FULL, lambda c, v: c["t"] - 200 <= v["t"] <= c["t"] + 300
+    )
+    assert rows(h) == expected
+    for key in (b"a", b"b"):
+        assert h.state_rows("join", key, "") == [], "every record's state is freed"
