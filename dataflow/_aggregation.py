@@ -60,7 +60,14 @@ from millrace.dataflow._sliding import BUCKET_TIMER, add_sliding, drop_bucket
 from millrace.dataflow._state_serde import window_state_serde
 from millrace.dataflow._triggers import Accumulation, AfterWatermark, firing, parse_trigger
 from millrace.dataflow._vectorized import fold_batch
-from millrace.dataflow._windows import Sliding, Tumbling, Window, WindowAssigner, parse_window
+from millrace.dataflow._windows import (
+    FieldWindows,
+    Sliding,
+    Tumbling,
+    Window,
+    WindowAssigner,
+    parse_window,
+)
 
 
 class WindowedAggregation(Computation):
@@ -141,19 +148,30 @@ class WindowedAggregation(Computation):
     def process_record(self, ctx: Context, record: Record) -> None:
         watermark = ctx.low_watermark
         retract = False
+        by_field = (
+            self.window if isinstance(self.window, FieldWindows) and not self.input_panes else None
+        )
         if self.input_panes:
             pane = Pane.decode(record.value)
             json_value = self.aggregate.json_values
             value = self.aggregate.checked(pane.value) if json_value else self._number(pane.value)
             retract = pane.retraction
+        elif self.aggregate.needs_value or by_field is not None:
+            body = JSON.loads(record.value)  # once, for the value and the window
+            value = self._value_of(body) if self.aggregate.needs_value else 0
         else:
-            value = self._value_of(record) if self.aggregate.needs_value else 0
+            value = 0
         if isinstance(self.window, Sliding):
             t = record.event_time_ms
             missed = not add_sliding(self, ctx, t, value, watermark, retract=retract)
         else:
             missed = False
-            for assigned in self.window.assign_record(record):
+            windows = (
+                self.window.assign_record(record)
+                if by_field is None
+                else by_field.assign_value(body, record.event_time_ms)
+            )
+            for assigned in windows:
                 if watermark is not None and watermark > self._expiry(assigned):
                     missed = True  # expired: its result is final
                     continue
@@ -241,8 +259,8 @@ class WindowedAggregation(Computation):
         if self.window.merging:
             drop_live(ctx, [window])
 
-    def _value_of(self, record: Record) -> float:
-        body = JSON.loads(record.value)
+    def _value_of(self, body: Any) -> float:
+        """The value to aggregate of a record whose value parses to ``body``."""
         if self.field is not None:
             if not isinstance(body, dict) or self.field not in body:
                 raise ValueError(f"record value has no field {self.field!r}")

@@ -78,6 +78,8 @@ class TopN(_Scored):
         rank = self._rank(value)
         if len(accumulator) >= self.n and rank > self._rank(accumulator[-1]):
             return accumulator  # worse than all kept (most values): nothing to sort
+        if self.n == 1 and accumulator and rank < self._rank(accumulator[0]):
+            return [value]  # better than the kept ones (tied with each other): alone
         return self._trim([*accumulator, value])
 
     def merge(self, left: list[Any], right: list[Any]) -> list[Any]:

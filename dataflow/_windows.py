@@ -14,6 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from millrace.computations import JSON, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record
 from millrace.dataflow._durations import duration_ms
@@ -202,15 +203,15 @@ class FieldWindows(WindowAssigner):
         raise ValueError(f"{type(self).__name__} reads the record: use assign_record")
 
     def assign_record(self, record: Record) -> list[Window]:
-        body = JSON.loads(record.value)
+        return self.assign_value(JSON.loads(record.value), record.event_time_ms)
+
+    def assign_value(self, body: Any, event_time_ms: int) -> list[Window]:
+        """:meth:`assign_record` of a record whose value parses to ``body`` (for a caller
+        that has parsed it already)."""
         if not isinstance(body, dict):
             raise ValueError(f"{type(self).__name__}: the record's value is not a JSON object")
         end = _time_field(body, self.end_field)
-        start = (
-            record.event_time_ms
-            if self.start_field is None
-            else _time_field(body, self.start_field)
-        )
+        start = event_time_ms if self.start_field is None else _time_field(body, self.start_field)
         if end <= start:
             raise ValueError(f"window [{start}, {end}) is empty ({self.end_field!r} <= start)")
         return [Window(start, end)]
