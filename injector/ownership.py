@@ -5,8 +5,10 @@ interval hands out the next epoch for it: above the registry's own record,
 above the epoch the node's store already claimed (the node shows it), and
 above any epoch other journals saw (:meth:`OwnershipRegistry.raise_floor`).
 Epochs are never reused: the registry is journaled durably before it
-answers, and even if its journal is lost, a registration can never be handed
-an epoch a zombie already holds. A newer epoch fences every older owner:
+answers, twice (``ownership.json`` and ``epochs.json``, each replaced durably
+before the answer), so whichever single file is lost (and the watermark journal
+holds the epochs that reported), a registration is never handed an epoch a
+zombie already holds. A newer epoch fences every older owner:
 receivers refuse its deliveries, its store refuses its commits, and a node
 that sees its interval leased at a newer epoch in ``WatchAssignment`` fences
 itself.
@@ -44,8 +46,11 @@ class OwnershipRegistry:
     """Thread-safe leases with a durable journal."""
 
     def __init__(self, topology: Topology, journal_path: Path) -> None:
+        """``journal_path``: ``ownership.json``; the second record of the epochs granted
+        (``epochs.json``) lives beside it."""
         self._topology = topology
         self._path = journal_path
+        self._epochs_path = journal_path.with_name(EPOCHS_FILE)
         self._cond = threading.Condition()
         self._leases: dict[tuple[str, int], Lease] = {}
         self._floors: dict[tuple[str, int], int] = {}
@@ -56,6 +61,13 @@ class OwnershipRegistry:
                 lease = Lease(**raw)
                 self._leases[(lease.computation, lease.index)] = lease
             self.version = int(body["version"])
+        self._granted = _read_epochs(self._epochs_path)
+        for (computation, index), epoch in self._granted.items():
+            self.raise_floor(computation, index, epoch)
+        for key, lease in self._leases.items():  # for the next write of a lost epochs.json
+            self._granted[key] = max(self._granted.get(key, 0), lease.epoch)
+        self.lost = self._lost_file()
+        """The registry file found missing at start (its twin still had epochs), or None."""
 
     def register(
         self,
@@ -107,6 +119,12 @@ class OwnershipRegistry:
                 leases[key] = lease
                 granted.append(lease)
             # Durable before anyone sees it: a lease lost in a crash was never granted.
+            granted_epochs = dict(self._granted)
+            for lease in granted:
+                key = (lease.computation, lease.index)
+                granted_epochs[key] = max(granted_epochs.get(key, 0), lease.epoch)
+            _write_epochs(self._epochs_path, granted_epochs)
+            self._granted = granted_epochs
             self._save(self.version + 1, leases)
             self._leases = leases
             self.version += 1
@@ -143,9 +161,38 @@ class OwnershipRegistry:
             self._cond.wait_for(lambda: self.version != version, timeout)
             return self.version
 
+    def _lost_file(self) -> Path | None:
+        has_leases, has_epochs = self._path.exists(), self._epochs_path.exists()
+        if has_leases and not has_epochs and self._leases:
+            return self._epochs_path
+        if has_epochs and not has_leases:
+            return self._path
+        return None
+
     def _save(self, version: int, leases: dict[tuple[str, int], Lease]) -> None:
         body = {"version": version, "leases": [_as_dict(lease) for lease in leases.values()]}
         write_json_durably(self._path, body)
+
+
+EPOCHS_FILE = "epochs.json"
+
+
+def _read_epochs(path: Path) -> dict[tuple[str, int], int]:
+    """``epochs.json``: the highest epoch granted per interval ({} when missing)."""
+    if not path.exists():
+        return {}
+    try:
+        body = json.loads(path.read_text())
+        return {(str(c), int(i)): int(e) for c, i, e in body["granted"]}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(
+            f"{path}: malformed ({exc}); move it aside to start without it (ownership.json "
+            "and the watermark journal still hold the epochs granted)"
+        ) from exc
+
+
+def _write_epochs(path: Path, epochs: Mapping[tuple[str, int], int]) -> None:
+    write_json_durably(path, {"granted": [[c, i, e] for (c, i), e in sorted(epochs.items())]})
 
 
 def _as_dict(lease: Lease) -> dict[str, object]:

@@ -162,6 +162,13 @@ class Injector:
         """Recover the logs, start writers, forwarders, the server and the watermark loop."""
         if self._journal_path.exists():
             self.authority.restore(self._read_journal())
+        if self.ownership.lost is not None:
+            log.warning(
+                "%s is missing: the registry goes on from the epochs its twin holds (and the "
+                "watermark journal's), never granting one of them again",
+                self.ownership.lost,
+                extra={"event": "registry_file_lost", "path": str(self.ownership.lost)},
+            )
         # Should ownership.json be lost, epochs the authority saw are still never reissued.
         for (computation, index), epoch in self.authority.reported_epochs().items():
             self.ownership.raise_floor(computation, index, epoch)

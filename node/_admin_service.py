@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import grpc
 
@@ -25,10 +25,14 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         node_id: str,
         topology: Topology,
         processors: Mapping[tuple[str, int], IntervalProcessor],
+        fenced_reason: Callable[[str, int], str] = lambda computation, interval: "",
     ) -> None:
+        """``fenced_reason``: why the node stopped writing an interval ("" while it owns
+        it)."""
         self._node_id = node_id
         self._topology = topology
         self._processors = processors
+        self._fenced_reason = fenced_reason
         self._started_ms = wall_clock_ms()
 
     def Status(
@@ -50,6 +54,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 outbox_size=status.outbox_size,
                 records_committed=status.records_committed,
                 pending_timers=status.pending_timers,
+                fenced_reason=self._fenced_reason(status.computation, status.interval),
             )
             if status.input_watermark is not None:
                 entry.input_low_watermark_ms = status.input_watermark

@@ -5,7 +5,10 @@ epoch of each (retrying until the injector answers). :class:`LeaseKeeper`
 polls the assignment: it confirms the node's leases (acks wait for a fresh
 confirmation), follows where other intervals are served, and calls
 ``on_superseded`` when one of the node's intervals is leased at a newer
-epoch: that node must stop writing.
+epoch: that node must stop writing. An interval leased to another node at an
+epoch that is not newer than the node's own is a conflict the registry cannot
+have made unless it lost its history (every record of its grants):
+``on_conflict``, and the node stops writing too.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ class LeaseKeeper:
     registry for the whole assignment:
 
     - one of its intervals leased at a newer epoch: ``on_superseded``;
+    - one of its intervals leased to another address (``own_address``) at an epoch
+      not above its own: ``on_conflict`` (two owners at once: the registry lost
+      what it granted);
     - every lease's address: ``on_routes`` (senders follow replacements);
     - every lease's epoch: :meth:`granted_epoch`, what senders' epochs are
       checked against (an epoch the registry never granted is not believed);
@@ -104,6 +110,8 @@ class LeaseKeeper:
         held: Callable[[], Mapping[tuple[str, int], int]],
         on_superseded: Callable[[str, int, int, str], None],
         on_routes: Callable[[list[tuple[str, int, str]]], None],
+        own_address: str = "",
+        on_conflict: Callable[[str, int, int, str], None] | None = None,
         security: Security = Security(),
         poll_s: float = 0.25,
         lease_s: float = 5.0,
@@ -113,6 +121,8 @@ class LeaseKeeper:
         self._held = held
         self._on_superseded = on_superseded
         self._on_routes = on_routes
+        self._own_address = own_address
+        self._on_conflict = on_conflict
         self._poll_s = poll_s
         self._lease_s = lease_s
         self._gap_s = gap_s
@@ -213,10 +223,18 @@ class LeaseKeeper:
             key = (lease.interval.computation, lease.interval.index)
             routes.append((*key, lease.address))
             own = held.get(key)
-            if own is not None and lease.epoch != own:
+            if own is None:
+                continue
+            elsewhere = bool(self._own_address) and lease.address != self._own_address
+            if lease.epoch > own:
                 current.discard(key)
-                if lease.epoch > own:
-                    self._on_superseded(*key, lease.epoch, lease.node_id)
+                self._on_superseded(*key, lease.epoch, lease.node_id)
+            elif elsewhere:
+                current.discard(key)
+                if self._on_conflict is not None:
+                    self._on_conflict(*key, lease.epoch, f"{lease.node_id} at {lease.address}")
+            elif lease.epoch != own:
+                current.discard(key)
         self._on_routes(routes)
         with self._cond:
             for lease in assignment.leases:

@@ -201,6 +201,8 @@ class Node(WorkerHooks):
             held=lambda: {(p.name, p.interval): p.epoch for p in self.processors.values()},
             on_superseded=self._superseded,
             on_routes=self._follow_routes,
+            own_address=self.advertised_address,
+            on_conflict=self._conflict,
             security=self.security,
         )
         return leased
@@ -224,6 +226,24 @@ class Node(WorkerHooks):
         if worker is not None and not worker.fenced:
             worker.fence(epoch, f"interval leased to {owner} at epoch {epoch}")
 
+    def _conflict(self, computation: str, interval: int, epoch: int, owner: str) -> None:
+        worker = self.workers.get((computation, interval))
+        if worker is None or worker.fenced:
+            return
+        own = worker.processor.epoch
+        reason = (
+            f"lease conflict: {computation}/{interval} is leased to {owner} at epoch {epoch}, "
+            f"not above this node's epoch {own}: the injector's registry lost the epochs it "
+            "granted (ownership.json, epochs.json and watermarks.json); this node stops "
+            "writing the interval and leaves it to that owner"
+        )
+        log.error(
+            "%s", reason,
+            extra={"event": "lease_conflict", "computation": computation, "interval": interval,
+                   "epoch": own, "leased_epoch": epoch, "leased_to": owner},
+        )  # fmt: skip
+        worker.fence(epoch, reason)
+
     def _build_server(self) -> grpc.Server:
         self.stream_limiter = StreamLimiter(
             max_streams=MAX_STREAMS, max_per_peer=MAX_STREAMS_PER_PEER, server=f"node {self.name}"
@@ -241,7 +261,13 @@ class Node(WorkerHooks):
         )
         server.add_generic_rpc_handlers((DeliveryService(self.workers).handler(),))
         admin_pb2_grpc.add_AdminServicer_to_server(
-            AdminService(self.name, self.deployment.topology, self.processors), server
+            AdminService(
+                self.name,
+                self.deployment.topology,
+                self.processors,
+                lambda name, interval: self.workers[(name, interval)].fenced_reason,
+            ),
+            server,
         )
         admin = admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name
         serve_health_and_reflection(server, (DELIVERY_SERVICE, admin))

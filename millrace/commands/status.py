@@ -298,7 +298,7 @@ def _print_nodes(out: TextIO, nodes: Sequence[NodePlacement], answers: Sequence[
                     *(first if number == 0 else blank),
                     status.interval.computation,
                     f"{status.interval.index}/{status.interval.count}",
-                    str(status.epoch),
+                    f"{status.epoch} (fenced)" if status.fenced_reason else str(status.epoch),
                     str(status.outbox_size),
                     str(status.pending_timers),
                     watermark,
@@ -308,6 +308,11 @@ def _print_nodes(out: TextIO, nodes: Sequence[NodePlacement], answers: Sequence[
         _table(out, header, rows)
     else:
         out.write("no nodes in the deployment\n")
+    for node, answer in zip(nodes, answers, strict=True):
+        for status in answer.response.intervals if answer.ok else ():
+            if status.fenced_reason:
+                where = f"{status.interval.computation}/{status.interval.index}"
+                out.write(f"fenced: {node.name} {where}: {status.fenced_reason}\n")
 
 
 def _print_leases(

@@ -89,6 +89,7 @@ def test_registration_grants_above_the_epoch_a_node_shows(tmp_path: Path) -> Non
     [lease] = registry.register("a", "counts", "h:1", [0], {0: 41})
     assert lease.epoch == 42
     (tmp_path / "ownership.json").unlink()
+    (tmp_path / "epochs.json").unlink()  # both records of the grants lost
     lost = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
     [fresh] = lost.register("b", "counts", "h:2", [0])
     assert fresh.epoch == 1, "nothing shown, nothing known"
@@ -109,5 +110,40 @@ def test_the_journal_is_replaced_durably(tmp_path: Path) -> None:
     path = tmp_path / "ownership.json"
     registry = OwnershipRegistry(two_stage_topology(), path)
     registry.register("a", "counts", "h:1", [0, 1])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ownership.json"], "no temp file left"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epochs.json", "ownership.json"], (
+        "no temp file left"
+    )
+    assert json.loads((tmp_path / "epochs.json").read_text()) == {
+        "granted": [["counts", 0, 1], ["counts", 1, 1]]
+    }
     assert len(json.loads(path.read_text())["leases"]) == 2
+
+
+@pytest.mark.parametrize("lost", ["ownership.json", "epochs.json"])
+def test_whichever_registry_file_is_lost_no_epoch_is_granted_again(
+    tmp_path: Path, lost: str
+) -> None:
+    """Issue 33: each grant is recorded durably in two files before it is answered, so
+    losing either (with no watermark journal to help) never hands out an epoch twice."""
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    for node in ("a", "b", "c"):
+        registry.register(node, "counts", "h:1", [0, 1])
+    registry.register("d", "counts", "h:1", [1])
+    (tmp_path / lost).unlink()
+    reopened = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    assert reopened.lost == tmp_path / lost
+    leases = reopened.register("e", "counts", "h:2", [0, 1])
+    assert [lease.epoch for lease in leases] == [4, 5]
+    (tmp_path / ("epochs.json" if lost == "ownership.json" else "ownership.json")).unlink()
+    again = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    assert [lease.epoch for lease in again.register("f", "counts", "h:3", [0, 1])] == [5, 6], (
+        "the file written after the loss holds every interval's epoch"
+    )
+
+
+def test_a_malformed_epochs_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "h:1", [0])
+    (tmp_path / "epochs.json").write_text("{not json")
+    with pytest.raises(ValueError, match="move it aside"):
+        OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")

@@ -182,6 +182,7 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "uint64 pending_timers = 4",
             "optional int64 input_low_watermark_ms = 5",
             "uint64 records_committed = 6",
+            "string fenced_reason = 7",
         ),
         "StatusResponse": (
             "string node_id = 1",

@@ -10,7 +10,11 @@ Issue 14, with real processes (injector, node ``up``, a sink) and no restart by 
   senders follow its registration, and the resumed zombie fences itself
   without acknowledging anything;
 - a lost ``ownership.json``: the restarted node still gets an epoch above the
-  one its store claimed.
+  one its store claimed;
+- the registry lost, the owner paused, a replacement on a fresh disk, the owner
+  resumed (issue 33): with any one record of the grants left, the replacement's
+  epoch is newer and the zombie fences itself; with none left, the zombie finds
+  the conflict, says so (log, ``Admin.Status``) and fences itself.
 
 Afterwards the registry names one owner, every record ingested (20 before,
 20 after) is at the sink, and the owner's state counted each record once.
@@ -211,6 +215,7 @@ def test_a_lost_ownership_journal_never_hands_out_an_old_epoch(cluster: Cluster)
     cluster.injector.terminate()
     (cluster.tmp_path / "log" / "ownership.json").unlink()
     (cluster.tmp_path / "log" / "watermarks.json").unlink(missing_ok=True)  # lost too
+    (cluster.tmp_path / "log" / "epochs.json").unlink()  # and the grants' second record
     cluster.injector.start()
     cluster.owner.kill()
     cluster.owner.start()  # shows the epoch its store claimed
@@ -218,3 +223,82 @@ def test_a_lost_ownership_journal_never_hands_out_an_old_epoch(cluster: Cluster)
     cluster.ingest(20)
     cluster.all_arrive()
     assert cluster.count_at(cluster.node_address) == 40
+
+
+def paused_owner_replaced_on_a_fresh_disk(
+    cluster: Cluster, lost: tuple[str, ...]
+) -> tuple[int, NodeProcess, str]:
+    """The registry's files ``lost`` (injector restarted), the owner paused, a replacement
+    on a fresh disk and a new port started: the old epoch, the replacement, its address."""
+    epoch = cluster.lease().epoch
+    cluster.injector.terminate()
+    for name in lost:
+        (cluster.tmp_path / "log" / name).unlink(missing_ok=True)
+    cluster.injector.start()
+    cluster.owner.pause()
+    (cluster.tmp_path / "fresh").mkdir()
+    port = free_port()
+    replacement = cluster.replacement(cluster.tmp_path / "fresh" / "data", port, "fresh")
+    try:
+        replacement.start()
+    except BaseException:
+        cluster.owner.resume()
+        raise
+    assert cluster.lease().address == f"127.0.0.1:{port}"
+    return epoch, replacement, f"127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [
+        ("ownership.json",),
+        ("ownership.json", "watermarks.json"),
+        ("epochs.json", "watermarks.json"),
+    ],
+)
+def test_a_paused_owner_is_fenced_by_a_fresh_replacement_after_the_registry_is_lost(
+    cluster: Cluster, lost: tuple[str, ...]
+) -> None:
+    """Issue 33's case from outside (it failed with both ownership.json and
+    watermarks.json lost: the replacement got the zombie's epoch): the replacement owns
+    a newer epoch, the zombie fences itself, every record reaches the sink."""
+    epoch, replacement, address = paused_owner_replaced_on_a_fresh_disk(cluster, lost)
+    try:
+        assert cluster.lease().epoch > epoch, "an epoch above every one granted before"
+        cluster.ingest(10)
+        cluster.owner.resume()
+        cluster.ingest(10)
+        cluster.all_arrive()
+        wait_until(
+            lambda: "fenced" in cluster.owner.log_path.read_text(), 20, "the zombie to fence itself"
+        )
+        assert cluster.lease().address == address, "one owner: the replacement"
+    finally:
+        replacement.kill()
+
+
+def test_a_registry_that_lost_every_record_of_its_grants_is_a_conflict_said_loudly(
+    cluster: Cluster,
+) -> None:
+    """Nothing left to know the old epoch by: the replacement is leased the zombie's own
+    epoch. The zombie, resumed, sees its interval leased elsewhere at an epoch not above
+    its own: it says so (an error in its log, the reason in ``Admin.Status``) and stops
+    writing the interval; the replacement serves it and every record arrives."""
+    lost = ("ownership.json", "epochs.json", "watermarks.json")
+    epoch, replacement, address = paused_owner_replaced_on_a_fresh_disk(cluster, lost)
+    try:
+        assert cluster.lease().epoch <= epoch, "nothing recorded the old epoch"
+        cluster.ingest(10)
+        cluster.owner.resume()
+        cluster.ingest(10)
+        cluster.all_arrive()
+        wait_until(
+            lambda: "lease conflict" in cluster.owner.log_path.read_text(), 20, "the conflict"
+        )
+        with grpc.insecure_channel(cluster.node_address) as channel:
+            status = admin_pb2_grpc.AdminStub(channel).Status(admin_pb2.StatusRequest(), timeout=10)
+        [interval] = status.intervals
+        assert "lease conflict" in interval.fenced_reason
+        assert cluster.lease().address == address, "one owner: the replacement"
+    finally:
+        replacement.kill()

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from millrace.wire.v1 import record_pb2 as millrace_dot_wire_dot_v1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmillrace/wire/v1/admin.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"\x0f\n\rStatusRequest\"\xd8\x01\n\x0eIntervalStatus\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x13\n\x0boutbox_size\x18\x03 \x01(\x04\x12\x16\n\x0epending_timers\x18\x04 \x01(\x04\x12#\n\x16input_low_watermark_ms\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x19\n\x11records_committed\x18\x06 \x01(\x04\x42\x19\n\x17_input_low_watermark_ms\"\x8c\x01\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x33\n\tintervals\x18\x04 \x03(\x0b\x32 .millrace.wire.v1.IntervalStatus\x12\x15\n\rstarted_at_ms\x18\x05 \x01(\x03\"3\n\x0fGetStateRequest\x12\x13\n\x0b\x63omputation\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"(\n\nStateEntry\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\"\x81\x01\n\x10GetStateResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12-\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x1c.millrace.wire.v1.StateEntry\x12/\n\x08interval\x18\x03 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"\x82\x01\n\nDeadLetter\x12(\n\x06record\x18\x01 \x01(\x0b\x32\x18.millrace.wire.v1.Record\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x04 \x01(\r\x12\x14\n\x0c\x66\x61iled_at_ms\x18\x05 \x01(\x03\"U\n\x16ListDeadLettersRequest\x12\x13\n\x0b\x63omputation\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x66ter_record_id\x18\x03 \x01(\x0c\"M\n\x17ListDeadLettersResponse\x12\x32\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x1c.millrace.wire.v1.DeadLetter2\x8f\x02\n\x05\x41\x64min\x12K\n\x06Status\x12\x1f.millrace.wire.v1.StatusRequest\x1a .millrace.wire.v1.StatusResponse\x12Q\n\x08GetState\x12!.millrace.wire.v1.GetStateRequest\x1a\".millrace.wire.v1.GetStateResponse\x12\x66\n\x0fListDeadLetters\x12(.millrace.wire.v1.ListDeadLettersRequest\x1a).millrace.wire.v1.ListDeadLettersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmillrace/wire/v1/admin.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"\x0f\n\rStatusRequest\"\xef\x01\n\x0eIntervalStatus\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x13\n\x0boutbox_size\x18\x03 \x01(\x04\x12\x16\n\x0epending_timers\x18\x04 \x01(\x04\x12#\n\x16input_low_watermark_ms\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x19\n\x11records_committed\x18\x06 \x01(\x04\x12\x15\n\rfenced_reason\x18\x07 \x01(\tB\x19\n\x17_input_low_watermark_ms\"\x8c\x01\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x33\n\tintervals\x18\x04 \x03(\x0b\x32 .millrace.wire.v1.IntervalStatus\x12\x15\n\rstarted_at_ms\x18\x05 \x01(\x03\"3\n\x0fGetStateRequest\x12\x13\n\x0b\x63omputation\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"(\n\nStateEntry\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\"\x81\x01\n\x10GetStateResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12-\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x1c.millrace.wire.v1.StateEntry\x12/\n\x08interval\x18\x03 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"\x82\x01\n\nDeadLetter\x12(\n\x06record\x18\x01 \x01(\x0b\x32\x18.millrace.wire.v1.Record\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x04 \x01(\r\x12\x14\n\x0c\x66\x61iled_at_ms\x18\x05 \x01(\x03\"U\n\x16ListDeadLettersRequest\x12\x13\n\x0b\x63omputation\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x66ter_record_id\x18\x03 \x01(\x0c\"M\n\x17ListDeadLettersResponse\x12\x32\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x1c.millrace.wire.v1.DeadLetter2\x8f\x02\n\x05\x41\x64min\x12K\n\x06Status\x12\x1f.millrace.wire.v1.StatusRequest\x1a .millrace.wire.v1.StatusResponse\x12Q\n\x08GetState\x12!.millrace.wire.v1.GetStateRequest\x1a\".millrace.wire.v1.GetStateResponse\x12\x66\n\x0fListDeadLetters\x12(.millrace.wire.v1.ListDeadLettersRequest\x1a).millrace.wire.v1.ListDeadLettersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,21 +35,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATUSREQUEST']._serialized_start=81
   _globals['_STATUSREQUEST']._serialized_end=96
   _globals['_INTERVALSTATUS']._serialized_start=99
-  _globals['_INTERVALSTATUS']._serialized_end=315
-  _globals['_STATUSRESPONSE']._serialized_start=318
-  _globals['_STATUSRESPONSE']._serialized_end=458
-  _globals['_GETSTATEREQUEST']._serialized_start=460
-  _globals['_GETSTATEREQUEST']._serialized_end=511
-  _globals['_STATEENTRY']._serialized_start=513
-  _globals['_STATEENTRY']._serialized_end=553
-  _globals['_GETSTATERESPONSE']._serialized_start=556
-  _globals['_GETSTATERESPONSE']._serialized_end=685
-  _globals['_DEADLETTER']._serialized_start=688
-  _globals['_DEADLETTER']._serialized_end=818
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=820
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=905
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=907
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=984
-  _globals['_ADMIN']._serialized_start=987
-  _globals['_ADMIN']._serialized_end=1258
+  _globals['_INTERVALSTATUS']._serialized_end=338
+  _globals['_STATUSRESPONSE']._serialized_start=341
+  _globals['_STATUSRESPONSE']._serialized_end=481
+  _globals['_GETSTATEREQUEST']._serialized_start=483
+  _globals['_GETSTATEREQUEST']._serialized_end=534
+  _globals['_STATEENTRY']._serialized_start=536
+  _globals['_STATEENTRY']._serialized_end=576
+  _globals['_GETSTATERESPONSE']._serialized_start=579
+  _globals['_GETSTATERESPONSE']._serialized_end=708
+  _globals['_DEADLETTER']._serialized_start=711
+  _globals['_DEADLETTER']._serialized_end=841
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=843
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=928
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=930
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=1007
+  _globals['_ADMIN']._serialized_start=1010
+  _globals['_ADMIN']._serialized_end=1281
 # @@protoc_insertion_point(module_scope)

@@ -12,20 +12,22 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class IntervalStatus(_message.Message):
-    __slots__ = ("interval", "epoch", "outbox_size", "pending_timers", "input_low_watermark_ms", "records_committed")
+    __slots__ = ("interval", "epoch", "outbox_size", "pending_timers", "input_low_watermark_ms", "records_committed", "fenced_reason")
     INTERVAL_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTBOX_SIZE_FIELD_NUMBER: _ClassVar[int]
     PENDING_TIMERS_FIELD_NUMBER: _ClassVar[int]
     INPUT_LOW_WATERMARK_MS_FIELD_NUMBER: _ClassVar[int]
     RECORDS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    FENCED_REASON_FIELD_NUMBER: _ClassVar[int]
     interval: _record_pb2.KeyInterval
     epoch: int
     outbox_size: int
     pending_timers: int
     input_low_watermark_ms: int
     records_committed: int
-    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., outbox_size: _Optional[int] = ..., pending_timers: _Optional[int] = ..., input_low_watermark_ms: _Optional[int] = ..., records_committed: _Optional[int] = ...) -> None: ...
+    fenced_reason: str
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., outbox_size: _Optional[int] = ..., pending_timers: _Optional[int] = ..., input_low_watermark_ms: _Optional[int] = ..., records_committed: _Optional[int] = ..., fenced_reason: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("node_id", "role", "version", "intervals", "started_at_ms")
