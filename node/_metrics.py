@@ -59,6 +59,13 @@ class NodeMetrics:
             labels,
             registry=self.registry,
         )
+        self.stale_refusals = Counter(
+            "millrace_stale_refusals",
+            "Deliveries of this node's intervals a receiver refused as stale (it saw a newer "
+            "epoch of the interval)",
+            labels,
+            registry=self.registry,
+        )
         self.timers_fired = Counter(
             "millrace_timers_fired", "Timers fired", labels, registry=self.registry
         )

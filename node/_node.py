@@ -10,6 +10,7 @@ drains: the server stops taking work, workers finish their turn, stores close.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from concurrent import futures
 from pathlib import Path
@@ -40,6 +41,7 @@ from millrace.engine import BatchOutcome, Frame, IntervalProcessor, Production
 from millrace.node._admin_service import AdminService
 from millrace.node._control_link import LeaseKeeper, register_intervals
 from millrace.node._metrics import NodeMetrics
+from millrace.node._stale_refusals import StaleRefusals
 from millrace.node._watermark_link import WatermarkLink
 from millrace.node._worker import IntervalWorker, WorkerHooks
 from millrace.statestore import MAX_EPOCH, StateStore, StoreConfig
@@ -98,6 +100,7 @@ class Node(WorkerHooks):
             security=self.security,
         )
         self._keeper: LeaseKeeper | None = None
+        self._stale = StaleRefusals()
         self._stopping = False
         self.port = 0
         self.metrics_port = 0
@@ -339,10 +342,19 @@ class Node(WorkerHooks):
         With a registry, believe it only once the registry confirms (the lease keeper then
         fences the worker); without one, fence now. A fenced origin's sends stop."""
         worker = self.workers[(origin.computation, origin.interval)]
+        self.metrics.stale_refusals.labels(origin.computation).inc()
         if self._keeper is None:
             worker.fence(origin.epoch + 1, message)
         elif not worker.fenced:
             self._keeper.check_now()
+            interval = (origin.computation, origin.interval)
+            conflict = self._stale.note(interval, origin.epoch, message, time.monotonic())
+            if conflict is not None:
+                log.error(
+                    "%s", conflict,
+                    extra={"event": "lease_conflict", "computation": origin.computation,
+                           "interval": origin.interval, "epoch": origin.epoch},
+                )  # fmt: skip
         if worker.fenced:
             for sender in self._senders.all():
                 sender.forget(origin)
