@@ -2,8 +2,10 @@
 # Installs the programs the test suite runs besides Python, from Debian's packages:
 #   prometheus  - promtool and a real Prometheus server (tests/test_prometheus.py,
 #                 tests/test_grpc_conventions.py)
-#   faketime    - libfaketime, to step a node's wall clock (tests/clock_steps/)
-# Does nothing when both are present. Needs root or sudo for apt-get.
+#   faketime    - libfaketime, to step a node's wall clock (tests/clock_steps/) and give
+#                 a test host a clock of its own (tests/hosts/)
+#   iproute2    - ip and tc, for the test hosts in network namespaces (tests/hosts/)
+# Does nothing when all are present. Needs root or sudo for apt-get.
 set -eu
 
 missing=""
@@ -12,6 +14,9 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
 fi
 if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
     missing="$missing faketime"
+fi
+if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+    missing="$missing iproute2"
 fi
 [ -z "$missing" ] && exit 0
 

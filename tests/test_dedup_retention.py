@@ -16,7 +16,6 @@ Afterwards the state counted each record once and the sink holds each once.
 
 from __future__ import annotations
 
-import glob
 import json
 import time
 from pathlib import Path
@@ -25,17 +24,16 @@ import grpc
 import pytest
 
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, delivery_pb2, delivery_pb2_grpc, record_pb2
-from tests.support import CollectingSink, NodeProcess, forwarding_deployment, free_port
+from tests.support import (
+    CollectingSink,
+    NodeProcess,
+    faketime_library,
+    forwarding_deployment,
+    free_port,
+)
 from tests.support import numbered_records as records
 
 pytestmark = pytest.mark.slow
-
-
-def faketime_library() -> str:
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
-    if not found:
-        pytest.skip("libfaketime is not installed (make test installs Debian's faketime)")
-    return found[0]
 
 
 def deliver(

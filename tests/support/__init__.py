@@ -5,7 +5,7 @@ Import from here, not from another test module.
 """
 
 from tests.support.chaos import RandomKills
-from tests.support.clock import ManualClock
+from tests.support.clock import ManualClock, faketime_library
 from tests.support.cluster import (
     ROOT,
     CollectingSink,
@@ -13,6 +13,7 @@ from tests.support.cluster import (
     InjectorProcess,
     MillraceChild,
     NodeProcess,
+    SinkProcess,
     SourceDriver,
     alive,
     chaos_kills,
@@ -37,10 +38,12 @@ __all__ = [
     "NodeProcess",
     "ROOT",
     "STATE",
+    "SinkProcess",
     "SourceDriver",
     "alive",
     "chaos_kills",
     "chaos_rng",
+    "faketime_library",
     "fill_outbox_with_tombstone_files",
     "forwarding_deployment",
     "free_port",

@@ -1,6 +1,11 @@
-"""``ManualClock``: milliseconds a test moves by hand; pass it wherever a clock is taken."""
+"""``ManualClock``: milliseconds a test moves by hand; pass it wherever a clock is taken.
+:func:`faketime_library`: libfaketime, to give a child process a wall clock of its own."""
 
 from __future__ import annotations
+
+import glob
+
+import pytest
 
 
 class ManualClock:
@@ -15,3 +20,11 @@ class ManualClock:
     def advance(self, delta_ms: int) -> None:
         """Move the clock forward by ``delta_ms``."""
         self.now_ms += delta_ms
+
+
+def faketime_library() -> str:
+    """Debian's libfaketimeMT (for a child's ``LD_PRELOAD``); skips the test without it."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+    if not found:
+        pytest.skip("libfaketime is not installed (make test installs Debian's faketime)")
+    return found[0]

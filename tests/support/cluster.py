@@ -208,6 +208,12 @@ class MillraceChild:
         self.process: subprocess.Popen[str] | None = None
         self.env: dict[str, str] = {}
         """Extra environment of the child (e.g. ``LD_PRELOAD`` of libfaketime)."""
+        self.prefix: list[str] = []
+        """A command the child runs under (e.g. ``ip netns exec HOST``: a test host)."""
+
+    def start(self) -> None:
+        """Start the child and wait for its ready line."""
+        raise NotImplementedError
 
     @property
     def pid(self) -> int:
@@ -223,7 +229,7 @@ class MillraceChild:
             env["MILLRACE_LOG_LEVEL"] = self._log_level
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "millrace", *args],
+                [*self.prefix, sys.executable, "-m", "millrace", *args],
                 stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env,
             )  # fmt: skip
         assert self.process.stdout is not None
@@ -311,6 +317,20 @@ class NodeProcess(MillraceChild):
         """SIGCONT."""
         assert self.process is not None
         self.process.send_signal(signal.SIGCONT)
+
+
+class SinkProcess(MillraceChild):
+    """One ``millrace sink`` child process (an exactly-once JSON-lines file)."""
+
+    def __init__(self, deployment: Path, stream: str, path: Path, log_path: Path) -> None:
+        super().__init__(log_path)
+        self.path = path
+        self._args = ["sink", "--deployment", str(deployment), "--stream", stream]
+        self._args += ["--path", str(path)]
+
+    def start(self) -> None:
+        """Start and wait for the ``sink ... serving`` line."""
+        self._spawn(self._args, "sink ", "sink")
 
 
 class SourceDriver:
