@@ -34,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import grpc
 import pytest
@@ -141,8 +142,27 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         hosts.__exit__()
 
 
+class InThread:
+    """``run`` in a thread of its own while the object is used as a context manager
+    (stopped by setting ``_stop``)."""
+
+    _stop: threading.Event
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
 @dataclass
-class Observer:
+class Observer(InThread):
     """Polls the injector every 0.2 s: leases, published watermarks, the sink's progress."""
 
     cluster: Cluster
@@ -173,15 +193,6 @@ class Observer:
                 newest[name] = max(mark, newest.get(name, mark))
             self.progress.append((time.monotonic(), sum(newest.values())))
 
-    def __enter__(self) -> Observer:
-        self._thread = threading.Thread(target=self.run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
     def progress_after(self, at: float) -> float | None:
         """Seconds from ``at`` until the watermarks moved past where they were then."""
         before = max((total for t, total in self.progress if t <= at), default=None)
@@ -208,7 +219,7 @@ def start_again(process: MillraceChild) -> None:
 
 
 @dataclass
-class Nemesis:
+class Nemesis(InThread):
     """Random faults, each healed after a few seconds, until :meth:`stop`."""
 
     cluster: Cluster
@@ -263,14 +274,8 @@ class Nemesis:
         self.cluster.hosts.slow(name, rate_kbit=512)
         return f"slow {name}", lambda: self.cluster.hosts.unslow(name)
 
-    def __enter__(self) -> Nemesis:
-        self._thread = threading.Thread(target=self.run, daemon=True)
-        self._thread.start()
-        return self
-
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
+        super().__exit__(*exc)
         self.cluster.hosts.heal()
 
 
