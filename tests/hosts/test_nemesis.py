@@ -191,10 +191,11 @@ class Observer(InThread):
                 if mark < newest.get(name, mark):
                     self.regressions.append(f"{name}: {newest[name]} -> {mark}")
                 newest[name] = max(mark, newest.get(name, mark))
-            self.progress.append((time.monotonic(), sum(newest.values())))
+            if "totals" in newest:  # the pipeline's last stage: it moves when all of it does
+                self.progress.append((time.monotonic(), newest["totals"]))
 
     def progress_after(self, at: float) -> float | None:
-        """Seconds from ``at`` until the watermarks moved past where they were then."""
+        """Seconds from ``at`` until the last stage's watermark moved past where it was."""
         before = max((total for t, total in self.progress if t <= at), default=None)
         for t, total in self.progress:
             if t > at and before is not None and total > before:
