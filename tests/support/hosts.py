@@ -80,6 +80,9 @@ class TestHosts:
             _ip("link", "set", self.bridge, "up")
             for number, name in enumerate(self.names):
                 self._add_host(number, name)
+        except subprocess.CalledProcessError as exc:
+            self.__exit__()
+            raise HostsUnavailableError(f"{' '.join(exc.cmd)}: {exc.stderr.strip()}") from exc
         except BaseException:
             self.__exit__()
             raise
