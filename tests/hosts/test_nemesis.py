@@ -18,7 +18,7 @@ No host runs on a clock of its own: libfaketime (Debian's 0.9.10) breaks Python'
 waits (``threading.Event.wait`` never returns when it fakes the monotonic clock, and
 sleeps fail with EINVAL when it does not), which stalls any process, Millrace or not.
 
-``MILLRACE_NEMESIS_S`` sets how long the nemesis runs (default 30 s, 16 s under CI;
+``MILLRACE_NEMESIS_S`` sets how long the nemesis runs (default 20 s, 12 s under CI;
 ``docs/faults.md`` has a 20-minute run); ``MILLRACE_CHAOS_SEED`` its schedule.
 """
 
@@ -61,7 +61,7 @@ PORT = 7411
 WINDOW_MS = 2_000
 KEYS = 50
 BATCH = 200
-NEMESIS_S = float(os.environ.get("MILLRACE_NEMESIS_S", "16" if os.environ.get("CI") else "30"))
+NEMESIS_S = float(os.environ.get("MILLRACE_NEMESIS_S", "12" if os.environ.get("CI") else "20"))
 
 
 @dataclass
