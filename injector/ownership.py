@@ -61,11 +61,8 @@ class OwnershipRegistry:
                 lease = Lease(**raw)
                 self._leases[(lease.computation, lease.index)] = lease
             self.version = int(body["version"])
-        self._granted = _read_epochs(self._epochs_path)
-        for (computation, index), epoch in self._granted.items():
+        for (computation, index), epoch in _read_epochs(self._epochs_path).items():
             self.raise_floor(computation, index, epoch)
-        for key, lease in self._leases.items():  # for the next write of a lost epochs.json
-            self._granted[key] = max(self._granted.get(key, 0), lease.epoch)
         self.lost = self._lost_file()
         """The registry file found missing at start (its twin still had epochs), or None."""
 
@@ -119,12 +116,7 @@ class OwnershipRegistry:
                 leases[key] = lease
                 granted.append(lease)
             # Durable before anyone sees it: a lease lost in a crash was never granted.
-            granted_epochs = dict(self._granted)
-            for lease in granted:
-                key = (lease.computation, lease.index)
-                granted_epochs[key] = max(granted_epochs.get(key, 0), lease.epoch)
-            _write_epochs(self._epochs_path, granted_epochs)
-            self._granted = granted_epochs
+            _write_epochs(self._epochs_path, self._floors, leases)
             self._save(self.version + 1, leases)
             self._leases = leases
             self.version += 1
@@ -191,7 +183,13 @@ def _read_epochs(path: Path) -> dict[tuple[str, int], int]:
         ) from exc
 
 
-def _write_epochs(path: Path, epochs: Mapping[tuple[str, int], int]) -> None:
+def _write_epochs(
+    path: Path, floors: Mapping[tuple[str, int], int], leases: Mapping[tuple[str, int], Lease]
+) -> None:
+    """``epochs.json``: per interval, the highest epoch known (a floor, or its lease's)."""
+    epochs = dict(floors)
+    for key, lease in leases.items():
+        epochs[key] = max(epochs.get(key, 0), lease.epoch)
     write_json_durably(path, {"granted": [[c, i, e] for (c, i), e in sorted(epochs.items())]})
 
 

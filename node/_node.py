@@ -240,11 +240,7 @@ class Node(WorkerHooks):
             "granted (ownership.json, epochs.json and watermarks.json); this node stops "
             "writing the interval and leaves it to that owner"
         )
-        log.error(
-            "%s", reason,
-            extra={"event": "lease_conflict", "computation": computation, "interval": interval,
-                   "epoch": own, "leased_epoch": epoch, "leased_to": owner},
-        )  # fmt: skip
+        _say_conflict(reason, computation, interval, own, leased_epoch=epoch, leased_to=owner)
         worker.fence(epoch, reason)
 
     def _build_server(self) -> grpc.Server:
@@ -350,11 +346,7 @@ class Node(WorkerHooks):
             interval = (origin.computation, origin.interval)
             conflict = self._stale.note(interval, origin.epoch, message, time.monotonic())
             if conflict is not None:
-                log.error(
-                    "%s", conflict,
-                    extra={"event": "lease_conflict", "computation": origin.computation,
-                           "interval": origin.interval, "epoch": origin.epoch},
-                )  # fmt: skip
+                _say_conflict(conflict, origin.computation, origin.interval, origin.epoch)
         if worker.fenced:
             for sender in self._senders.all():
                 sender.forget(origin)
@@ -390,3 +382,14 @@ class Node(WorkerHooks):
     def _watermark(self, mark: int) -> None:
         for worker in self.workers.values():
             worker.set_watermark(mark)
+
+
+def _say_conflict(
+    message: str, computation: str, interval: int, epoch: int, **extra: object
+) -> None:
+    """A lease conflict the registry cannot resolve, as an error log line."""
+    log.error(
+        "%s", message,
+        extra={"event": "lease_conflict", "computation": computation, "interval": interval,
+               "epoch": epoch, **extra},
+    )  # fmt: skip
