@@ -41,7 +41,7 @@ lint: setup ## ruff + mypy + stubtest, cargo fmt + clippy, as CI runs them
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m mypy.stubtest millrace._native
+	$(BIN)/python -m mypy.stubtest --mypy-config-file pyproject.toml millrace._native
 	$(CARGO) fmt $(NATIVE) --all --check
 	$(CARGO) clippy $(NATIVE) --workspace --all-targets -- -D warnings
 

@@ -92,30 +92,35 @@ def _record_key(key: bytes, value: bytes) -> bytes:
     return key
 
 
-def _json_field(field: str) -> KeyExtractor:
+class _JsonField:
     """``json:FIELD``. msgspec reads only the field (the rest skipped, not built: a
     third of ``json.loads``'s time); anything it refuses, and a value that is not valid
     UTF-8 (which it does not check in the parts it skips), takes ``json.loads``, so
-    keys and errors are ``json.loads``'s."""
-    only_field: Callable[[bytes], Any] = msgspec.json.Decoder(
-        msgspec.defstruct("KeyField", [("found", msgspec.Raw)], rename={"found": field})
-    ).decode
+    keys and errors are ``json.loads``'s. Pickled as its field name (a backfill ships
+    extractors to Spark's workers; msgspec's decoder does not pickle)."""
 
-    def exact(value: bytes) -> bytes:
-        found = json.loads(value)[field]
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self._only_field: Callable[[bytes], Any] = msgspec.json.Decoder(
+            msgspec.defstruct("KeyField", [("found", msgspec.Raw)], rename={"found": field})
+        ).decode
+
+    def __reduce__(self) -> tuple[type[_JsonField], tuple[str]]:
+        return (_JsonField, (self.field,))
+
+    def _exact(self, value: bytes) -> bytes:
+        found = json.loads(value)[self.field]
         return found.encode() if isinstance(found, str) else json.dumps(found).encode()
 
-    def extract(key: bytes, value: bytes) -> bytes:
+    def __call__(self, key: bytes, value: bytes) -> bytes:
         try:
-            raw = only_field(value).found
+            raw = self._only_field(value).found
             if not value.isascii():
                 value.decode()
         except Exception:  # json.loads decides, and says what is wrong
-            return exact(value)
+            return self._exact(value)
         found = _JSON_VALUE.loads(bytes(raw))
         return found.encode() if isinstance(found, str) else json.dumps(found).encode()
-
-    return extract
 
 
 def load_key_extractor(spec: str) -> KeyExtractor:
@@ -123,7 +128,7 @@ def load_key_extractor(spec: str) -> KeyExtractor:
     if spec == "key":
         return _record_key
     if spec.startswith("json:") and len(spec) > len("json:"):
-        return _json_field(spec[len("json:") :])
+        return _JsonField(spec[len("json:") :])
     if spec.startswith("py:"):
         function = import_object(spec[len("py:") :], what=f"key extractor {spec!r}")
         if not callable(function):

@@ -53,7 +53,7 @@ def fire_on_time(
     tags = ["w:" + w for w in windows]
     raws = batch.read_states(keys, tags)
     combiner = agg.aggregate
-    parts = native_parts(combiner)
+    parts = native_parts(combiner) if agg.native_panes else None
     after = "forget" if not lateness else _AFTER_PANE[agg.accumulation]
     fired: list[int] = []
     panes: list[bytes] = []
@@ -67,15 +67,20 @@ def fire_on_time(
             max_ms=MAX_EVENT_TIME_MS, after=after,
         )  # fmt: skip
         left_keys.update(keys[j] for j in left)
+    produced = list(fired)
     for j, pane, state in _on_time_in_python(
         agg, keys=keys, windows=windows, raws=raws, which=python, left_keys=left_keys
     ):
         fired.append(j)
-        panes.append(pane)
-        times.append(Window.from_tag(windows[j]).last_ms)
+        if pane is not None:  # None: the computation writes no record for this pane
+            produced.append(j)
+            panes.append(pane)
+            times.append(Window.from_tag(windows[j]).last_ms)
         if lateness:
             kept.append(state)
-    batch.produce_many([on[j] for j in fired], agg.output, [keys[j] for j in fired], panes, times)
+    batch.produce_many(
+        [on[j] for j in produced], agg.output, [keys[j] for j in produced], panes, times
+    )
     if lateness:
         batch.write_states([keys[j] for j in fired], [tags[j] for j in fired], kept)
     else:
@@ -94,9 +99,10 @@ def _on_time_in_python(
     raws: list[bytes | None],
     which: Iterable[int],
     left_keys: set[bytes],
-) -> Iterator[tuple[int, bytes, bytes]]:
-    """``(j, pane, state after)`` of the on-time timers ``which`` that fire, as
-    ``process_timer`` makes them (the state as kept for late records)."""
+) -> Iterator[tuple[int, bytes | None, bytes]]:
+    """``(j, pane's value, state after)`` of the on-time timers ``which`` that fire, as
+    ``process_timer`` makes them (the state as kept for late records; the value None
+    when the computation writes no record for the pane)."""
     serde, combiner = agg.state_serde, agg.aggregate
     for j in which:
         raw = raws[j]
@@ -108,7 +114,7 @@ def _on_time_in_python(
             continue
         window = Window.from_tag(windows[j])
         result = combiner.result(state["acc"])
-        pane = Pane(keys[j], window, state["pane"], Timing.ON_TIME, result).encode()
+        pane = agg.pane_value(Pane(keys[j], window, state["pane"], Timing.ON_TIME, result))
         state["pane"] += 1  # as _emit and process_timer leave it
         state["since"] = 0
         if agg.accumulation is Accumulation.DISCARDING:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from millrace.computations import Context, Record, Serde
 from millrace.dataflow._combiners import Combiner
+from millrace.dataflow._panes import Pane
 from millrace.dataflow._triggers import Accumulation, AfterWatermark
 from millrace.dataflow._windows import Window, WindowAssigner
 
@@ -56,6 +57,15 @@ class WindowOps(Protocol):
 
     def _retract_last(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
         """In retracting mode, retract ``window``'s last pane."""
+        ...
+
+    def pane_value(self, pane: Pane) -> bytes | None:
+        """The output record's value for a pane (None: no record)."""
+        ...
+
+    @property
+    def native_panes(self) -> bool:
+        """Whether on-time panes may be written natively (in format version 1)."""
         ...
 
     def _value_of(self, record: Record) -> Any:

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "view": "view",
     "health": "health",
     "security": "security",
+    "sql": "sql",
 }
 """Each sub-command and the module of ``millrace.commands`` that registers it, in the
 order ``--help`` lists them. Running one imports its module only: a client command

@@ -13,6 +13,7 @@ LAYERS: dict[str, set[str]] = {
     "statestore": set(),
     "computations": {"statestore"},
     "dataflow": {"computations"},  # the public user API only
+    "streamsql": {"computations", "dataflow"},  # SQL planned onto the library
     "engine": {"computations", "statestore"},
     "deployment": {"computations", "engine"},
     "delivery": {"engine", "deployment", "statestore"},
@@ -22,7 +23,7 @@ LAYERS: dict[str, set[str]] = {
     # Spark is a driver of the engine, like a node: backfills run IntervalDriver.
     "spark_jobs": {"statestore", "computations", "engine", "deployment", "injector", "sinks"},
     "millrace": {*["statestore", "computations", "engine", "deployment", "delivery", "node"],
-                 "injector", "sinks", "spark_jobs"},
+                 "injector", "sinks", "spark_jobs", "streamsql"},
 }  # fmt: skip
 EXCEPTIONS = {
     # The user's test harness runs the engine in-process.

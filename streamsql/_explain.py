@@ -1,0 +1,73 @@
+"""``EXPLAIN``: a plan's computations, what they read and write, their keys, state and
+timers, in the order records flow through them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from millrace.streamsql._stages import SELECT_HANDLER, WINDOW_HANDLER
+
+
+def explain(topology: Mapping[str, Any], sinks: list[str]) -> str:
+    """The plan of ``topology`` as text (``sinks``: the streams the queries write)."""
+    lines: list[str] = []
+    computations = topology["computations"]
+    written = {o for spec in computations.values() for o in spec["outputs"]}
+    sources = [s for s in topology["streams"] if s not in written]
+    lines.append(f"sources: {', '.join(sources) or '-'}")
+    lines.append(f"sinks:   {', '.join(dict.fromkeys(sinks)) or '-'}")
+    for name, spec in computations.items():
+        lines.append("")
+        lines.extend(_computation(name, spec))
+    return "\n".join(lines) + "\n"
+
+
+def _computation(name: str, spec: Mapping[str, Any]) -> list[str]:
+    params = spec["params"]
+    handler = spec["handler"]
+    short = handler.rpartition(":")[2]
+    reads = ", ".join(f"{s} keyed by {_extractor(e)}" for s, e in spec["inputs"].items())
+    lines = [f"{name}: {short} ({spec['intervals']} interval(s))", f"  reads:   {reads}"]
+    if handler == SELECT_HANDLER:
+        if "where" in params:
+            lines.append(f"  where:   {params['where']}")
+        lines.append(f"  {'values' if params.get('shape') == 'values' else 'columns'}: "
+                     + ", ".join(f"{n} = {e}" for n, e in params["columns"]))  # fmt: skip
+        key = ", ".join(params.get("key", [])) or "the input's key"
+        lines.append(f"  writes:  {params['output']}, keyed by {key}")
+        lines.append("  state:   none; timers: none")
+    elif handler == WINDOW_HANDLER:
+        lines.append(f"  window:  {params['window']} (event time)")
+        if "aggregates" in params:
+            arguments = params.get("arguments") or ["(the input's values)"] * len(
+                params["aggregates"]
+            )
+            aggregates = ", ".join(
+                f"{k}({a})" for k, a in zip(params["aggregates"], arguments, strict=False)
+            )
+            lines.append(f"  aggregates: {aggregates} (SQL's, per record)")
+        else:
+            field = params.get("field")
+            of = "" if field is None else f" of {field}"
+            lines.append(f"  aggregates: {params['aggregate']}{of} (built-in, folded per batch)")
+        lines.append("  rows:    " + ", ".join(f"{n} = {e}" for n, e in params["columns"]))
+        if "having" in params:
+            lines.append(f"  having:  {params['having']}")
+        lines.append(f"  writes:  {params['output']}, keyed by the group")
+        merging = params["window"].startswith("session")
+        lines.append("  state:   one accumulator per key and window (w:START/END)"
+                     + ("; the key's live sessions" if merging else ""))  # fmt: skip
+        lines.append("  timers:  one per key and window at its end - 1 (event time), "
+                     "firing its row once the watermark passes it")  # fmt: skip
+    return lines
+
+
+def _extractor(spec: str) -> str:
+    if spec == "key":
+        return "the record's key"
+    if spec.startswith("json:"):
+        return spec[5:]
+    if spec.endswith(":no_key"):
+        return "nothing (one group)"
+    return spec

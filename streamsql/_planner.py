@@ -1,0 +1,356 @@
+"""SQL statements planned onto library computations.
+
+``CREATE TABLE`` and ``CREATE VIEW`` fill the catalog; each ``INSERT INTO sink
+SELECT ...`` becomes the computations that write the query's rows to the sink table's
+stream. A query is planned bottom-up into a :class:`Relation` (``FROM`` a table, a
+view, a subquery or a window function; ``WHERE``; ``GROUP BY`` a window; ``SELECT``;
+``UNION ALL``), and computations are written only where rows must cross a stream: a
+filter and projection over a table is one :class:`SqlSelect`, a windowed ``GROUP BY``
+one :class:`SqlWindowAggregate` that writes the query's rows itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sqlglot
+from sqlglot import exp
+
+from millrace.streamsql._aggregates import (
+    GroupedSelect,
+    WindowSpec,
+    group_window,
+    grouped_relation,
+    window_of,
+)
+from millrace.streamsql._catalog import Table, View, table_of
+from millrace.streamsql._dialect import Flink, WindowFunction
+from millrace.streamsql._errors import SqlError
+from millrace.streamsql._expressions import sql_text
+from millrace.streamsql._relations import Relation, output_name, unaliased
+from millrace.streamsql._stages import Stages
+
+_SUPPORTED_CLAUSES = {
+    "joins": "JOIN",
+    "order": "ORDER BY",
+    "limit": "LIMIT",
+    "offset": "OFFSET",
+    "qualify": "QUALIFY",
+    "distinct": "SELECT DISTINCT",
+    "windows": "WINDOW",
+    "with_": "WITH",
+    "laterals": "LATERAL",
+    "pivots": "PIVOT",
+}
+"""Clauses of a SELECT not planned yet, and how the error names them."""
+
+
+def parse_statements(text: str) -> list[exp.Expr]:
+    """The statements of a SQL text (``;``-separated), parsed."""
+    try:
+        statements = sqlglot.parse(text, read=Flink)
+    except sqlglot.errors.ParseError as exc:
+        raise SqlError(f"cannot parse the SQL: {exc}") from None
+    return [s for s in statements if s is not None]
+
+
+class Planner:
+    """The catalog and the stages of one SQL text's statements."""
+
+    def __init__(self, *, intervals: int = 1) -> None:
+        self.tables: dict[str, Table] = {}
+        self.views: dict[str, View] = {}
+        self.stages = Stages(intervals=intervals)
+        self.sinks: list[str] = []
+        self.explained: list[str] = []
+        """The sinks of ``EXPLAIN INSERT`` statements."""
+
+    def statement(self, statement: exp.Expr) -> None:
+        """Plan one statement."""
+        if isinstance(statement, exp.Create):
+            self._create(statement)
+        elif isinstance(statement, exp.Insert):
+            self._insert(statement)
+        elif isinstance(statement, exp.Command) and statement.name.upper() == "EXPLAIN":
+            self._explain(statement)
+        elif isinstance(statement, exp.Query):
+            raise SqlError(
+                f"{_head(statement)}: a query needs INSERT INTO <table> to say where its "
+                "rows go (or EXPLAIN INSERT INTO ... to see its plan)"
+            )
+        else:
+            raise SqlError(
+                f"{_head(statement)}: the statements supported are CREATE TABLE, CREATE "
+                "VIEW, INSERT INTO ... SELECT and EXPLAIN"
+            )
+
+    # -- the catalog --------------------------------------------------------------
+
+    def _create(self, create: exp.Create) -> None:
+        kind = str(create.args.get("kind") or "").upper()
+        if kind == "TABLE":
+            table = table_of(create)
+            self._declare(table.name, create)
+            self.tables[table.name] = table
+        elif kind == "VIEW":
+            name = create.this.name
+            query = create.expression
+            if not isinstance(query, exp.Query):
+                raise SqlError(f"CREATE VIEW {name}: AS SELECT ... expected")
+            self._declare(name, create)
+            self.views[name] = View(name, query)
+        else:
+            raise SqlError(f"CREATE {kind}: only CREATE TABLE and CREATE VIEW are supported")
+
+    def _declare(self, name: str, create: exp.Create) -> None:
+        if name in self.tables or name in self.views:
+            raise SqlError(f"{_head(create)}: {name!r} is already declared")
+
+    # -- INSERT -------------------------------------------------------------------
+
+    def _insert(self, insert: exp.Insert) -> None:
+        target = insert.this
+        if isinstance(target, exp.Schema):
+            raise SqlError("INSERT INTO t (columns): a column list is not supported; "
+                           "SELECT the sink's columns in order")  # fmt: skip
+        name = target.name
+        if name not in self.tables:
+            raise SqlError(f"INSERT INTO {name}: no such table (CREATE TABLE it first)")
+        sink = self.tables[name]
+        query = insert.expression
+        if not isinstance(query, exp.Query):
+            raise SqlError(f"INSERT INTO {name}: SELECT ... expected")
+        base = self.stages.name(sink.name)
+        for n, branch in enumerate(_union_branches(query)):
+            relation = self.query(branch, f"{base}_u{n}" if n else base)
+            if len(relation.columns) != len(sink.columns):
+                raise SqlError(
+                    f"INSERT INTO {name}: the query gives {len(relation.columns)} columns, "
+                    f"the table has {len(sink.columns)}"
+                )
+            names = [c.name for c in sink.columns]
+            relation = _as_sink_types(relation, sink)
+            self.stages.write(relation, sink.stream, self.stages.name(base), names=names)
+        self.sinks.append(sink.stream)
+
+    def _explain(self, command: exp.Command) -> None:
+        inner = parse_statements(str(command.expression.name if command.expression else ""))
+        if len(inner) != 1 or not isinstance(inner[0], exp.Insert):
+            raise SqlError("EXPLAIN: EXPLAIN INSERT INTO ... SELECT ... expected")
+        self._insert(inner[0])
+        self.explained.append(self.sinks[-1])
+
+    # -- queries ------------------------------------------------------------------
+
+    def query(self, query: exp.Expr, base: str) -> Relation:
+        """A query (SELECT, UNION ALL, or a parenthesized one) as a relation."""
+        if isinstance(query, exp.Subquery):
+            return self.query(query.this, base)
+        if isinstance(query, exp.Union):
+            return self._union(query, base)
+        if isinstance(query, exp.SetOperation):
+            raise SqlError(f"{type(query).__name__.upper()}: only UNION ALL is supported")
+        if not isinstance(query, exp.Select):
+            raise SqlError(f"{_head(query)}: SELECT expected")
+        return self._select(query, base)
+
+    def _union(self, union: exp.Union, base: str) -> Relation:
+        if union.args.get("distinct"):
+            raise SqlError("UNION: only UNION ALL is supported (UNION removes duplicates)")
+        stream = self.stages.name(f"{base}_union")
+        first: Relation | None = None
+        for n, branch in enumerate(_union_branches(union)):
+            relation = self.query(branch, f"{base}_u{n}")
+            if first is not None and len(relation.columns) != len(first.columns):
+                raise SqlError("UNION ALL: the branches give different numbers of columns")
+            names = list((first or relation).columns)
+            written = self.stages.write(relation, stream, self.stages.name(f"{stream}_{n}"),
+                                        names=names)  # fmt: skip
+            first = first or written
+        assert first is not None
+        return first
+
+    def _select(self, select: exp.Select, base: str) -> Relation:
+        for clause, name in _SUPPORTED_CLAUSES.items():
+            if select.args.get(clause):
+                raise SqlError(f"{name}: not supported yet ({_supported()})")
+        _no_nested_queries(select)
+        source = select.args.get("from_")
+        if source is None:
+            raise SqlError("SELECT without FROM is not supported")
+        relation, window = self._from(source.this, base)
+        where = select.args.get("where")
+        if where is not None:
+            _no_aggregates(where.this, "WHERE")
+            relation = relation.filtered(where.this)
+        items = self._items(select, relation, window)
+        group = select.args.get("group")
+        having = select.args.get("having")
+        grouped = group is not None or any(item.find(exp.AggFunc) is not None for _, item in items)
+        if not grouped:
+            if window is not None:
+                raise SqlError(f"{window.kind}(TABLE ...): a window table function needs "
+                               "GROUP BY window_start, window_end")  # fmt: skip
+            if having is not None:
+                raise SqlError("HAVING without GROUP BY is not supported")
+            return relation.projected(items)
+        if relation.pending is not None:  # an aggregation of an aggregation's rows
+            relation = self.stages.materialized(relation, f"{base}_rows")
+        aggregation = self._grouping(relation, window, group)
+        return grouped_relation(
+            aggregation,
+            items,
+            having.this if having is not None else None,
+            self.stages,
+            base,
+        )
+
+    def _items(
+        self, select: exp.Select, relation: Relation, window: WindowSpec | None
+    ) -> list[tuple[str, exp.Expr]]:
+        items: list[tuple[str, exp.Expr]] = []
+        for position, item in enumerate(select.expressions):
+            if isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            ):
+                items.extend((name, exp.column(name, quoted=True)) for name in relation.columns)
+                continue
+            items.append((output_name(item, position), unaliased(item)))
+        return items
+
+    def _grouping(
+        self, relation: Relation, window: WindowSpec | None, group: exp.Group | None
+    ) -> GroupedSelect:
+        keys = list(group.expressions) if group is not None else []
+        windows = [w for w in (group_window(k) for k in keys) if w is not None]
+        if window is not None:
+            named = {k.name for k in keys if isinstance(k, exp.Column)}
+            if not {"window_start", "window_end"} <= named:
+                raise SqlError(f"{window.kind}(TABLE ...): GROUP BY must include "
+                               "window_start and window_end")  # fmt: skip
+            if windows:
+                raise SqlError("GROUP BY: a group window over a window table function")
+            grouped = GroupedSelect(relation, window, window_columns=True)
+            plain = [k for k in keys if not _is_window_bound(k)]
+        else:
+            if len(windows) != 1:
+                raise SqlError(
+                    "GROUP BY without a window (an updating aggregate) is not supported yet: "
+                    "group by a window (FROM TABLE(TUMBLE(...)) ... GROUP BY window_start, "
+                    "window_end, or GROUP BY TUMBLE(ts, INTERVAL ...))"
+                )
+            grouped = GroupedSelect(relation, windows[0], window_columns=False)
+            plain = [k for k in keys if group_window(k) is None]
+        for key in plain:
+            _no_aggregates(key, "GROUP BY")
+            grouped.add_key(key)
+        for column in grouped.window.partition:
+            resolved = sql_text(relation.resolve(column))
+            if resolved not in [sql_text(k) for k in grouped.keys]:
+                raise SqlError(f"SESSION(... PARTITION BY {sql_text(column)}): the partition "
+                               "columns must be in GROUP BY")  # fmt: skip
+        return grouped
+
+    # -- FROM ---------------------------------------------------------------------
+
+    def _from(self, node: exp.Expr, base: str) -> tuple[Relation, WindowSpec | None]:
+        alias = node.alias or None
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous):
+            call = node.this
+            if call.name.upper() != "TABLE" or len(call.expressions) != 1:
+                raise SqlError(f"FROM {sql_text(node)}: a table function is not supported "
+                               "(TABLE(TUMBLE|HOP|SESSION(...)) is)")  # fmt: skip
+            return self._window_function(call.expressions[0], base, alias)
+        if isinstance(node, exp.Table):
+            return self._named(node.name, base).named(alias or node.name), None
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, base).named(alias), None
+        raise SqlError(f"FROM {sql_text(node)}: not supported ({_supported()})")
+
+    def _window_function(
+        self, node: exp.Expr, base: str, alias: str | None
+    ) -> tuple[Relation, WindowSpec]:
+        if not isinstance(node, WindowFunction):
+            raise SqlError(f"TABLE({sql_text(node)}): the window table functions are TUMBLE, "
+                           "HOP and SESSION")  # fmt: skip
+        kind = str(node.this)
+        table = node.args["table"]
+        descriptor = node.args.get("descriptor")
+        if descriptor is None:
+            raise SqlError(f"{kind}(TABLE {table.name}, ...): DESCRIPTOR(time column) is missing")
+        relation = self._named(table.name, base).named(alias or table.name)
+        window = window_of(kind, descriptor, list(node.expressions))
+        partition = tuple(node.args.get("partition") or ())
+        return relation, replace(window, partition=partition)
+
+    def _named(self, name: str, base: str) -> Relation:
+        if name in self.tables:
+            table = self.tables[name]
+            return Relation(
+                stream=table.stream,
+                columns={c.name: exp.column(c.name, quoted=True) for c in table.columns},
+                kinds={c.name: c.kind for c in table.columns},
+                not_null=frozenset(c.name for c in table.columns if not c.nullable),
+                time_column=table.time_column,
+            )
+        if name in self.views:
+            return self.query(self.views[name].query, f"{base}_{name}")
+        raise SqlError(f"table or view {name!r} not found (CREATE TABLE or CREATE VIEW it first)")
+
+
+def _as_sink_types(relation: Relation, sink: Table) -> Relation:
+    """The relation's columns converted to the sink's column types, as ``INSERT`` does:
+    a number into a ``BIGINT`` column truncated, into a ``DECIMAL(p, s)`` one rounded to
+    ``s`` digits, anything into a ``VARCHAR`` one as text."""
+    columns = dict(relation.columns)
+    for (name, node), column in zip(relation.columns.items(), sink.columns, strict=True):
+        kind = relation.column_kind(name)
+        if column.scale is not None and kind in ("int", "float", None):
+            scale = exp.Literal.number(column.scale)
+            columns[name] = exp.Round(this=node.copy(), decimals=scale)
+        elif column.kind in ("int", "string") and kind != column.kind:
+            to = "BIGINT" if column.kind == "int" else "VARCHAR"
+            columns[name] = exp.Cast(this=node.copy(), to=exp.DataType.build(to))
+    return replace(relation, columns=columns)
+
+
+def _is_window_bound(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Column) and node.name in ("window_start", "window_end")
+
+
+def _union_branches(query: exp.Expr) -> list[exp.Expr]:
+    if isinstance(query, exp.Union) and not query.args.get("distinct"):
+        return [*_union_branches(query.left), *_union_branches(query.right)]
+    return [query]
+
+
+def _no_nested_queries(select: exp.Select) -> None:
+    """Refuse ``OVER`` windows and queries inside expressions, naming them."""
+    parts = [*select.expressions, select.args.get("where"), select.args.get("having")]
+    for part in filter(None, parts):
+        window = part.find(exp.Window)
+        if window is not None:
+            raise SqlError(f"{sql_text(window)}: OVER (...) aggregates are not supported yet "
+                           "(group by a window instead)")  # fmt: skip
+        nested = part.find(exp.Select)
+        if nested is not None:
+            raise SqlError(f"({sql_text(nested)}): a query inside an expression (IN (SELECT "
+                           "...), EXISTS, a scalar subquery) is not supported")  # fmt: skip
+
+
+def _no_aggregates(node: exp.Expr, clause: str) -> None:
+    found = node.find(exp.AggFunc)
+    if found is not None:
+        raise SqlError(f"{clause}: aggregate {sql_text(found)} is not allowed here")
+
+
+def _head(statement: exp.Expr) -> str:
+    text = " ".join(sql_text(statement).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _supported() -> str:
+    return (
+        "supported: projections, WHERE, GROUP BY with TUMBLE/HOP/SESSION windows, "
+        "COUNT/SUM/MIN/MAX/AVG/COUNT(DISTINCT), HAVING, UNION ALL, views and subqueries"
+    )

@@ -1,0 +1,287 @@
+"""The computations a SQL plan runs on: a projection/filter and a windowed aggregation.
+
+Both are ordinary computations, named in the topology ``millrace sql`` writes
+(``handler = "millrace.streamsql:SqlSelect"``) with their SQL expressions as text in
+``params``; each node compiles them once when it sets the computation up
+(``streamsql/_expressions.py``). Rows are JSON objects; a group's key is its column
+value (a string as UTF-8, anything else as JSON text: what the ``json:FIELD`` key
+extractor gives) or, for several columns, the JSON array of their values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from millrace.computations import JSON, Computation, Context, JsonSerde, Record
+from millrace.dataflow import Combined, Combiner, Pane, WindowedAggregation
+from millrace.streamsql import _functions as F  # noqa: N812 - F. reads as SQL's functions
+from millrace.streamsql._expressions import compile_row_function, compile_values
+
+_ROWS = JsonSerde(sort_keys=False, allow_nan=False)
+
+KEY_FORMATS = ("string", "json", "array")
+"""How a group's key is written: one string column as its UTF-8 text (``string``), one
+column of any other kind as JSON text (``json``), several as a JSON array (``array``)."""
+
+WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
+
+
+def group_key(values: Sequence[Any], key_format: str) -> bytes:
+    """The record key of a group, in ``key_format`` (``string`` and ``json``: one value,
+    as the ``json:FIELD`` key extractor writes it)."""
+    if key_format != "array":
+        value = values[0]
+        return value.encode() if isinstance(value, str) else json.dumps(value).encode()
+    return json.dumps(list(values), separators=(",", ":")).encode()
+
+
+def group_values(key: bytes, key_format: str, count: int) -> list[Any]:
+    """The group's column values read back from its key."""
+    if key_format == "string":
+        return [key.decode()]
+    if key_format == "array" and count == 0:
+        return []
+    try:
+        found = JSON.loads(key)
+    except ValueError:  # a json-format column that held a string after all
+        return [key.decode(errors="replace")]
+    if key_format == "json":
+        return [found]
+    if not isinstance(found, list) or len(found) != count:
+        raise F.SqlRuntimeError(f"group key {key!r} is not an array of {count} values")
+    return found
+
+
+def _row_of(record: Record) -> dict[str, Any]:
+    row = JSON.loads(record.value)
+    if not isinstance(row, dict):
+        raise F.SqlRuntimeError(f"a row is a JSON object, not {row!r}")
+    return row
+
+
+def _columns(params: Mapping[str, Any], name: str) -> list[tuple[str, str]]:
+    raw = params.get(name, [])
+    if not isinstance(raw, list) or not all(
+        isinstance(c, list | tuple) and len(c) == 2 and all(isinstance(p, str) for p in c)
+        for c in raw
+    ):
+        raise ValueError(f"{name} must be a list of [name, SQL expression] pairs")
+    return [(c[0], c[1]) for c in raw]
+
+
+def _strings(params: Mapping[str, Any], name: str) -> list[str]:
+    raw = params.get(name, [])
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise ValueError(f"{name} must be a list of strings")
+    return list(raw)
+
+
+class SqlSelect(Computation):
+    """``SELECT columns FROM input WHERE where``: one row out per row in that passes
+    (``shape = "values"``: the JSON array of the values instead, as an aggregation's
+    input), keyed by ``key`` (SQL expressions; none: the input's key), with the input's
+    event time."""
+
+    setup_at_load = True
+    SETTINGS = frozenset({
+        "output", "columns", "where", "key", "key_format", "time_column", "shape",
+    })  # fmt: skip
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """Compile the expressions of ``params``."""
+        unknown = sorted(set(params) - self.SETTINGS)
+        if unknown:
+            raise ValueError(f"SqlSelect has no setting {unknown[0]!r}")
+        self.output = str(params.get("output", ""))
+        if not self.output:
+            raise ValueError("SqlSelect needs an output stream (output = ...)")
+        columns = _columns(params, "columns")
+        time_column = params.get("time_column") or None
+        where = params.get("where") or None
+        self._row = compile_row_function(columns, where=where, time_column=time_column)
+        keys = _strings(params, "key")
+        self._key = compile_values(keys, time_column=time_column) if keys else None
+        self._key_format = str(params.get("key_format", "array"))
+        if self._key_format not in KEY_FORMATS:
+            raise ValueError(f"key_format {self._key_format!r}: expected one of {KEY_FORMATS}")
+        shape = params.get("shape", "row")
+        if shape not in ("row", "values"):
+            raise ValueError(f"shape {shape!r}: expected row or values")
+        self._as_values = shape == "values"
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        row = _row_of(record)
+        t = record.event_time_ms
+        out = self._row(row, t)
+        if out is None:
+            return
+        key = record.key if self._key is None else group_key(self._key(row, t), self._key_format)
+        value = _ROWS.dumps(list(out.values()) if self._as_values else out)
+        ctx.produce(self.output, key, value, t)
+
+
+class SqlAggregates(Combiner):
+    """SQL's aggregate functions over one row's arguments each (a JSON array, one item
+    per aggregate): ``count_star``, ``count``, ``count_distinct``, ``sum``, ``min``,
+    ``max``, ``avg``; NULL arguments are skipped (``COUNT(*)`` counts every row), and an
+    aggregate of no value is NULL (a count is 0)."""
+
+    json_values = True
+    numeric = False
+    plain_accumulator = True
+    KINDS = ("count_star", "count", "count_distinct", "sum", "min", "max", "avg")
+
+    def __init__(self, kinds: Sequence[str]) -> None:
+        wrong = [k for k in kinds if k not in self.KINDS]
+        if wrong or not kinds:
+            raise ValueError(f"aggregates {list(kinds)!r}: each one of {', '.join(self.KINDS)}")
+        self.kinds = tuple(kinds)
+
+    def checked(self, value: Any) -> Any:
+        if not isinstance(value, list) or len(value) != len(self.kinds):
+            raise ValueError(f"expected {len(self.kinds)} aggregate arguments, got {value!r}")
+        return value
+
+    def create(self) -> list[Any]:
+        return [_EMPTY[k]() for k in self.kinds]
+
+    def add(self, accumulator: list[Any], value: Any) -> list[Any]:
+        return [_ADD[k](a, v) for k, a, v in zip(self.kinds, accumulator, value, strict=True)]
+
+    def merge(self, left: list[Any], right: list[Any]) -> list[Any]:
+        return [_MERGE[k](a, b) for k, a, b in zip(self.kinds, left, right, strict=True)]
+
+    def result(self, accumulator: list[Any]) -> list[Any]:
+        return [_RESULT.get(k, _same)(a) for k, a in zip(self.kinds, accumulator, strict=True)]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _sum(a: Any, v: Any) -> Any:
+    if v is None:
+        return a
+    v = F._number(v, "SUM")
+    return v if a is None else a + v
+
+
+def _min(a: Any, v: Any) -> Any:
+    return v if a is None or (v is not None and F.lt(v, a)) else a
+
+
+def _max(a: Any, v: Any) -> Any:
+    return v if a is None or (v is not None and F.gt(v, a)) else a
+
+
+def _avg(a: list[Any], v: Any) -> list[Any]:
+    return a if v is None else [a[0] + F._number(v, "AVG"), a[1] + 1]
+
+
+def _distinct(a: dict[str, int], v: Any) -> dict[str, int]:
+    if v is not None:
+        a[json.dumps(v, sort_keys=True)] = 1
+    return a
+
+
+_Fold = Callable[[Any, Any], Any]
+_EMPTY: dict[str, Callable[[], Any]] = {
+    "count_star": lambda: 0, "count": lambda: 0, "count_distinct": dict, "sum": lambda: None,
+    "min": lambda: None, "max": lambda: None, "avg": lambda: [0, 0],
+}  # fmt: skip
+_ADD: dict[str, _Fold] = {
+    "count_star": lambda a, v: a + 1,
+    "count": lambda a, v: a if v is None else a + 1,
+    "count_distinct": _distinct,
+    "sum": _sum,
+    "min": _min,
+    "max": _max,
+    "avg": _avg,
+}
+_MERGE: dict[str, _Fold] = {
+    "count_star": lambda a, b: a + b,
+    "count": lambda a, b: a + b,
+    "count_distinct": lambda a, b: {**a, **b},
+    "sum": lambda a, b: a if b is None else _sum(a, b),
+    "min": _min,
+    "max": _max,
+    "avg": lambda a, b: [a[0] + b[0], a[1] + b[1]],
+}
+_RESULT: dict[str, Callable[[Any], Any]] = {
+    "count_distinct": len,
+    "avg": lambda a: None if a[1] == 0 else a[0] / a[1],
+}
+
+
+class SqlWindowAggregate(WindowedAggregation):
+    """``SELECT ... FROM TABLE(TUMBLE(...)) GROUP BY keys, window_start, window_end``:
+    a :class:`~millrace.dataflow.WindowedAggregation` whose panes are written as SQL
+    rows (``columns``: SQL expressions over the group's columns, ``window_start``,
+    ``window_end``, ``window_time`` and the aggregates ``$agg0``, ``$agg1``, ...; a pane
+    whose row fails ``having`` writes nothing).
+
+    The aggregates are the built-in combiners of one column (``aggregate``, ``field``:
+    folded natively, per batch) or SQL's (``aggregates``: their kinds, over
+    ``arguments``, SQL expressions of the input row)."""
+
+    SETTINGS = WindowedAggregation.SETTINGS | {
+        "group", "key_format", "columns", "having", "aggregates", "arguments", "results",
+    }  # fmt: skip
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """The aggregation's settings, then the SQL ones."""
+        own = {k: v for k, v in params.items() if k not in WindowedAggregation.SETTINGS}
+        unknown = sorted(set(own) - self.SETTINGS)
+        if unknown:
+            raise ValueError(f"SqlWindowAggregate has no setting {unknown[0]!r}")
+        kinds = _strings(params, "aggregates")
+        if kinds:
+            self.aggregate = SqlAggregates(kinds)
+            self.vectorized = False
+        super().setup({k: v for k, v in params.items() if k in WindowedAggregation.SETTINGS})
+        self._group = _strings(params, "group")
+        self._key_format = str(params.get("key_format", "json"))
+        if self._key_format not in KEY_FORMATS:
+            raise ValueError(f"key_format {self._key_format!r}: expected one of {KEY_FORMATS}")
+        self._results = _strings(params, "results")
+        arguments = _strings(params, "arguments")  # the time column read as its field
+        self._arguments = compile_values(arguments) if arguments else None
+        self._pane_row = compile_row_function(
+            _columns(params, "columns"),
+            where=params.get("having") or None,
+            time_column="window_time",
+        )
+
+    def _value_of(self, body: Any) -> Any:
+        if self._arguments is None:
+            return super()._value_of(body)
+        if not isinstance(body, dict):
+            raise F.SqlRuntimeError(f"a row is a JSON object, not {body!r}")
+        return self._arguments(body, 0)
+
+    def pane_value(self, pane: Pane) -> bytes | None:
+        """The pane as the SQL row (None when ``having`` is not TRUE)."""
+        row: dict[str, Any] = dict(
+            zip(self._group, group_values(pane.key, self._key_format, len(self._group)),
+                strict=True)
+        )  # fmt: skip
+        row["window_start"], row["window_end"] = pane.window.start, pane.window.end
+        for i, value in enumerate(self._aggregate_values(pane.value)):
+            row[f"$agg{i}"] = value
+        out = self._pane_row(row, pane.window.last_ms)
+        return None if out is None else _ROWS.dumps(out)
+
+    def _aggregate_values(self, value: Any) -> list[Any]:
+        if isinstance(self.aggregate, SqlAggregates):
+            return list(value)
+        if isinstance(self.aggregate, Combined):
+            return [value[name] for name in self._results]
+        return [value]
+
+
+def no_key(key: bytes, value: bytes) -> bytes:
+    """The key extractor of a group of no columns (``GROUP BY window_start,
+    window_end``): every row in one group."""
+    return b""

@@ -1,0 +1,93 @@
+"""The Nexmark queries in the nexmark project's Flink SQL (``examples/nexmark/sql/``),
+planned by ``millrace.streamsql`` and run by the node's engine in ``TestHarness``
+(crashing and resuming too), against answers computed here in plain Python."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.nexmark.events import Event, generate
+from millrace.computations import MAX_TIME, Topology
+from millrace.computations.testing import TestHarness
+from millrace.streamsql import compile_sql
+
+SQL = Path(__file__).resolve().parents[2] / "examples" / "nexmark" / "sql"
+EVENTS = generate()
+
+
+def run_sql(query: str, events: list[Event], *, crash_every: int = 0) -> list[dict[str, Any]]:
+    """The rows the query writes to ``out`` once the whole input is processed."""
+    pipeline = compile_sql((SQL / "ddl.sql").read_text() + (SQL / f"{query}.sql").read_text())
+    harness = TestHarness(Topology.from_dict(pipeline.topology))
+    for n, (stream, value) in enumerate(events, 1):
+        if stream in pipeline.sources:
+            harness.feed(stream, b"", json.dumps(value).encode(), value["dateTime"])
+        if crash_every and n % crash_every == 0:
+            harness.step()
+            harness.crash()
+    harness.run()
+    harness.advance_watermark(MAX_TIME)
+    return [json.loads(record.value) for record in harness.outputs("out")]
+
+
+def bids(events: list[Event]) -> list[dict[str, Any]]:
+    return [value for stream, value in events if stream == "bids"]
+
+
+def rows(values: list[dict[str, Any]]) -> list[tuple[tuple[str, Any], ...]]:
+    return sorted(tuple(v.items()) for v in values)
+
+
+def sessions(bids: list[dict[str, Any]], gap: int) -> list[dict[str, Any]]:
+    """Per bidder, runs of bids each within ``gap`` of the one before (Flink's sessions:
+    a bid exactly ``gap`` after the last one still joins)."""
+    times: dict[int, list[int]] = defaultdict(list)
+    for b in bids:
+        times[b["bidder"]].append(b["dateTime"])
+    found = []
+    for bidder, ts in times.items():
+        ts.sort()
+        start, last, count = ts[0], ts[0], 0
+        for t in ts:
+            if t > last + gap:
+                found.append({"bidder": bidder, "bid_count": count, "starttime": start,
+                              "endtime": last + gap})  # fmt: skip
+                start, count = t, 0
+            last, count = t, count + 1
+        found.append({"bidder": bidder, "bid_count": count, "starttime": start,
+                      "endtime": last + gap})  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("crash_every", [0, 97])
+def test_q0_passes_every_bid_through(crash_every: int) -> None:
+    expected = [{k: b.get(k) for k in ("auction", "bidder", "price", "dateTime", "extra")}
+                for b in bids(EVENTS)]  # fmt: skip
+    assert rows(run_sql("q0", EVENTS, crash_every=crash_every)) == rows(expected)
+
+
+def test_q1_converts_prices_to_decimal_euros() -> None:
+    expected = [
+        {"auction": b["auction"], "bidder": b["bidder"],
+         "price": round(b["price"] * 908 / 1000, 3), "dateTime": b["dateTime"], "extra": None}
+        for b in bids(EVENTS)
+    ]  # fmt: skip
+    assert rows(run_sql("q1", EVENTS)) == rows(expected)
+
+
+def test_q2_selects_every_123rd_auction() -> None:
+    expected = [{"auction": b["auction"], "price": b["price"]} for b in bids(EVENTS)
+                if b["auction"] % 123 == 0]  # fmt: skip
+    got = run_sql("q2", EVENTS)
+    assert got and rows(got) == rows(expected)
+
+
+@pytest.mark.parametrize("crash_every", [0, 61])
+def test_q11_counts_each_bidders_sessions(crash_every: int) -> None:
+    got = run_sql("q11", EVENTS, crash_every=crash_every)
+    assert rows(got) == rows(sessions(bids(EVENTS), 10_000))
