@@ -328,9 +328,9 @@ class WindowedAggregation(Computation):
         result = self.aggregate.result(state["acc"])
         key, index = ctx.key, state["pane"]
         self._retract_last(ctx, window, state)
-        value = self.pane_value(Pane(key, window, index, timing, result))
-        if value is not None:
-            ctx.produce(self.output, key, value, window.last_ms)
+        output = self.pane_record(Pane(key, window, index, timing, result))
+        if output is not None:
+            ctx.produce(self.output, output[0], output[1], window.last_ms)
         state["pane"] = index + 1
         state["since"] = 0
         if self.accumulation is Accumulation.DISCARDING:
@@ -341,15 +341,15 @@ class WindowedAggregation(Computation):
     @property
     def native_panes(self) -> bool:
         """Whether on-time panes may be written natively: unless a subclass writes them
-        in a shape of its own (:meth:`pane_value`)."""
-        return type(self).pane_value is WindowedAggregation.pane_value
+        in a shape of its own (:meth:`pane_record`)."""
+        return type(self).pane_record is WindowedAggregation.pane_record
 
-    def pane_value(self, pane: Pane) -> bytes | None:
-        """The output record's value for ``pane`` (None: no record for it). Default: the
-        pane in format version 1 (``dataflow/_panes.py``). A subclass that writes its
-        panes in a shape of its own overrides this; its on-time panes are then made here
-        rather than natively."""
-        return pane.encode()
+    def pane_record(self, pane: Pane) -> tuple[bytes, bytes] | None:
+        """The output record's key and value for ``pane`` (None: no record for it).
+        Default: the pane's key, and the pane in format version 1 (``dataflow/_panes.py``).
+        A subclass that writes its panes in a shape of its own overrides this; its
+        on-time panes are then made here rather than natively."""
+        return pane.key, pane.encode()
 
     def _retract_last(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
         """In retracting mode, the retraction of the window's last pane (if any)."""
@@ -358,6 +358,6 @@ class WindowedAggregation(Computation):
                 ctx.key, window, state["pane"] - 1, Timing(state["last_timing"]),
                 state["last"], True,
             )  # fmt: skip
-            value = self.pane_value(retracted)
-            if value is not None:
-                ctx.produce(self.output, ctx.key, value, window.last_ms)
+            output = self.pane_record(retracted)
+            if output is not None:
+                ctx.produce(self.output, output[0], output[1], window.last_ms)

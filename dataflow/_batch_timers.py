@@ -68,19 +68,19 @@ def fire_on_time(
         )  # fmt: skip
         left_keys.update(keys[j] for j in left)
     produced = list(fired)
-    for j, pane, state in _on_time_in_python(
+    output_keys = [keys[j] for j in fired]
+    for j, output, state in _on_time_in_python(
         agg, keys=keys, windows=windows, raws=raws, which=python, left_keys=left_keys
     ):
         fired.append(j)
-        if pane is not None:  # None: the computation writes no record for this pane
+        if output is not None:  # None: the computation writes no record for this pane
             produced.append(j)
-            panes.append(pane)
+            output_keys.append(output[0])
+            panes.append(output[1])
             times.append(Window.from_tag(windows[j]).last_ms)
         if lateness:
             kept.append(state)
-    batch.produce_many(
-        [on[j] for j in produced], agg.output, [keys[j] for j in produced], panes, times
-    )
+    batch.produce_many([on[j] for j in produced], agg.output, output_keys, panes, times)
     if lateness:
         batch.write_states([keys[j] for j in fired], [tags[j] for j in fired], kept)
     else:
@@ -99,10 +99,10 @@ def _on_time_in_python(
     raws: list[bytes | None],
     which: Iterable[int],
     left_keys: set[bytes],
-) -> Iterator[tuple[int, bytes | None, bytes]]:
-    """``(j, pane's value, state after)`` of the on-time timers ``which`` that fire, as
-    ``process_timer`` makes them (the state as kept for late records; the value None
-    when the computation writes no record for the pane)."""
+) -> Iterator[tuple[int, tuple[bytes, bytes] | None, bytes]]:
+    """``(j, (key, value) of the pane's record, state after)`` of the on-time timers
+    ``which`` that fire, as ``process_timer`` makes them (the state as kept for late
+    records; no record when the computation writes none for the pane)."""
     serde, combiner = agg.state_serde, agg.aggregate
     for j in which:
         raw = raws[j]
@@ -114,7 +114,7 @@ def _on_time_in_python(
             continue
         window = Window.from_tag(windows[j])
         result = combiner.result(state["acc"])
-        pane = agg.pane_value(Pane(keys[j], window, state["pane"], Timing.ON_TIME, result))
+        pane = agg.pane_record(Pane(keys[j], window, state["pane"], Timing.ON_TIME, result))
         state["pane"] += 1  # as _emit and process_timer leave it
         state["since"] = 0
         if agg.accumulation is Accumulation.DISCARDING:

@@ -59,8 +59,8 @@ class WindowOps(Protocol):
         """In retracting mode, retract ``window``'s last pane."""
         ...
 
-    def pane_value(self, pane: Pane) -> bytes | None:
-        """The output record's value for a pane (None: no record)."""
+    def pane_record(self, pane: Pane) -> tuple[bytes, bytes] | None:
+        """The output record's key and value for a pane (None: no record)."""
         ...
 
     @property

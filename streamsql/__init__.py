@@ -23,10 +23,11 @@ from millrace.streamsql._errors import SqlError
 from millrace.streamsql._explain import explain
 from millrace.streamsql._functions import SqlRuntimeError
 from millrace.streamsql._planner import Planner, parse_statements
-from millrace.streamsql._runtime import SqlSelect, SqlWindowAggregate, no_key
+from millrace.streamsql._runtime import SqlJoin, SqlSelect, SqlWindowAggregate, no_key
 
 __all__ = [
     "SqlError",
+    "SqlJoin",
     "SqlPipeline",
     "SqlRuntimeError",
     "SqlSelect",

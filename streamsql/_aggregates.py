@@ -23,7 +23,7 @@ from sqlglot import exp
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import interval_ms, kind_of, sql_text
 from millrace.streamsql._relations import Relation
-from millrace.streamsql._stages import NO_KEY, SELECT_HANDLER, Stages
+from millrace.streamsql._stages import NO_KEY, SELECT_HANDLER, WINDOW_HANDLER, Stages
 
 WINDOW_NAMES = ("window_start", "window_end", "window_time")
 _AUXILIARY = {"_START": "window_start", "_END": "window_end", "_ROWTIME": "window_time"}
@@ -37,9 +37,11 @@ class WindowSpec:
 
     setting: str
     kind: str
-    time: exp.Expr
-    """The time column, over the relation's visible columns."""
+    time: exp.Expr | None
+    """The time column, over the relation's visible columns (None: an instant's)."""
     partition: tuple[exp.Expr, ...] = ()
+    size_ms: int | None = None
+    """A tumbling or hopping window's size."""
 
 
 def window_of(kind: str, time: exp.Expr, durations: list[exp.Expr]) -> WindowSpec:
@@ -55,12 +57,16 @@ def window_of(kind: str, time: exp.Expr, durations: list[exp.Expr]) -> WindowSpe
     if any(m <= 0 for m in ms):
         raise SqlError(f"{kind}: durations must be positive")
     if kind == "TUMBLE":
-        setting = f"tumbling:{ms[0]}"
-    elif kind == "HOP":
-        setting = f"hopping:{ms[1]}:{ms[0]}"
-    else:
-        setting = f"session:{ms[0]}:touching"  # Flink merges sessions that touch
-    return WindowSpec(setting, kind, time)
+        return WindowSpec(f"tumbling:{ms[0]}", kind, time, size_ms=ms[0])
+    if kind == "HOP":
+        return WindowSpec(f"hopping:{ms[1]}:{ms[0]}", kind, time, size_ms=ms[1])
+    return WindowSpec(f"session:{ms[0]}:touching", kind, time)  # Flink's sessions: touching merge
+
+
+INSTANT = WindowSpec("tumbling:1", "INSTANT", None, size_ms=1)
+"""The window of a GROUP BY of a column that is the event time plus a constant (an
+upstream window's bounds): every row of a group has one event time, so the group is
+complete once the watermark passes it (Flink's window propagation)."""
 
 
 def group_window(node: exp.Expr) -> WindowSpec | None:
@@ -118,10 +124,10 @@ class GroupedSelect:
     def __init__(self, relation: Relation, window: WindowSpec, window_columns: bool) -> None:
         """``window_columns``: the window's columns are named (``window_start``, from a
         window table function) rather than called (``TUMBLE_START(...)``)."""
-        time = relation.resolve(window.time)
-        if not relation.is_time(time):
+        time = relation.resolve(window.time) if window.time is not None else None
+        if time is not None and not relation.is_time(time):
             raise SqlError(
-                f"{window.kind}({sql_text(window.time)}, ...): windows are over the table's "
+                f"{window.kind}({sql_text(time)}, ...): windows are over the table's "
                 f"event time (its WATERMARK FOR column"
                 f"{': ' + repr(relation.time_name()) if relation.time_name() else ''})"
             )
@@ -245,7 +251,21 @@ class GroupedSelect:
             params["aggregates"] = [a.kind for a in self.aggregates]
             extractor = "key"
         params["key_format"] = key_format
-        return {"inputs": {stream: extractor}, "params": params}
+        return {"handler": WINDOW_HANDLER, "inputs": {stream: extractor}, "params": params}
+
+    def pane_time_fields(self) -> dict[str, int]:
+        """The pane row's columns that are its event time (its window's last instant)
+        plus a constant."""
+        fields = {"window_time": 0, "window_end": 1}
+        size = self.window.size_ms
+        if size is not None:
+            fields["window_start"] = 1 - size
+        if self.window.kind == "INSTANT":  # grouped by a time column: t = that - offset
+            for i, key in enumerate(self.keys):
+                offset = self.relation.time_offset(key)
+                if offset is not None:
+                    fields[f"$g{i}"] = offset
+        return fields
 
     def _argument_text(self, aggregate: _Aggregate) -> str:
         return "NULL" if aggregate.argument is None else sql_text(aggregate.argument)
@@ -286,7 +306,7 @@ class GroupedSelect:
             ):
                 return None
             field = argument.name
-        parts = list(dict.fromkeys(_BUILT_IN[a.kind] for a in self.aggregates))
+        parts = list(dict.fromkeys(_BUILT_IN[a.kind] for a in self.aggregates)) or ["count"]
         settings: dict[str, object] = {"aggregate": "+".join(parts)}
         if field is not None:
             settings["field"] = field
@@ -322,4 +342,5 @@ def grouped_relation(
         where=where,
         time_column="window_time",
         pending=spec,
+        time_fields=grouped.pane_time_fields(),
     )

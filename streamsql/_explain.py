@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from millrace.streamsql._stages import SELECT_HANDLER, WINDOW_HANDLER
+from millrace.streamsql._stages import JOIN_HANDLER, SELECT_HANDLER, WINDOW_HANDLER
 
 
 def explain(topology: Mapping[str, Any], sinks: list[str]) -> str:
@@ -54,12 +54,34 @@ def _computation(name: str, spec: Mapping[str, Any]) -> list[str]:
         lines.append("  rows:    " + ", ".join(f"{n} = {e}" for n, e in params["columns"]))
         if "having" in params:
             lines.append(f"  having:  {params['having']}")
-        lines.append(f"  writes:  {params['output']}, keyed by the group")
+        key = ", ".join(params.get("output_key", [])) or "the group"
+        lines.append(f"  writes:  {params['output']}, keyed by {key}")
         merging = params["window"].startswith("session")
         lines.append("  state:   one accumulator per key and window (w:START/END)"
                      + ("; the key's live sessions" if merging else ""))  # fmt: skip
         lines.append("  timers:  one per key and window at its end - 1 (event time), "
                      "firing its row once the watermark passes it")  # fmt: skip
+    elif handler == JOIN_HANDLER:
+        lines.extend(_join(params))
+    return lines
+
+
+def _join(params: Mapping[str, Any]) -> list[str]:
+    lower, upper = params["lower_ms"], params["upper_ms"]
+    kind = "window join" if lower == upper == 0 else "interval join"
+    lines = [
+        f"  join:    {params['how']} {kind} of {params['left']} ($l) and {params['right']} "
+        f"($r) on their keys, {lower} ms <= $r.t - $l.t <= {upper} ms"
+    ]
+    if "condition" in params:
+        lines.append(f"  where:   {params['condition']}")
+    lines.append("  rows:    " + ", ".join(f"{n} = {e}" for n, e in params["columns"]))
+    key = ", ".join(params.get("output_key", [])) or "the join's key"
+    lines.append(f"  writes:  {params['output']}, keyed by {key}")
+    lines.append("  state:   each record, per key and event time, until no partner can "
+                 f"come (the watermark {upper} ms past a left one, {-lower} ms past a "
+                 "right one)")  # fmt: skip
+    lines.append("  timers:  one per kept record's expiry (event time)")
     return lines
 
 

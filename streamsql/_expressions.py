@@ -13,6 +13,7 @@ the record's event time ``t``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,33 @@ def interval_ms(node: exp.Expr) -> int:
     return int(ms)
 
 
+def column_text(name: str) -> str:
+    """A column reference to ``name`` as SQL text (quoted: any name reads back)."""
+    return sql_text(exp.column(name, quoted=True))
+
+
+_DURATION_UNITS = {
+    **dict.fromkeys(("ms", "milli", "millis", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1_000),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hour", "hours"), 3_600_000),
+    **dict.fromkeys(("d", "day", "days"), 86_400_000),
+}
+
+
+def flink_duration_ms(text: str) -> int:
+    """A duration as Flink's options write it (``'1 d'``, ``'90 s'``, ``'500ms'``,
+    ``'3600000'``: milliseconds) in milliseconds."""
+    found = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = found.group(2).lower() if found else ""
+    if found is None or (unit and unit not in _DURATION_UNITS):
+        raise SqlError(f"duration {text!r}: a number and a unit (ms, s, min, h, d)")
+    ms = int(found.group(1)) * _DURATION_UNITS.get(unit, 1)
+    if ms <= 0:
+        raise SqlError(f"duration {text!r} must be positive")
+    return ms
+
+
 def parse_expression(text: str) -> exp.Expr:
     """One SQL expression (as a computation's ``params`` hold it)."""
     try:
@@ -119,8 +147,13 @@ def sql_text(node: exp.Expr) -> str:
 class _Codegen:
     """Python source for expressions over ``r`` (the row) and ``t`` (event time)."""
 
-    def __init__(self, time_column: str | None) -> None:
+    def __init__(
+        self, time_column: str | None, sides: Mapping[str, str | None] | None = None
+    ) -> None:
+        """``sides``: for a join's pair, each side's qualifier (``$l``, ``$r``) and its
+        time column: its columns read ``A.get`` / ``B.get``, its time ``ta`` / ``tb``."""
         self.time_column = time_column
+        self.sides = sides or {}
         self._temps = 0
 
     def temp(self) -> str:
@@ -132,7 +165,12 @@ class _Codegen:
             return self.of(node.this)
         if isinstance(node, exp.Column):
             if node.table:
-                raise SqlError(f"column {node.sql(dialect=Flink)} is qualified: unexpected here")
+                if node.table not in self.sides:
+                    raise SqlError(f"column {sql_text(node)} is qualified: unexpected here")
+                side = "AB"[list(self.sides).index(node.table)]
+                if node.name == self.sides[node.table]:
+                    return f"t{side.lower()}"
+                return f"{side}.get({node.name!r})"
             if node.name == self.time_column:
                 return "t"
             return f"r.get({node.name!r})"
@@ -269,6 +307,34 @@ def compile_row_function(
     return _compiled("\n".join(body), "row_function")  # type: ignore[no-any-return]
 
 
+SIDES = ("$l", "$r")
+"""The qualifiers of a join pair's columns: the left and the right record's."""
+
+
+def compile_pair_function(
+    columns: Sequence[tuple[str, str]],
+    *,
+    where: str | None = None,
+    left_time: str | None = None,
+    right_time: str | None = None,
+) -> Callable[[Row | None, Row | None, int | None, int | None], Row | None]:
+    """``f(a, b, ta, tb)``: the row of ``columns`` for a join's pair (rows ``a`` and
+    ``b``, either None when unmatched, and their event times), or None when ``where``
+    is not TRUE; columns are qualified ``$l`` (of ``a``) or ``$r`` (of ``b``)."""
+    codegen = _Codegen(None, dict(zip(SIDES, (left_time, right_time), strict=True)))
+    body = [
+        "def pair_function(a, b, ta, tb):",
+        "    A = a if a is not None else EMPTY",
+        "    B = b if b is not None else EMPTY",
+    ]
+    if where is not None:
+        body.append(f"    if F.truth({codegen.of(parse_expression(where))}) is not True:")
+        body.append("        return None")
+    items = ", ".join(f"{name!r}: {codegen.of(parse_expression(text))}" for name, text in columns)
+    body.append(f"    return {{{items}}}")
+    return _compiled("\n".join(body), "pair_function")  # type: ignore[no-any-return]
+
+
 def compile_values(
     expressions: Sequence[str], *, time_column: str | None = None
 ) -> Callable[[Row, int], list[Any]]:
@@ -279,7 +345,7 @@ def compile_values(
 
 
 def _compiled(source: str, name: str) -> Any:
-    namespace: dict[str, Any] = {"F": _functions}
+    namespace: dict[str, Any] = {"F": _functions, "EMPTY": {}}
     exec(compile(source, f"<sql {name}>", "exec"), namespace)
     return namespace[name]
 
@@ -290,7 +356,7 @@ def kind_of(node: exp.Expr, kinds: Mapping[str, str | None]) -> str | None:
     if isinstance(node, exp.Paren):
         return kind_of(node.this, kinds)
     if isinstance(node, exp.Column):
-        return kinds.get(node.name)
+        return kinds.get(f"{node.table}.{node.name}" if node.table else node.name)
     if isinstance(node, exp.Literal):
         return "string" if node.is_string else type(_number_literal(node.name)).__name__
     if isinstance(node, exp.Interval):

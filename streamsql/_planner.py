@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from millrace.streamsql._aggregates import (
+    INSTANT,
     GroupedSelect,
     WindowSpec,
     group_window,
@@ -26,12 +27,12 @@ from millrace.streamsql._aggregates import (
 from millrace.streamsql._catalog import Table, View, table_of
 from millrace.streamsql._dialect import Flink, WindowFunction
 from millrace.streamsql._errors import SqlError
-from millrace.streamsql._expressions import sql_text
+from millrace.streamsql._expressions import flink_duration_ms, sql_text
+from millrace.streamsql._joins import HOW, plan_join
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import Stages
 
 _SUPPORTED_CLAUSES = {
-    "joins": "JOIN",
     "order": "ORDER BY",
     "limit": "LIMIT",
     "offset": "OFFSET",
@@ -64,6 +65,8 @@ class Planner:
         self.sinks: list[str] = []
         self.explained: list[str] = []
         """The sinks of ``EXPLAIN INSERT`` statements."""
+        self.state_ttl_ms: int | None = None
+        """``SET 'table.exec.state.ttl'``: how long a regular join keeps a row."""
 
     def statement(self, statement: exp.Expr) -> None:
         """Plan one statement."""
@@ -73,6 +76,8 @@ class Planner:
             self._insert(statement)
         elif isinstance(statement, exp.Command) and statement.name.upper() == "EXPLAIN":
             self._explain(statement)
+        elif isinstance(statement, exp.Set):
+            self._set(statement)
         elif isinstance(statement, exp.Query):
             raise SqlError(
                 f"{_head(statement)}: a query needs INSERT INTO <table> to say where its "
@@ -105,6 +110,16 @@ class Planner:
     def _declare(self, name: str, create: exp.Create) -> None:
         if name in self.tables or name in self.views:
             raise SqlError(f"{_head(create)}: {name!r} is already declared")
+
+    def _set(self, statement: exp.Set) -> None:
+        for item in statement.expressions:
+            assignment = item.this
+            if not isinstance(assignment, exp.EQ):
+                raise SqlError(f"{sql_text(statement)}: SET 'option' = 'value' expected")
+            option, value = assignment.this.name, assignment.expression.name
+            if option != "table.exec.state.ttl":
+                raise SqlError(f"SET {option!r}: the option supported is 'table.exec.state.ttl'")
+            self.state_ttl_ms = flink_duration_ms(value)
 
     # -- INSERT -------------------------------------------------------------------
 
@@ -180,6 +195,8 @@ class Planner:
             raise SqlError("SELECT without FROM is not supported")
         relation, window = self._from(source.this, base)
         where = select.args.get("where")
+        if select.args.get("joins"):
+            relation, where = self._join(relation, window, select, base)
         if where is not None:
             _no_aggregates(where.this, "WHERE")
             relation = relation.filtered(where.this)
@@ -232,6 +249,9 @@ class Planner:
                 raise SqlError("GROUP BY: a group window over a window table function")
             grouped = GroupedSelect(relation, window, window_columns=True)
             plain = [k for k in keys if not _is_window_bound(k)]
+        elif not windows and any(_is_time(relation, k) for k in keys):
+            grouped = GroupedSelect(relation, INSTANT, window_columns=False)
+            plain = keys
         else:
             if len(windows) != 1:
                 raise SqlError(
@@ -250,6 +270,38 @@ class Planner:
                 raise SqlError(f"SESSION(... PARTITION BY {sql_text(column)}): the partition "
                                "columns must be in GROUP BY")  # fmt: skip
         return grouped
+
+    def _join(
+        self, left: Relation, window: WindowSpec | None, select: exp.Select, base: str
+    ) -> tuple[Relation, exp.Where | None]:
+        """The FROM's join, and the WHERE left to apply after it (an inner join takes
+        the WHERE's conditions as its own)."""
+        joins = select.args["joins"]
+        if len(joins) > 1:
+            raise SqlError("JOIN: a join of more than two tables is not supported yet "
+                           "(join two in a view, then that with the third)")  # fmt: skip
+        join = joins[0]
+        right, right_window = self._from(join.this, base)
+        if window is not None or right_window is not None:
+            raise SqlError("JOIN: a window table function as a side of a join is not "
+                           "supported yet (aggregate it in a subquery first)")  # fmt: skip
+        if join.args.get("using"):
+            raise SqlError("JOIN ... USING: not supported (write ON a.x = b.x)")
+        side = str(join.args.get("side") or "").upper()
+        kind = str(join.args.get("kind") or "").upper()
+        if kind not in ("", "INNER", "OUTER", "CROSS") or (kind == "CROSS" and join.args.get("on")):
+            raise SqlError(f"{kind} JOIN: not supported (INNER, LEFT, RIGHT, FULL OUTER are)")
+        how = HOW[side]
+        where = select.args.get("where")
+        on = join.args.get("on")
+        condition = on
+        if how == "inner" and where is not None:
+            _no_aggregates(where.this, "WHERE")
+            condition = where.this if on is None else exp.and_(on, where.this)
+            where = None
+        joined = plan_join(self.stages, (left, right), how=how, condition=condition,
+                           ttl_ms=self.state_ttl_ms, base=base)  # fmt: skip
+        return joined, where
 
     # -- FROM ---------------------------------------------------------------------
 
@@ -292,6 +344,7 @@ class Planner:
                 kinds={c.name: c.kind for c in table.columns},
                 not_null=frozenset(c.name for c in table.columns if not c.nullable),
                 time_column=table.time_column,
+                time_fields={table.time_column: 0} if table.time_column else {},
             )
         if name in self.views:
             return self.query(self.views[name].query, f"{base}_{name}")
@@ -312,6 +365,14 @@ def _as_sink_types(relation: Relation, sink: Table) -> Relation:
             to = "BIGINT" if column.kind == "int" else "VARCHAR"
             columns[name] = exp.Cast(this=node.copy(), to=exp.DataType.build(to))
     return replace(relation, columns=columns)
+
+
+def _is_time(relation: Relation, node: exp.Expr) -> bool:
+    """Whether ``node`` is a column holding the event time plus a constant."""
+    try:
+        return relation.time_offset(relation.resolve(node)) is not None
+    except SqlError:
+        return False
 
 
 def _is_window_bound(node: exp.Expr) -> bool:

@@ -37,8 +37,17 @@ class Relation:
     alias: str | None = None
     """The name the query gives it (``FROM bid AS B``), for qualified columns."""
     pending: dict[str, Any] | None = field(default=None)
-    """A window aggregation not yet written: its computation's spec, without the
-    columns and the output it writes (the rows are then over its pane rows)."""
+    """A window aggregation or join not yet written: its computation's spec, without
+    the columns and the output it writes (the rows are then over its pane rows, or its
+    pairs')."""
+    time_fields: Mapping[str, int] = field(default_factory=dict)
+    """Fields of the stream's rows (``$l.f`` for a pair's) that hold the record's event
+    time plus a constant (a window's end is its last instant + 1): what bounds a join
+    and lets a GROUP BY of them close with the watermark."""
+    qualified: Mapping[tuple[str, str], exp.Expr] = field(default_factory=dict)
+    """A join's columns by (table alias, name)."""
+    ambiguous: frozenset[str] = frozenset()
+    """A join's column names that both sides have (they must be qualified)."""
 
     def column_kind(self, name: str) -> str | None:
         """The kind of a visible column's values."""
@@ -51,6 +60,12 @@ class Relation:
             and isinstance(node, exp.Column)
             and node.name == self.time_column
         )
+
+    def time_offset(self, node: exp.Expr) -> int | None:
+        """``c`` when ``node`` (over the stream's rows) is the event time plus ``c``."""
+        if not isinstance(node, exp.Column):
+            return None
+        return self.time_fields.get(f"{node.table}.{node.name}" if node.table else node.name)
 
     def time_name(self) -> str | None:
         """The visible column that is the event time, if one is."""
@@ -69,10 +84,14 @@ class Relation:
     def column_of(self, column: exp.Column) -> exp.Expr:
         """What a column reference names."""
         qualifier = column.table
-        if qualifier and self.alias is not None and qualifier != self.alias:
-            raise SqlError(f"column {sql_text(column)}: no table {qualifier!r} here")
         if isinstance(column.this, exp.Star):
             raise SqlError(f"{sql_text(column)}: * is only allowed as a whole SELECT list")
+        if qualifier and (qualifier, column.name) in self.qualified:
+            return self.qualified[(qualifier, column.name)]
+        if qualifier and (self.qualified or (self.alias is not None and qualifier != self.alias)):
+            raise SqlError(f"column {sql_text(column)} not found")
+        if column.name in self.ambiguous:
+            raise SqlError(f"column {column.name} is ambiguous: qualify it (both sides have it)")
         if column.name not in self.columns:
             known = ", ".join(self.columns)
             raise SqlError(f"column {sql_text(column)} not found (columns: {known})")
@@ -86,11 +105,19 @@ class Relation:
 
     def projected(self, items: list[tuple[str, exp.Expr]]) -> Relation:
         """``SELECT items``: each an output name and an expression over the columns."""
-        names = [name for name, _ in items]
-        if len(set(names)) != len(names):
-            twice = next(n for n in names if names.count(n) > 1)
-            raise SqlError(f"SELECT: column name {twice!r} twice (give one an AS name)")
-        return replace(self, columns={name: self.resolve(node) for name, node in items}, alias=None)
+        columns: dict[str, exp.Expr] = {}
+        for name, node in items:
+            unique, n = name, 0
+            while unique in columns:  # Flink's names for a name twice: ts, ts0, ts1, ...
+                unique, n = f"{name}{n}", n + 1
+            columns[unique] = self.resolve(node)
+        return replace(
+            self,
+            columns=columns,
+            alias=None,
+            qualified={},
+            ambiguous=frozenset(),
+        )
 
     def named(self, alias: str | None) -> Relation:
         """The relation under the name the query gives it."""

@@ -15,9 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from millrace.computations import JSON, Computation, Context, JsonSerde, Record
-from millrace.dataflow import Combined, Combiner, Pane, WindowedAggregation
+from millrace.dataflow import Combined, Combiner, IntervalJoin, Pane, WindowedAggregation
 from millrace.streamsql import _functions as F  # noqa: N812 - F. reads as SQL's functions
-from millrace.streamsql._expressions import compile_row_function, compile_values
+from millrace.streamsql._expressions import (
+    compile_pair_function,
+    compile_row_function,
+    compile_values,
+)
 
 _ROWS = JsonSerde(sort_keys=False, allow_nan=False)
 
@@ -228,6 +232,7 @@ class SqlWindowAggregate(WindowedAggregation):
 
     SETTINGS = WindowedAggregation.SETTINGS | {
         "group", "key_format", "columns", "having", "aggregates", "arguments", "results",
+        "output_key", "output_key_format",
     }  # fmt: skip
 
     def setup(self, params: Mapping[str, Any]) -> None:
@@ -248,11 +253,21 @@ class SqlWindowAggregate(WindowedAggregation):
         self._results = _strings(params, "results")
         arguments = _strings(params, "arguments")  # the time column read as its field
         self._arguments = compile_values(arguments) if arguments else None
+        output_key = _strings(params, "output_key")  # SQL over the output row
+        self._key = compile_values(output_key) if output_key else None
+        self._key_format_out = str(params.get("output_key_format", "array"))
+        if self._key_format_out not in KEY_FORMATS:
+            raise ValueError(f"output_key_format {self._key_format_out!r}: one of {KEY_FORMATS}")
         self._pane_row = compile_row_function(
             _columns(params, "columns"),
             where=params.get("having") or None,
             time_column="window_time",
         )
+
+    def handles_timer_batches(self) -> bool:
+        """Not when it keys its rows otherwise than by the group (a batch of timers
+        produces records of the timers' own keys only)."""
+        return super().handles_timer_batches() and self._key is None
 
     def _value_of(self, body: Any) -> Any:
         if self._arguments is None:
@@ -261,8 +276,9 @@ class SqlWindowAggregate(WindowedAggregation):
             raise F.SqlRuntimeError(f"a row is a JSON object, not {body!r}")
         return self._arguments(body, 0)
 
-    def pane_value(self, pane: Pane) -> bytes | None:
-        """The pane as the SQL row (None when ``having`` is not TRUE)."""
+    def pane_record(self, pane: Pane) -> tuple[bytes, bytes] | None:
+        """The pane as the SQL row (None when ``having`` is not TRUE), keyed by the
+        group (or by ``key``: SQL expressions over the row, for a join downstream)."""
         row: dict[str, Any] = dict(
             zip(self._group, group_values(pane.key, self._key_format, len(self._group)),
                 strict=True)
@@ -271,7 +287,10 @@ class SqlWindowAggregate(WindowedAggregation):
         for i, value in enumerate(self._aggregate_values(pane.value)):
             row[f"$agg{i}"] = value
         out = self._pane_row(row, pane.window.last_ms)
-        return None if out is None else _ROWS.dumps(out)
+        if out is None:
+            return None
+        key = pane.key if self._key is None else group_key(self._key(out, 0), self._key_format_out)
+        return key, _ROWS.dumps(out)
 
     def _aggregate_values(self, value: Any) -> list[Any]:
         if isinstance(self.aggregate, SqlAggregates):
@@ -285,3 +304,54 @@ def no_key(key: bytes, value: bytes) -> bytes:
     """The key extractor of a group of no columns (``GROUP BY window_start,
     window_end``): every row in one group."""
     return b""
+
+
+class SqlJoin(IntervalJoin):
+    """``a JOIN b ON ...``: an :class:`~millrace.dataflow.IntervalJoin` of two streams
+    keyed by the join's equalities, its interval from the time conditions, whose
+    residual ``condition`` and output row (``columns``) are SQL over the pair (columns
+    qualified ``$l`` and ``$r``), keyed by ``output_key`` (columns of the output row;
+    none: the join's key)."""
+
+    SETTINGS = IntervalJoin.SETTINGS | {
+        "condition", "columns", "left_time", "right_time", "output_key", "output_key_format",
+    }  # fmt: skip
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """The join's settings, then the SQL ones."""
+        own = {k: v for k, v in params.items() if k not in IntervalJoin.SETTINGS}
+        unknown = sorted(set(own) - self.SETTINGS)
+        if unknown:
+            raise ValueError(f"SqlJoin has no setting {unknown[0]!r}")
+        super().setup({k: v for k, v in params.items() if k in IntervalJoin.SETTINGS})
+        times = {"left_time": params.get("left_time"), "right_time": params.get("right_time")}
+        condition = params.get("condition") or None
+        self._condition = compile_pair_function([], where=condition, **times) if condition else None
+        self._row = compile_pair_function(_columns(params, "columns"), **times)
+        output_key = _strings(params, "output_key")  # SQL over the output row
+        self._key = compile_values(output_key) if output_key else None
+        self._key_format_out = str(params.get("output_key_format", "array"))
+        if self._key_format_out not in KEY_FORMATS:
+            raise ValueError(f"output_key_format {self._key_format_out!r}: one of {KEY_FORMATS}")
+        self.select = self._select
+
+    def matches(self, left: Record, right: Record) -> bool:
+        """The ``condition`` over the pair's rows."""
+        if self._condition is None:
+            return True
+        pair = (_row_of(left), _row_of(right), left.event_time_ms, right.event_time_ms)
+        return self._condition(*pair) is not None
+
+    def _select(self, left: Record | None, right: Record | None) -> Any:
+        a = None if left is None else _row_of(left)
+        b = None if right is None else _row_of(right)
+        ta = None if left is None else left.event_time_ms
+        tb = None if right is None else right.event_time_ms
+        out = self._row(a, b, ta, tb)
+        assert out is not None  # no condition in the row function
+        value = _ROWS.dumps(out)
+        if self._key is None:
+            return value
+        t = max(x for x in (ta, tb) if x is not None)
+        key = group_key(self._key(out, 0), self._key_format_out)
+        return Record(self.output, key, value, t)

@@ -12,11 +12,12 @@ from typing import Any
 from sqlglot import exp
 
 from millrace.streamsql._errors import SqlError
-from millrace.streamsql._expressions import sql_text
+from millrace.streamsql._expressions import parse_expression, sql_text
 from millrace.streamsql._relations import Relation
 
 SELECT_HANDLER = "millrace.streamsql:SqlSelect"
 WINDOW_HANDLER = "millrace.streamsql:SqlWindowAggregate"
+JOIN_HANDLER = "millrace.streamsql:SqlJoin"
 NO_KEY = "py:millrace.streamsql:no_key"
 
 
@@ -60,32 +61,48 @@ class Stages:
         }
 
     def write(
-        self, relation: Relation, output: str, name: str, *, names: list[str] | None = None
+        self,
+        relation: Relation,
+        output: str,
+        name: str,
+        *,
+        names: list[str] | None = None,
+        key: list[exp.Expr] | None = None,
+        key_format: str = "array",
     ) -> Relation:
-        """Write the relation's rows to ``output`` (its columns renamed to ``names``),
-        by the window aggregation it is pending on or by a :class:`SqlSelect` of its
-        stream; returns the relation over the written stream."""
+        """Write the relation's rows to ``output`` (its columns renamed to ``names``,
+        keyed by ``key``: expressions over its columns; none: as they come) by the
+        aggregation or join it is pending on, or by a :class:`SqlSelect` of its stream;
+        returns the relation over the written stream."""
         names = names if names is not None else list(relation.columns)
-        columns = [
-            [new, sql_text(node)]
-            for new, node in zip(names, relation.columns.values(), strict=True)
-        ]
-        where = sql_text(relation.where) if relation.where is not None else None
+        renamed = dict(zip(relation.columns, names, strict=True))
+        columns = [[renamed[n], sql_text(node)] for n, node in relation.columns.items()]
+        where = relation.where
+        params: dict[str, Any]
         if relation.pending is not None:
             spec = relation.pending
             params = {**spec["params"], "columns": columns}
             if where is not None:
-                params["having"] = where
-            self.add(name, WINDOW_HANDLER, spec["inputs"], output, params)
+                params.update(_pending_filter(spec, where))
+            if key:
+                params["output_key"] = [sql_text(_renamed(k, renamed)) for k in key]
+                params["output_key_format"] = key_format
+            self.add(name, spec["handler"], spec["inputs"], output, params)
         else:
             params = {"columns": columns}
             if where is not None:
-                params["where"] = where
+                params["where"] = sql_text(where)
             if relation.time_column is not None:
                 params["time_column"] = relation.time_column
+            if key:
+                params["key"] = [sql_text(relation.resolve(k)) for k in key]
+                params["key_format"] = key_format
             self.add(name, SELECT_HANDLER, {relation.stream: "key"}, output, params)
-        renamed = dict(zip(relation.columns, names, strict=True))
-        time_name = relation.time_name()
+        offsets = {
+            renamed[n]: offset
+            for n, node in relation.columns.items()
+            if (offset := relation.time_offset(node)) is not None
+        }
         return Relation(
             stream=output,
             columns={new: exp.column(new, quoted=True) for new in names},
@@ -95,7 +112,8 @@ class Stages:
                 for old, node in relation.columns.items()
                 if isinstance(node, exp.Column) and node.name in relation.not_null
             ),
-            time_column=renamed[time_name] if time_name is not None else None,
+            time_column=next((n for n, offset in offsets.items() if offset == 0), None),
+            time_fields=offsets,
         )
 
     def materialized(self, relation: Relation, base: str) -> Relation:
@@ -112,6 +130,28 @@ class Stages:
             "streams": {s: {} for s in self.streams},
             "computations": self.computations,
         }
+
+
+def _renamed(node: exp.Expr, renamed: dict[str, str]) -> exp.Expr:
+    def swap(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Column) and n.name in renamed:
+            return exp.column(renamed[n.name], quoted=True)
+        return n
+
+    return node.copy().transform(swap)
+
+
+def _pending_filter(spec: dict[str, Any], where: exp.Expr) -> dict[str, str]:
+    """A filter of a pending computation's rows: a window aggregation's ``having``, an
+    inner join's ``condition`` (ANDed with its own)."""
+    if spec["handler"] == WINDOW_HANDLER:
+        return {"having": sql_text(where)}
+    if spec["params"].get("how", "inner") != "inner":
+        raise SqlError("a WHERE over an outer join's rows is not supported yet (put the "
+                       "condition in ON, or filter in an outer query over its sink)")  # fmt: skip
+    condition = spec["params"].get("condition")
+    both = where if condition is None else exp.and_(parse_expression(condition), where)
+    return {"condition": sql_text(both)}
 
 
 def _check(name: str, handler: str, params: dict[str, Any]) -> None:

@@ -91,3 +91,73 @@ def test_q2_selects_every_123rd_auction() -> None:
 def test_q11_counts_each_bidders_sessions(crash_every: int) -> None:
     got = run_sql("q11", EVENTS, crash_every=crash_every)
     assert rows(got) == rows(sessions(bids(EVENTS), 10_000))
+
+
+def of(stream: str, events: list[Event]) -> list[dict[str, Any]]:
+    return [value for s, value in events if s == stream]
+
+
+def window_of(t: int, size: int) -> int:
+    return t - t % size
+
+
+@pytest.mark.parametrize("crash_every", [0, 83])
+def test_q3_joins_local_sellers_to_their_category_10_auctions(crash_every: int) -> None:
+    persons = {p["id"]: p for p in of("persons", EVENTS)}
+    expected = [
+        {"name": p["name"], "city": p["city"], "state": p["state"], "id": a["id"]}
+        for a in of("auctions", EVENTS)
+        for p in [persons[a["seller"]]]
+        if a["category"] == 10 and p["state"] in ("OR", "ID", "CA")
+        and abs(a["dateTime"] - p["dateTime"]) <= 86_400_000  # the SET state TTL
+    ]  # fmt: skip
+    got = run_sql("q3", EVENTS, crash_every=crash_every)
+    assert got and rows(got) == rows(expected)
+
+
+@pytest.mark.parametrize("crash_every", [0, 71])
+def test_q5_finds_the_auctions_with_the_most_bids_per_sliding_window(crash_every: int) -> None:
+    counts: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for b in bids(EVENTS):
+        last = window_of(b["dateTime"], 2_000)
+        for start in range(last - 8_000, last + 1, 2_000):
+            counts[start][b["auction"]] += 1
+    expected = [
+        {"auction": auction, "num": n}
+        for per_auction in counts.values()
+        for auction, n in per_auction.items()
+        if n >= max(per_auction.values())
+    ]
+    got = run_sql("q5", EVENTS, crash_every=crash_every)
+    assert got and rows(got) == rows(expected)
+
+
+def test_q7_finds_the_highest_bids_of_each_window() -> None:
+    highest: dict[int, int] = defaultdict(int)
+    for b in bids(EVENTS):
+        start = window_of(b["dateTime"], 10_000)
+        highest[start + 10_000] = max(highest[start + 10_000], b["price"])
+    expected = [
+        # The project's text SELECTs price before bidder into (auction, bidder, price, ...).
+        {"auction": b["auction"], "bidder": b["price"], "price": b["bidder"],
+         "dateTime": b["dateTime"], "extra": None}
+        for end, top in highest.items()
+        for b in bids(EVENTS)
+        if b["price"] == top and end - 10_000 <= b["dateTime"] <= end
+    ]  # fmt: skip
+    got = run_sql("q7", EVENTS)
+    assert got and rows(got) == rows(expected)
+
+
+@pytest.mark.parametrize("crash_every", [0, 59])
+def test_q8_finds_new_users_who_opened_an_auction_in_their_first_window(
+    crash_every: int,
+) -> None:
+    sellers = {(a["seller"], window_of(a["dateTime"], 10_000)) for a in of("auctions", EVENTS)}
+    expected = {
+        (p["id"], p["name"], window_of(p["dateTime"], 10_000))
+        for p in of("persons", EVENTS)
+        if (p["id"], window_of(p["dateTime"], 10_000)) in sellers
+    }
+    got = run_sql("q8", EVENTS, crash_every=crash_every)
+    assert got and rows(got) == rows([{"id": i, "name": n, "stime": s} for i, n, s in expected])

@@ -3,7 +3,8 @@
 processes), ``millrace inject --finish`` pushes the Nexmark streams, and each sink
 holds exactly the rows computed here in plain Python; then ``millrace backfill``
 (``spark-submit``) runs the same topology over the injector's log and writes the same
-records, id for id."""
+records, id for id (a join's rows by content: which record of a pair makes a match
+differs between the two, docs/spark.md)."""
 
 from __future__ import annotations
 
@@ -57,12 +58,23 @@ def hot_auctions(events: list[Any]) -> list[dict[str, Any]]:
             for (a, s), p in windows.items() if len(p) >= 3]  # fmt: skip
 
 
+def new_users(events: list[Any]) -> list[dict[str, Any]]:
+    def window(t: int) -> int:
+        return t - t % 10_000
+
+    sellers = {(v["seller"], window(v["dateTime"])) for s, v in events if s == "auctions"}
+    return [{"id": v["id"], "name": v["name"], "stime": window(v["dateTime"])}
+            for s, v in events if s == "persons"
+            and (v["id"], window(v["dateTime"])) in sellers]  # fmt: skip
+
+
 @pytest.mark.slow
 def test_sql_runs_on_a_cluster_and_its_backfill_writes_the_same_records(tmp_path: Path) -> None:
     events = generate()
     q2 = (SQL / "q2.sql").read_text().replace("'stream' = 'out'", "'stream' = 'q2'")
     q11 = (SQL / "q11.sql").read_text().replace("'stream' = 'out'", "'stream' = 'q11'")
-    (tmp_path / "pipeline.sql").write_text((SQL / "ddl.sql").read_text() + q2 + q11 + HOT)
+    q8 = (SQL / "q8.sql").read_text().replace("'stream' = 'out'", "'stream' = 'q8'")
+    (tmp_path / "pipeline.sql").write_text((SQL / "ddl.sql").read_text() + q2 + q11 + HOT + q8)
     planned = millrace("sql", "pipeline.sql", "--topology", "topology.toml",
                        "--write-deployment", "deployment.toml", cwd=tmp_path)  # fmt: skip
     assert planned.returncode == 0, planned.stderr
@@ -82,6 +94,7 @@ def test_sql_runs_on_a_cluster_and_its_backfill_writes_the_same_records(tmp_path
                if b["auction"] % 123 == 0],
         "q11": sessions(bids(events), 10_000),
         "hot": hot_auctions(events),
+        "q8": new_users(events),
     }  # fmt: skip
     assert all(expected.values())
     out = tmp_path / "out"
@@ -90,9 +103,10 @@ def test_sql_runs_on_a_cluster_and_its_backfill_writes_the_same_records(tmp_path
         up = ("up", "--config", "deployment.toml", "--data-dir", str(tmp_path / "data"))
         processes.append(start(up, "millrace up: running", "up", log=tmp_path / "up.log",
                                cwd=tmp_path))  # fmt: skip
-        injected = millrace("inject", "--config", "deployment.toml", "--stream", "bids",
-                            "--finish", "bids.jsonl", cwd=tmp_path)  # fmt: skip
-        assert injected.returncode == 0, injected.stdout + injected.stderr
+        for stream in ("persons", "auctions", "bids"):
+            injected = millrace("inject", "--config", "deployment.toml", "--stream", stream,
+                                "--finish", f"{stream}.jsonl", cwd=tmp_path)  # fmt: skip
+            assert injected.returncode == 0, injected.stdout + injected.stderr
         wait_until(
             lambda: all(rows(sink_rows(out / f"{s}.jsonl")) == rows(v)
                         for s, v in expected.items()),
@@ -111,6 +125,10 @@ def test_sql_runs_on_a_cluster_and_its_backfill_writes_the_same_records(tmp_path
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     for stream, records in online.items():
         table = pq.read_table(tmp_path / "bf" / stream).to_pylist()
-        assert {
-            r["record_id"]: (r["key"], r["value"], r["event_time_ms"]) for r in table
-        } == records
+        batch = {r["record_id"]: (r["key"], r["value"], r["event_time_ms"]) for r in table}
+        if stream == "q8":  # a join's match is made by the later record of its pair to
+            # arrive online, the later in event time in a backfill: ids differ, rows do
+            # not (docs/spark.md)
+            assert sorted(batch.values()) == sorted(records.values())
+        else:
+            assert batch == records
