@@ -89,6 +89,10 @@ class WindowedAggregation(Computation):
     """Fold each delivered batch per (key, window) with column operations where that
     cannot emit (same state and outputs as one record at a time; False: always one
     at a time, for comparison)."""
+    native_row: list[tuple[str, str]] | None = None
+    """For a subclass that writes its panes in a shape of its own (:meth:`pane_record`):
+    the JSON object its on-time panes are written natively as, when that is what
+    :meth:`pane_record` writes (``millrace.dataplane.on_time_panes``'s ``row``)."""
     input_panes: bool = False
     """The input is another aggregation's output (``Pane`` values): each pane's value is
     aggregated, and a retraction subtracts what it retracts (``Combiner.retract``), so a

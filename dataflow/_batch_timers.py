@@ -53,7 +53,8 @@ def fire_on_time(
     tags = ["w:" + w for w in windows]
     raws = batch.read_states(keys, tags)
     combiner = agg.aggregate
-    parts = native_parts(combiner) if agg.native_panes else None
+    row = None if agg.native_panes else agg.native_row
+    parts = native_parts(combiner) if agg.native_panes or row is not None else None
     after = "forget" if not lateness else _AFTER_PANE[agg.accumulation]
     fired: list[int] = []
     panes: list[bytes] = []
@@ -64,7 +65,7 @@ def fire_on_time(
         names = list(combiner.parts) if type(combiner) is Combined else []
         fired, panes, times, kept, left, python = on_time_panes(
             raws, keys, windows, parts=parts[0], names=names, combined=parts[1],
-            max_ms=MAX_EVENT_TIME_MS, after=after,
+            max_ms=MAX_EVENT_TIME_MS, after=after, row=row,
         )  # fmt: skip
         left_keys.update(keys[j] for j in left)
     produced = list(fired)

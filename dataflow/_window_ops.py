@@ -68,6 +68,10 @@ class WindowOps(Protocol):
         """Whether on-time panes may be written natively (in format version 1)."""
         ...
 
+    native_row: list[tuple[str, str]] | None
+    """Else, the row each on-time pane is written natively as (names and what each
+    column holds: ``millrace.dataplane.on_time_panes``'s ``row``), if it may be."""
+
     def _value_of(self, record: Record) -> Any:
         """The value a record contributes (its field, checked)."""
         ...

@@ -132,6 +132,7 @@ def on_time_panes(
     combined: bool,
     max_ms: int,
     after: str = "forget",
+    row: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[list[int], list[bytes], list[int], list[bytes], list[int], list[int]]: ...
 def decode_commit(body: bytes) -> tuple[int, int, bytes, bytes, int]: ...
 def scan_columns(

@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sqlglot import exp
+
 from millrace.computations import JSON, Computation, Context, JsonSerde, Record
 from millrace.dataflow import Combined, Combiner, IntervalJoin, Pane, WindowedAggregation
 from millrace.streamsql import _functions as F  # noqa: N812 - F. reads as SQL's functions
@@ -21,6 +23,7 @@ from millrace.streamsql._expressions import (
     compile_pair_function,
     compile_row_function,
     compile_values,
+    parse_expression,
 )
 
 _ROWS = JsonSerde(sort_keys=False, allow_nan=False)
@@ -258,11 +261,38 @@ class SqlWindowAggregate(WindowedAggregation):
         self._key_format_out = str(params.get("output_key_format", "array"))
         if self._key_format_out not in KEY_FORMATS:
             raise ValueError(f"output_key_format {self._key_format_out!r}: one of {KEY_FORMATS}")
-        self._pane_row = compile_row_function(
-            _columns(params, "columns"),
-            where=params.get("having") or None,
-            time_column="window_time",
-        )
+        columns = _columns(params, "columns")
+        having = params.get("having") or None
+        self._pane_row = compile_row_function(columns, where=having, time_column="window_time")
+        if having is None and self._key is None:
+            self.native_row = self._row_layout(columns)
+
+    def _row_layout(self, columns: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
+        """The layout the native pane writer writes the rows in, when every column is
+        the group's one key, a window bound or a built-in aggregate's result as it is."""
+        parts = list(self.aggregate.parts) if isinstance(self.aggregate, Combined) else None
+        if isinstance(self.aggregate, SqlAggregates):
+            return None
+        key_forms = {"string": "key_text", "json": "key_json"}
+        layout = []
+        for name, text in columns:
+            node = parse_expression(text)
+            if not isinstance(node, exp.Column) or node.table:
+                return None
+            column = node.name
+            if column == "$g0" and len(self._group) == 1 and self._key_format in key_forms:
+                layout.append((name, key_forms[self._key_format]))
+            elif column in ("window_start", "window_end"):
+                layout.append((name, column))
+            elif column.startswith("$agg") and column[4:].isdigit():
+                i = int(column[4:])
+                if parts is None:
+                    layout.append((name, "part:0"))
+                else:
+                    layout.append((name, f"part:{parts.index(self._results[i])}"))
+            else:
+                return None
+        return layout
 
     def handles_timer_batches(self) -> bool:
         """Not when it keys its rows otherwise than by the group (a batch of timers

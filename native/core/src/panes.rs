@@ -48,6 +48,122 @@ pub fn on_time_pane(
     names: &[String],
     after: AfterPane,
 ) -> Fired {
+    fire(raw, aggregate, after, |acc, index, out| {
+        let Ok(key) = std::str::from_utf8(key) else {
+            return false; // written as {"base64": ...}
+        };
+        out.extend_from_slice(b"{\"v\":1,\"key\":");
+        write_ascii_str(key, out);
+        out.extend_from_slice(b",\"window\":[");
+        write_int(window.0, out);
+        out.push(b',');
+        write_int(window.1, out);
+        out.extend_from_slice(b"],\"pane\":");
+        write_int(index, out);
+        out.extend_from_slice(b",\"timing\":\"on_time\",\"retraction\":false,\"value\":");
+        if !write_result(acc, aggregate, names, out) {
+            return false;
+        }
+        out.push(b'}');
+        true
+    })
+}
+
+/// A column of a row an on-time pane is written as (a SQL query's row,
+/// `streamsql/_runtime.py` `SqlWindowAggregate`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowColumn {
+    /// The key's UTF-8 text, as a JSON string.
+    KeyText,
+    /// The key, JSON text of an integer, `true`, `false` or `null`, as it is.
+    KeyJson,
+    /// The window's start.
+    WindowStart,
+    /// The window's end.
+    WindowEnd,
+    /// The result of the aggregate's part `i`.
+    Part(usize),
+}
+
+/// The on-time pane of `key`'s window as the JSON object of `columns` (names and what
+/// each holds, in order), as `json.dumps` writes the row Python makes of it; state as
+/// [`on_time_pane`].
+pub fn on_time_row(
+    raw: Option<&[u8]>,
+    key: &[u8],
+    window: (i64, i64),
+    aggregate: &Aggregate,
+    columns: &[(String, RowColumn)],
+    after: AfterPane,
+) -> Fired {
+    fire(raw, aggregate, after, |acc, _index, out| {
+        out.push(b'{');
+        for (i, (name, column)) in columns.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_ascii_str(name, out);
+            out.push(b':');
+            let written = match column {
+                RowColumn::KeyText => std::str::from_utf8(key)
+                    .map(|key| write_ascii_str(key, out))
+                    .is_ok(),
+                RowColumn::KeyJson => write_json_key(key, out),
+                RowColumn::WindowStart => {
+                    write_int(window.0, out);
+                    true
+                }
+                RowColumn::WindowEnd => {
+                    write_int(window.1, out);
+                    true
+                }
+                RowColumn::Part(part) => write_one_part(acc, aggregate, *part, out),
+            };
+            if !written {
+                return false;
+            }
+        }
+        out.push(b'}');
+        true
+    })
+}
+
+/// A key of JSON text as Python reads and writes it back: only the texts it writes
+/// back unchanged (a canonical integer, `true`, `false`, `null`).
+fn write_json_key(key: &[u8], out: &mut Vec<u8>) -> bool {
+    let Ok(text) = std::str::from_utf8(key) else {
+        return false;
+    };
+    let canonical = matches!(text, "true" | "false" | "null")
+        || text.parse::<i64>().is_ok_and(|n| n.to_string() == text);
+    if canonical {
+        out.extend_from_slice(key);
+    }
+    canonical
+}
+
+fn write_one_part(acc: &Value, aggregate: &Aggregate, part: usize, out: &mut Vec<u8>) -> bool {
+    let Some(&kind) = aggregate.parts.get(part) else {
+        return false;
+    };
+    if !aggregate.combined {
+        return part == 0 && write_part(acc, kind, out);
+    }
+    match acc.as_array() {
+        Some(accs) if accs.len() == aggregate.parts.len() => write_part(&accs[part], kind, out),
+        _ => false,
+    }
+}
+
+/// What firing shares: the state read and checked, the record written by `write` (from
+/// the accumulator and the pane's index; false: not exactly, fire it in Python), the
+/// state after it.
+fn fire(
+    raw: Option<&[u8]>,
+    aggregate: &Aggregate,
+    after: AfterPane,
+    write: impl FnOnce(&Value, i64, &mut Vec<u8>) -> bool,
+) -> Fired {
     let Some(raw) = raw else {
         return Fired::Empty;
     };
@@ -65,23 +181,10 @@ pub fn on_time_pane(
     else {
         return Fired::Python;
     };
-    let Ok(key) = std::str::from_utf8(key) else {
-        return Fired::Python; // written as {"base64": ...}
-    };
-    let mut out = Vec::with_capacity(96 + key.len());
-    out.extend_from_slice(b"{\"v\":1,\"key\":");
-    write_ascii_str(key, &mut out);
-    out.extend_from_slice(b",\"window\":[");
-    write_int(window.0, &mut out);
-    out.push(b',');
-    write_int(window.1, &mut out);
-    out.extend_from_slice(b"],\"pane\":");
-    write_int(index, &mut out);
-    out.extend_from_slice(b",\"timing\":\"on_time\",\"retraction\":false,\"value\":");
-    if !write_result(acc, aggregate, names, &mut out) {
+    let mut out = Vec::with_capacity(128);
+    if !write(acc, index, &mut out) {
         return Fired::Python;
     }
-    out.push(b'}');
     if after == AfterPane::Forget {
         return Fired::Pane(out, None);
     }
@@ -346,5 +449,46 @@ mod tests {
             ),
             Fired::Python
         );
+    }
+
+    #[test]
+    fn a_row_of_the_key_the_window_and_the_parts() {
+        let aggregate = Aggregate {
+            parts: vec![Part::Count, Part::Max],
+            combined: true,
+        };
+        let raw = br#"{"acc":[3,12],"fired":false,"pane":0,"since":3}"#;
+        let columns = [
+            ("user".to_string(), RowColumn::KeyText),
+            ("top".to_string(), RowColumn::Part(1)),
+            ("n".to_string(), RowColumn::Part(0)),
+            ("ws".to_string(), RowColumn::WindowStart),
+            ("we".to_string(), RowColumn::WindowEnd),
+        ];
+        let row = |key: &[u8], columns: &[(String, RowColumn)]| {
+            on_time_row(
+                Some(raw),
+                key,
+                (0, 60000),
+                &aggregate,
+                columns,
+                AfterPane::Forget,
+            )
+        };
+        let written = br#"{"user":"\u00e9","top":12,"n":3,"ws":0,"we":60000}"#;
+        assert_eq!(
+            row("é".as_bytes(), &columns),
+            Fired::Pane(written.to_vec(), None)
+        );
+        let json = [("id".to_string(), RowColumn::KeyJson)];
+        assert_eq!(
+            row(b"-42", &json),
+            Fired::Pane(br#"{"id":-42}"#.to_vec(), None)
+        );
+        for not_canonical in [&b"-0"[..], b"1.5", b"\"x\"", b"007", b"x"] {
+            assert_eq!(row(not_canonical, &json), Fired::Python);
+        }
+        let beyond = [("x".to_string(), RowColumn::Part(2))];
+        assert_eq!(row(b"a", &beyond), Fired::Python);
     }
 }

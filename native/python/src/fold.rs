@@ -1,7 +1,7 @@
 //! A windowed aggregation's batch fold (`fold_groups`).
 
 use millrace_core::fold::{self, WindowSpec};
-use millrace_core::panes::{self, AfterPane, Fired};
+use millrace_core::panes::{self, AfterPane, Fired, RowColumn};
 use millrace_core::window_state::{self, Aggregate, Contribution, Outcome, Part};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -216,9 +216,11 @@ fn part(name: &str) -> PyResult<Part> {
 /// [`fold_window_states`], `names` the parts' names in a combined result. Returns the
 /// indices of the windows that fired, their panes and the panes' event times (the
 /// window's last instant, at most `max_ms`); the indices of those whose keys go to
-/// `process_timer` (an early clock runs), and of those to fire in Python.
+/// `process_timer` (an early clock runs), and of those to fire in Python. With `row`
+/// (`(name, what)` pairs, `what` one of `key_text`, `key_json`, `window_start`,
+/// `window_end`, `part:<i>`), each pane is written as that JSON object instead.
 #[pyfunction]
-#[pyo3(signature = (raws, keys, windows, *, parts, names, combined, max_ms, after = "forget"))]
+#[pyo3(signature = (raws, keys, windows, *, parts, names, combined, max_ms, after = "forget", row = None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub(crate) fn on_time_panes<'py>(
     py: Python<'py>,
@@ -230,6 +232,7 @@ pub(crate) fn on_time_panes<'py>(
     combined: bool,
     max_ms: i64,
     after: &str,
+    row: Option<Vec<(String, String)>>,
 ) -> PyResult<(
     Vec<usize>,
     Vec<Bound<'py, PyBytes>>,
@@ -256,6 +259,14 @@ pub(crate) fn on_time_panes<'py>(
         parts: parts.iter().map(|p| part(p)).collect::<PyResult<_>>()?,
         combined,
     };
+    let row = row
+        .map(|columns| {
+            columns
+                .into_iter()
+                .map(|(name, what)| Ok((name, row_column(&what)?)))
+                .collect::<PyResult<Vec<_>>>()
+        })
+        .transpose()?;
     let fired = py.detach(|| {
         (0..n)
             .map(|i| {
@@ -263,14 +274,13 @@ pub(crate) fn on_time_panes<'py>(
                     return (Fired::Python, 0);
                 };
                 let last = span.1.saturating_sub(1).min(max_ms);
-                let pane = panes::on_time_pane(
-                    raws[i].as_deref(),
-                    &keys[i],
-                    span,
-                    &aggregate,
-                    &names,
-                    after,
-                );
+                let raw = raws[i].as_deref();
+                let pane = match &row {
+                    Some(columns) => {
+                        panes::on_time_row(raw, &keys[i], span, &aggregate, columns, after)
+                    }
+                    None => panes::on_time_pane(raw, &keys[i], span, &aggregate, &names, after),
+                };
                 (pane, last)
             })
             .collect::<Vec<_>>()
@@ -294,6 +304,24 @@ pub(crate) fn on_time_panes<'py>(
         }
     }
     Ok((shown, panes_out, times, kept, left, python))
+}
+
+fn row_column(what: &str) -> PyResult<RowColumn> {
+    Ok(match what {
+        "key_text" => RowColumn::KeyText,
+        "key_json" => RowColumn::KeyJson,
+        "window_start" => RowColumn::WindowStart,
+        "window_end" => RowColumn::WindowEnd,
+        other => match other.strip_prefix("part:").and_then(|i| i.parse().ok()) {
+            Some(i) => RowColumn::Part(i),
+            None => {
+                return Err(PyValueError::new_err(format!(
+                    "a row column is key_text, key_json, window_start, window_end or \
+                     part:<i>, not {other:?}"
+                )))
+            }
+        },
+    })
 }
 
 /// `(start, end)` of a window tag `"start/end"` as `Window.tag` writes it.
