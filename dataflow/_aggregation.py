@@ -151,20 +151,10 @@ class WindowedAggregation(Computation):
 
     def process_record(self, ctx: Context, record: Record) -> None:
         watermark = ctx.low_watermark
-        retract = False
         by_field = (
             self.window if isinstance(self.window, FieldWindows) and not self.input_panes else None
         )
-        if self.input_panes:
-            pane = Pane.decode(record.value)
-            json_value = self.aggregate.json_values
-            value = self.aggregate.checked(pane.value) if json_value else self._number(pane.value)
-            retract = pane.retraction
-        elif self.aggregate.needs_value or by_field is not None:
-            body = JSON.loads(record.value)  # once, for the value and the window
-            value = self._value_of(body) if self.aggregate.needs_value else 0
-        else:
-            value = 0
+        value, retract, body = self._input(record, parse=by_field is not None)
         if isinstance(self.window, Sliding):
             t = record.event_time_ms
             missed = not add_sliding(self, ctx, t, value, watermark, retract=retract)
@@ -184,6 +174,19 @@ class WindowedAggregation(Computation):
                 self._add(ctx, window, value, watermark, retract=retract)
         if missed:
             send_late(ctx, record, self.late_output)
+
+    def _input(self, record: Record, *, parse: bool) -> tuple[Any, bool, Any]:
+        """``(value to fold, whether it retracts, the parsed value)`` of a record (the
+        value parsed once, when it is needed or ``parse``)."""
+        if self.input_panes:
+            pane = Pane.decode(record.value)
+            json_value = self.aggregate.json_values
+            value = self.aggregate.checked(pane.value) if json_value else self._number(pane.value)
+            return value, pane.retraction, None
+        if self.aggregate.needs_value or parse:
+            body = JSON.loads(record.value)  # once, for the value and the window
+            return (self._value_of(body) if self.aggregate.needs_value else 0), False, body
+        return 0, False, None
 
     def process_batch(self, batch: BatchContext, records: Sequence[Record]) -> Sequence[Record]:
         """The vectorized path (``dataflow/_vectorized.py``): folds a batch per (key,

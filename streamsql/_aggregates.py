@@ -63,6 +63,10 @@ def window_of(kind: str, time: exp.Expr, durations: list[exp.Expr]) -> WindowSpe
     return WindowSpec(f"session:{ms[0]}:touching", kind, time)  # Flink's sessions: touching merge
 
 
+UPDATING = WindowSpec("global", "GLOBAL", None)
+"""The window of a GROUP BY without one: all of time, a row written per input row (an
+updating result, as Flink's)."""
+
 INSTANT = WindowSpec("tumbling:1", "INSTANT", None, size_ms=1)
 """The window of a GROUP BY of a column that is the event time plus a constant (an
 upstream window's bounds): every row of a group has one event time, so the group is
@@ -131,6 +135,9 @@ class GroupedSelect:
                 f"event time (its WATERMARK FOR column"
                 f"{': ' + repr(relation.time_name()) if relation.time_name() else ''})"
             )
+        if relation.updating and window.kind != "GLOBAL":
+            raise SqlError(f"{window.kind} window over an updating input (a GROUP BY without "
+                           "a window's rows) is not supported")  # fmt: skip
         self.relation = relation
         self.window = window
         self.window_columns = window_columns
@@ -247,15 +254,24 @@ class GroupedSelect:
                 pre["where"] = sql_text(relation.where)
             if relation.time_column is not None:
                 pre["time_column"] = relation.time_column
-            stages.add(stream, SELECT_HANDLER, {relation.stream: "key"}, stream, pre)
             params["aggregates"] = [a.kind for a in self.aggregates]
+            if relation.updating:  # rows, keeping what each does, not bare values
+                pre.update(shape="row", changelog=True)
+                params["arguments"] = [f"`a{i}`" for i in range(len(self.aggregates))]
+            stages.add(stream, SELECT_HANDLER, {relation.stream: "key"}, stream, pre)
             extractor = "key"
         params["key_format"] = key_format
+        if self.window.kind == "GLOBAL":  # a row per input row, each update retracting
+            params.update(early_every_records=1, accumulation="retracting", updating=True)
+        if relation.updating:
+            params["changelog_input"] = True
         return {"handler": WINDOW_HANDLER, "inputs": {stream: extractor}, "params": params}
 
     def pane_time_fields(self) -> dict[str, int]:
         """The pane row's columns that are its event time (its window's last instant)
         plus a constant."""
+        if self.window.kind == "GLOBAL":
+            return {}
         fields = {"window_time": 0, "window_end": 1}
         size = self.window.size_ms
         if size is not None:
@@ -343,4 +359,5 @@ def grouped_relation(
         time_column="window_time",
         pending=spec,
         time_fields=grouped.pane_time_fields(),
+        updating=grouped.window.kind == "GLOBAL",
     )

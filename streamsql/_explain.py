@@ -38,7 +38,13 @@ def _computation(name: str, spec: Mapping[str, Any]) -> list[str]:
         lines.append(f"  writes:  {params['output']}, keyed by {key}")
         lines.append("  state:   none; timers: none")
     elif handler == WINDOW_HANDLER:
-        lines.append(f"  window:  {params['window']} (event time)")
+        if params.get("updating"):
+            lines.append("  window:  none (a GROUP BY without one): a row per input row, "
+                         "updating the group's ($op: +I, -U, +U)")  # fmt: skip
+        else:
+            lines.append(f"  window:  {params['window']} (event time)")
+        if params.get("changelog_input"):
+            lines.append("  input:   an updating stream: its -U rows are taken back")
         if "aggregates" in params:
             arguments = params.get("arguments") or ["(the input's values)"] * len(
                 params["aggregates"]
@@ -59,8 +65,9 @@ def _computation(name: str, spec: Mapping[str, Any]) -> list[str]:
         merging = params["window"].startswith("session")
         lines.append("  state:   one accumulator per key and window (w:START/END)"
                      + ("; the key's live sessions" if merging else ""))  # fmt: skip
-        lines.append("  timers:  one per key and window at its end - 1 (event time), "
-                     "firing its row once the watermark passes it")  # fmt: skip
+        if not params.get("updating"):
+            lines.append("  timers:  one per key and window at its end - 1 (event time), "
+                         "firing its row once the watermark passes it")  # fmt: skip
     elif handler == JOIN_HANDLER:
         lines.extend(_join(params))
     return lines

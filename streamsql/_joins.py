@@ -45,6 +45,9 @@ def plan_join(
     base: str,
 ) -> Relation:
     """The pending join of ``sides`` (each named by its alias) under ``condition``."""
+    if any(side.updating for side in sides):
+        raise SqlError("JOIN of an updating input (a GROUP BY without a window's rows) is "
+                       "not supported yet")  # fmt: skip
     left, right = (_Side(r, tag, r.alias or tag) for r, tag in zip(sides, SIDES, strict=True))
     if left.alias == right.alias:
         raise SqlError(f"JOIN: both sides are called {left.alias!r}: give one an alias")
@@ -154,8 +157,9 @@ def _time_bound(node: exp.Expr, left: _Side, right: _Side) -> tuple[int | None, 
     if isinstance(node, exp.Between):
         low = _time_bound(exp.GTE(this=node.this, expression=node.args["low"]), left, right)
         high = _time_bound(exp.LTE(this=node.this, expression=node.args["high"]), left, right)
-        if low is None or high is None:
+        if low is None and high is None:
             return None
+        low, high = low or (None, None), high or (None, None)
         lowers = [b[0] for b in (low, high) if b[0] is not None]
         uppers = [b[1] for b in (low, high) if b[1] is not None]
         return (max(lowers) if lowers else None, min(uppers) if uppers else None)

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from millrace.streamsql._aggregates import (
     INSTANT,
+    UPDATING,
     GroupedSelect,
     WindowSpec,
     group_window,
@@ -31,6 +32,11 @@ from millrace.streamsql._expressions import flink_duration_ms, sql_text
 from millrace.streamsql._joins import HOW, plan_join
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import Stages
+
+_MIXED_UNION = (
+    "UNION ALL: the branches give different kinds of rows (one updating: a GROUP BY "
+    "without a window's)"
+)
 
 _SUPPORTED_CLAUSES = {
     "order": "ORDER BY",
@@ -136,8 +142,12 @@ class Planner:
         if not isinstance(query, exp.Query):
             raise SqlError(f"INSERT INTO {name}: SELECT ... expected")
         base = self.stages.name(sink.name)
+        updating: set[bool] = set()
         for n, branch in enumerate(_union_branches(query)):
             relation = self.query(branch, f"{base}_u{n}" if n else base)
+            updating.add(relation.updating)
+            if len(updating) > 1:
+                raise SqlError(_MIXED_UNION)
             if len(relation.columns) != len(sink.columns):
                 raise SqlError(
                     f"INSERT INTO {name}: the query gives {len(relation.columns)} columns, "
@@ -178,6 +188,8 @@ class Planner:
             relation = self.query(branch, f"{base}_u{n}")
             if first is not None and len(relation.columns) != len(first.columns):
                 raise SqlError("UNION ALL: the branches give different numbers of columns")
+            if first is not None and relation.updating != first.updating:
+                raise SqlError(_MIXED_UNION)
             names = list((first or relation).columns)
             written = self.stages.write(relation, stream, self.stages.name(f"{stream}_{n}"),
                                         names=names)  # fmt: skip
@@ -249,17 +261,14 @@ class Planner:
                 raise SqlError("GROUP BY: a group window over a window table function")
             grouped = GroupedSelect(relation, window, window_columns=True)
             plain = [k for k in keys if not _is_window_bound(k)]
-        elif not windows and any(_is_time(relation, k) for k in keys):
+        elif not windows and not relation.updating and any(_is_time(relation, k) for k in keys):
             grouped = GroupedSelect(relation, INSTANT, window_columns=False)
             plain = keys
         else:
-            if len(windows) != 1:
-                raise SqlError(
-                    "GROUP BY without a window (an updating aggregate) is not supported yet: "
-                    "group by a window (FROM TABLE(TUMBLE(...)) ... GROUP BY window_start, "
-                    "window_end, or GROUP BY TUMBLE(ts, INTERVAL ...))"
-                )
-            grouped = GroupedSelect(relation, windows[0], window_columns=False)
+            if len(windows) > 1:
+                raise SqlError("GROUP BY: one group window at most")
+            window = windows[0] if windows else UPDATING
+            grouped = GroupedSelect(relation, window, window_columns=False)
             plain = [k for k in keys if group_window(k) is None]
         for key in plain:
             _no_aggregates(key, "GROUP BY")

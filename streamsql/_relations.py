@@ -48,6 +48,9 @@ class Relation:
     """A join's columns by (table alias, name)."""
     ambiguous: frozenset[str] = frozenset()
     """A join's column names that both sides have (they must be qualified)."""
+    updating: bool = False
+    """Its rows update a result (a GROUP BY without a window's): each says what it
+    does in ``$op``."""
 
     def column_kind(self, name: str) -> str | None:
         """The kind of a visible column's values."""

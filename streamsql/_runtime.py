@@ -11,14 +11,15 @@ extractor gives) or, for several columns, the JSON array of their values.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
 
 from millrace.computations import JSON, Computation, Context, JsonSerde, Record
-from millrace.dataflow import Combined, Combiner, IntervalJoin, Pane, WindowedAggregation
+from millrace.dataflow import Combined, IntervalJoin, Pane, Timing, Window, WindowedAggregation
 from millrace.streamsql import _functions as F  # noqa: N812 - F. reads as SQL's functions
+from millrace.streamsql._aggregate_functions import SqlAggregates
 from millrace.streamsql._expressions import (
     compile_pair_function,
     compile_row_function,
@@ -33,6 +34,10 @@ KEY_FORMATS = ("string", "json", "array")
 column of any other kind as JSON text (``json``), several as a JSON array (``array``)."""
 
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
+OP = "$op"
+"""The field of an updating stream's rows saying what each does (Flink's row kinds)."""
+ROW_KINDS = ("+I", "-U", "+U", "-D")
+RETRACTIONS = ("-U", "-D")
 
 
 def group_key(values: Sequence[Any], key_format: str) -> bytes:
@@ -93,7 +98,7 @@ class SqlSelect(Computation):
 
     setup_at_load = True
     SETTINGS = frozenset({
-        "output", "columns", "where", "key", "key_format", "time_column", "shape",
+        "output", "columns", "where", "key", "key_format", "time_column", "shape", "changelog",
     })  # fmt: skip
 
     def setup(self, params: Mapping[str, Any]) -> None:
@@ -117,6 +122,7 @@ class SqlSelect(Computation):
         if shape not in ("row", "values"):
             raise ValueError(f"shape {shape!r}: expected row or values")
         self._as_values = shape == "values"
+        self._changelog = params.get("changelog") is True
 
     def process_record(self, ctx: Context, record: Record) -> None:
         row = _row_of(record)
@@ -125,101 +131,10 @@ class SqlSelect(Computation):
         if out is None:
             return
         key = record.key if self._key is None else group_key(self._key(row, t), self._key_format)
+        if self._changelog:  # an updating stream's rows keep what they do
+            out[OP] = row.get(OP)
         value = _ROWS.dumps(list(out.values()) if self._as_values else out)
         ctx.produce(self.output, key, value, t)
-
-
-class SqlAggregates(Combiner):
-    """SQL's aggregate functions over one row's arguments each (a JSON array, one item
-    per aggregate): ``count_star``, ``count``, ``count_distinct``, ``sum``, ``min``,
-    ``max``, ``avg``; NULL arguments are skipped (``COUNT(*)`` counts every row), and an
-    aggregate of no value is NULL (a count is 0)."""
-
-    json_values = True
-    numeric = False
-    plain_accumulator = True
-    KINDS = ("count_star", "count", "count_distinct", "sum", "min", "max", "avg")
-
-    def __init__(self, kinds: Sequence[str]) -> None:
-        wrong = [k for k in kinds if k not in self.KINDS]
-        if wrong or not kinds:
-            raise ValueError(f"aggregates {list(kinds)!r}: each one of {', '.join(self.KINDS)}")
-        self.kinds = tuple(kinds)
-
-    def checked(self, value: Any) -> Any:
-        if not isinstance(value, list) or len(value) != len(self.kinds):
-            raise ValueError(f"expected {len(self.kinds)} aggregate arguments, got {value!r}")
-        return value
-
-    def create(self) -> list[Any]:
-        return [_EMPTY[k]() for k in self.kinds]
-
-    def add(self, accumulator: list[Any], value: Any) -> list[Any]:
-        return [_ADD[k](a, v) for k, a, v in zip(self.kinds, accumulator, value, strict=True)]
-
-    def merge(self, left: list[Any], right: list[Any]) -> list[Any]:
-        return [_MERGE[k](a, b) for k, a, b in zip(self.kinds, left, right, strict=True)]
-
-    def result(self, accumulator: list[Any]) -> list[Any]:
-        return [_RESULT.get(k, _same)(a) for k, a in zip(self.kinds, accumulator, strict=True)]
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _sum(a: Any, v: Any) -> Any:
-    if v is None:
-        return a
-    v = F._number(v, "SUM")
-    return v if a is None else a + v
-
-
-def _min(a: Any, v: Any) -> Any:
-    return v if a is None or (v is not None and F.lt(v, a)) else a
-
-
-def _max(a: Any, v: Any) -> Any:
-    return v if a is None or (v is not None and F.gt(v, a)) else a
-
-
-def _avg(a: list[Any], v: Any) -> list[Any]:
-    return a if v is None else [a[0] + F._number(v, "AVG"), a[1] + 1]
-
-
-def _distinct(a: dict[str, int], v: Any) -> dict[str, int]:
-    if v is not None:
-        a[json.dumps(v, sort_keys=True)] = 1
-    return a
-
-
-_Fold = Callable[[Any, Any], Any]
-_EMPTY: dict[str, Callable[[], Any]] = {
-    "count_star": lambda: 0, "count": lambda: 0, "count_distinct": dict, "sum": lambda: None,
-    "min": lambda: None, "max": lambda: None, "avg": lambda: [0, 0],
-}  # fmt: skip
-_ADD: dict[str, _Fold] = {
-    "count_star": lambda a, v: a + 1,
-    "count": lambda a, v: a if v is None else a + 1,
-    "count_distinct": _distinct,
-    "sum": _sum,
-    "min": _min,
-    "max": _max,
-    "avg": _avg,
-}
-_MERGE: dict[str, _Fold] = {
-    "count_star": lambda a, b: a + b,
-    "count": lambda a, b: a + b,
-    "count_distinct": lambda a, b: {**a, **b},
-    "sum": lambda a, b: a if b is None else _sum(a, b),
-    "min": _min,
-    "max": _max,
-    "avg": lambda a, b: [a[0] + b[0], a[1] + b[1]],
-}
-_RESULT: dict[str, Callable[[Any], Any]] = {
-    "count_distinct": len,
-    "avg": lambda a: None if a[1] == 0 else a[0] / a[1],
-}
 
 
 class SqlWindowAggregate(WindowedAggregation):
@@ -231,11 +146,17 @@ class SqlWindowAggregate(WindowedAggregation):
 
     The aggregates are the built-in combiners of one column (``aggregate``, ``field``:
     folded natively, per batch) or SQL's (``aggregates``: their kinds, over
-    ``arguments``, SQL expressions of the input row)."""
+    ``arguments``, SQL expressions of the input row).
+
+    ``updating``: a ``GROUP BY`` without a window (one global window, a row per input
+    row): each row written says what it does to the result in ``$op`` (Flink's row
+    kinds: ``+I`` a group's first row, ``-U`` the retraction of its previous one,
+    ``+U`` the row replacing it); ``changelog_input``: its input is such a stream (a
+    ``-U`` row is taken back)."""
 
     SETTINGS = WindowedAggregation.SETTINGS | {
         "group", "key_format", "columns", "having", "aggregates", "arguments", "results",
-        "output_key", "output_key_format",
+        "output_key", "output_key_format", "updating", "changelog_input",
     }  # fmt: skip
 
     def setup(self, params: Mapping[str, Any]) -> None:
@@ -264,8 +185,29 @@ class SqlWindowAggregate(WindowedAggregation):
         columns = _columns(params, "columns")
         having = params.get("having") or None
         self._pane_row = compile_row_function(columns, where=having, time_column="window_time")
-        if having is None and self._key is None:
+        self._updating = params.get("updating") is True
+        self._changelog_input = params.get("changelog_input") is True
+        if self._changelog_input:
+            self.vectorized = False
+            if not self.aggregate.retractable:
+                raise ValueError("MIN and MAX of an updating input are not supported yet "
+                                 "(they cannot take a retracted row back)")  # fmt: skip
+        if having is None and self._key is None and not self._updating:
             self.native_row = self._row_layout(columns)
+
+    def _input(self, record: Record, *, parse: bool) -> tuple[Any, bool, Any]:
+        if not self._changelog_input:
+            return super()._input(record, parse=parse)
+        body = _row_of(record)
+        op = body.get(OP)
+        if op not in ROW_KINDS:
+            raise F.SqlRuntimeError(f"a row of an updating stream has {OP} {op!r}")
+        return self._value_of(body), op in RETRACTIONS, body
+
+    def _emit(self, ctx: Context, window: Window, state: dict[str, Any], timing: Timing) -> None:
+        if self._updating and timing is Timing.ON_TIME and not state["since"]:
+            return  # the end of input: nothing changed since the group's last row
+        super()._emit(ctx, window, state, timing)
 
     def _row_layout(self, columns: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
         """The layout the native pane writer writes the rows in, when every column is
@@ -319,6 +261,8 @@ class SqlWindowAggregate(WindowedAggregation):
         out = self._pane_row(row, pane.window.last_ms)
         if out is None:
             return None
+        if self._updating:
+            out[OP] = "-U" if pane.retraction else "+U" if pane.index else "+I"
         key = pane.key if self._key is None else group_key(self._key(out, 0), self._key_format_out)
         return key, _ROWS.dumps(out)
 

@@ -94,6 +94,8 @@ class Stages:
                 params["where"] = sql_text(where)
             if relation.time_column is not None:
                 params["time_column"] = relation.time_column
+            if relation.updating:
+                params["changelog"] = True
             if key:
                 params["key"] = [sql_text(relation.resolve(k)) for k in key]
                 params["key_format"] = key_format
@@ -114,6 +116,7 @@ class Stages:
             ),
             time_column=next((n for n, offset in offsets.items() if offset == 0), None),
             time_fields=offsets,
+            updating=relation.updating,
         )
 
     def materialized(self, relation: Relation, base: str) -> Relation:

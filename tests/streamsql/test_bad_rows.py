@@ -52,7 +52,7 @@ def test_a_projection_dead_letters_each_bad_row_with_its_reason() -> None:
 
 
 def test_a_window_aggregation_keeps_exact_results_around_bad_rows() -> None:
-    harness, out, name = run(
+    harness, out, _ = run(
         "CREATE TABLE o (k BIGINT, total BIGINT, q BIGINT) WITH ('stream' = 'out');"
         "INSERT INTO o SELECT k, SUM(a), MAX(a / b) FROM TABLE(TUMBLE(TABLE t, "
         "DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY k, window_start, window_end;"

@@ -161,3 +161,30 @@ def test_q8_finds_new_users_who_opened_an_auction_in_their_first_window(
     }
     got = run_sql("q8", EVENTS, crash_every=crash_every)
     assert got and rows(got) == rows([{"id": i, "name": n, "stime": s} for i, n, s in expected])
+
+
+def latest(changelog: list[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
+    """The table an updating stream's rows leave (Flink's row kinds in ``$op``)."""
+    table: dict[Any, dict[str, Any]] = {}
+    for row in changelog:
+        op = row.pop("$op")
+        if op in ("+I", "+U"):
+            table[row[key]] = row
+        else:
+            assert table.pop(row[key]) == row, "a retraction takes back the row written"
+    return table
+
+
+@pytest.mark.parametrize("crash_every", [0, 89])
+def test_q4_averages_each_categorys_winning_bids(crash_every: int) -> None:
+    auctions = {a["id"]: a for a in of("auctions", EVENTS)}
+    winning: dict[int, int] = {}
+    for b in bids(EVENTS):
+        a = auctions.get(b["auction"])
+        if a is not None and a["dateTime"] <= b["dateTime"] <= a["expires"]:
+            winning[a["id"]] = max(winning.get(a["id"], 0), b["price"])
+    per_category: dict[int, list[int]] = defaultdict(list)
+    for auction, final in winning.items():
+        per_category[auctions[auction]["category"]].append(final)
+    expected = {c: {"id": c, "final": int(sum(f) / len(f))} for c, f in per_category.items()}
+    assert latest(run_sql("q4", EVENTS, crash_every=crash_every), "id") == expected
