@@ -90,9 +90,9 @@ class WindowedAggregation(Computation):
     cannot emit (same state and outputs as one record at a time; False: always one
     at a time, for comparison)."""
     native_row: list[tuple[str, str]] | None = None
-    """For a subclass that writes its panes in a shape of its own (:meth:`pane_record`):
+    """For a subclass that writes its panes in a shape of its own (:meth:`pane_records`):
     the JSON object its on-time panes are written natively as, when that is what
-    :meth:`pane_record` writes (``millrace.dataplane.on_time_panes``'s ``row``)."""
+    :meth:`pane_records` writes (``millrace.dataplane.on_time_panes``'s ``row``)."""
     input_panes: bool = False
     """The input is another aggregation's output (``Pane`` values): each pane's value is
     aggregated, and a retraction subtracts what it retracts (``Combiner.retract``), so a
@@ -335,9 +335,8 @@ class WindowedAggregation(Computation):
         result = self.aggregate.result(state["acc"])
         key, index = ctx.key, state["pane"]
         self._retract_last(ctx, window, state)
-        output = self.pane_record(Pane(key, window, index, timing, result))
-        if output is not None:
-            ctx.produce(self.output, output[0], output[1], window.last_ms)
+        for out_key, value in self.pane_records(Pane(key, window, index, timing, result)):
+            ctx.produce(self.output, out_key, value, window.last_ms)
         state["pane"] = index + 1
         state["since"] = 0
         if self.accumulation is Accumulation.DISCARDING:
@@ -348,15 +347,15 @@ class WindowedAggregation(Computation):
     @property
     def native_panes(self) -> bool:
         """Whether on-time panes may be written natively: unless a subclass writes them
-        in a shape of its own (:meth:`pane_record`)."""
-        return type(self).pane_record is WindowedAggregation.pane_record
+        in a shape of its own (:meth:`pane_records`)."""
+        return type(self).pane_records is WindowedAggregation.pane_records
 
-    def pane_record(self, pane: Pane) -> tuple[bytes, bytes] | None:
-        """The output record's key and value for ``pane`` (None: no record for it).
-        Default: the pane's key, and the pane in format version 1 (``dataflow/_panes.py``).
-        A subclass that writes its panes in a shape of its own overrides this; its
-        on-time panes are then made here rather than natively."""
-        return pane.key, pane.encode()
+    def pane_records(self, pane: Pane) -> Sequence[tuple[bytes, bytes]]:
+        """The output records' keys and values for ``pane`` (none, one or several).
+        Default: one, the pane's key and the pane in format version 1
+        (``dataflow/_panes.py``). A subclass that writes its panes in a shape of its own
+        overrides this; its on-time panes are then made here rather than natively."""
+        return ((pane.key, pane.encode()),)
 
     def _retract_last(self, ctx: Context, window: Window, state: dict[str, Any]) -> None:
         """In retracting mode, the retraction of the window's last pane (if any)."""
@@ -365,6 +364,5 @@ class WindowedAggregation(Computation):
                 ctx.key, window, state["pane"] - 1, Timing(state["last_timing"]),
                 state["last"], True,
             )  # fmt: skip
-            output = self.pane_record(retracted)
-            if output is not None:
-                ctx.produce(self.output, output[0], output[1], window.last_ms)
+            for out_key, value in self.pane_records(retracted):
+                ctx.produce(self.output, out_key, value, window.last_ms)

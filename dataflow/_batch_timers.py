@@ -70,14 +70,14 @@ def fire_on_time(
         left_keys.update(keys[j] for j in left)
     produced = list(fired)
     output_keys = [keys[j] for j in fired]
-    for j, output, state in _on_time_in_python(
+    for j, outputs, state in _on_time_in_python(
         agg, keys=keys, windows=windows, raws=raws, which=python, left_keys=left_keys
     ):
         fired.append(j)
-        if output is not None:  # None: the computation writes no record for this pane
+        for out_key, value in outputs:  # the records the computation writes for the pane
             produced.append(j)
-            output_keys.append(output[0])
-            panes.append(output[1])
+            output_keys.append(out_key)
+            panes.append(value)
             times.append(Window.from_tag(windows[j]).last_ms)
         if lateness:
             kept.append(state)
@@ -100,10 +100,10 @@ def _on_time_in_python(
     raws: list[bytes | None],
     which: Iterable[int],
     left_keys: set[bytes],
-) -> Iterator[tuple[int, tuple[bytes, bytes] | None, bytes]]:
-    """``(j, (key, value) of the pane's record, state after)`` of the on-time timers
-    ``which`` that fire, as ``process_timer`` makes them (the state as kept for late
-    records; no record when the computation writes none for the pane)."""
+) -> Iterator[tuple[int, Sequence[tuple[bytes, bytes]], bytes]]:
+    """``(j, (key, value) of each of the pane's records, state after)`` of the on-time
+    timers ``which`` that fire, as ``process_timer`` makes them (the state as kept for
+    late records)."""
     serde, combiner = agg.state_serde, agg.aggregate
     for j in which:
         raw = raws[j]
@@ -115,7 +115,7 @@ def _on_time_in_python(
             continue
         window = Window.from_tag(windows[j])
         result = combiner.result(state["acc"])
-        pane = agg.pane_record(Pane(keys[j], window, state["pane"], Timing.ON_TIME, result))
+        pane = agg.pane_records(Pane(keys[j], window, state["pane"], Timing.ON_TIME, result))
         state["pane"] += 1  # as _emit and process_timer leave it
         state["since"] = 0
         if agg.accumulation is Accumulation.DISCARDING:

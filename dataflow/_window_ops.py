@@ -7,6 +7,7 @@ that ``_aggregation.py`` imports them and nothing imports it back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from millrace.computations import Context, Record, Serde
@@ -59,8 +60,8 @@ class WindowOps(Protocol):
         """In retracting mode, retract ``window``'s last pane."""
         ...
 
-    def pane_record(self, pane: Pane) -> tuple[bytes, bytes] | None:
-        """The output record's key and value for a pane (None: no record)."""
+    def pane_records(self, pane: Pane) -> Sequence[tuple[bytes, bytes]]:
+        """The output records' keys and values for a pane."""
         ...
 
     @property

@@ -32,6 +32,7 @@ from millrace.streamsql._expressions import flink_duration_ms, sql_text
 from millrace.streamsql._joins import HOW, plan_join
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import Stages
+from millrace.streamsql._top_n import plan_top_n, row_number_item, top_n_item_name
 
 _MIXED_UNION = (
     "UNION ALL: the branches give different kinds of rows (one updating: a GROUP BY "
@@ -205,8 +206,14 @@ class Planner:
         source = select.args.get("from_")
         if source is None:
             raise SqlError("SELECT without FROM is not supported")
-        relation, window = self._from(source.this, base)
         where = select.args.get("where")
+        top_n = _ranked_subquery(source.this)
+        if top_n is not None and not select.args.get("joins"):
+            relation, rest = self._top_n(source.this, top_n, where, base)
+            window = None
+            where = exp.Where(this=rest) if rest is not None else None
+        else:
+            relation, window = self._from(source.this, base)
         if select.args.get("joins"):
             relation, where = self._join(relation, window, select, base)
         if where is not None:
@@ -312,6 +319,40 @@ class Planner:
                            ttl_ms=self.state_ttl_ms, base=base)  # fmt: skip
         return joined, where
 
+    def _top_n(
+        self,
+        subquery: exp.Subquery,
+        found: tuple[int, exp.Window],
+        where: exp.Where | None,
+        base: str,
+    ) -> tuple[Relation, exp.Expr | None]:
+        """A Top-N subquery (its ROW_NUMBER item) and the outer WHERE left after it."""
+        inner = subquery.this
+        position, over = found
+        rownum = top_n_item_name(inner, position)
+        rest = inner.copy()
+        rest.set("expressions", [e for i, e in enumerate(inner.expressions) if i != position])
+        outer_where = where.this if where is not None else None
+        source = inner.args["from_"].this
+        if _is_window_function(source) and rest.args.get("group") is None:
+            # Ranked straight over a window table function's rows: the window's own
+            # aggregation ranks them, its bounds are the pane's.
+            ranked, window = self._from(source, base)
+            if rest.args.get("where") is not None:
+                ranked = ranked.filtered(rest.args["where"].this)
+            if rest.args.get("joins"):
+                raise SqlError("ROW_NUMBER() over a join of a window function: not supported")
+            relation, remaining = plan_top_n(
+                self.stages, ranked, over, rownum=rownum, where=outer_where, base=base,
+                window=window, items=self._items(rest, ranked, window),
+            )  # fmt: skip
+        else:
+            ranked = self.query(rest, f"{base}_top")
+            relation, remaining = plan_top_n(
+                self.stages, ranked, over, rownum=rownum, where=outer_where, base=base
+            )
+        return relation.named(subquery.alias or None), remaining
+
     # -- FROM ---------------------------------------------------------------------
 
     def _from(self, node: exp.Expr, base: str) -> tuple[Relation, WindowSpec | None]:
@@ -376,6 +417,16 @@ def _as_sink_types(relation: Relation, sink: Table) -> Relation:
     return replace(relation, columns=columns)
 
 
+def _is_window_function(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous)
+
+
+def _ranked_subquery(node: exp.Expr) -> tuple[int, exp.Window] | None:
+    if isinstance(node, exp.Subquery):
+        return row_number_item(node.this)
+    return None
+
+
 def _is_time(relation: Relation, node: exp.Expr) -> bool:
     """Whether ``node`` is a column holding the event time plus a constant."""
     try:
@@ -399,6 +450,9 @@ def _no_nested_queries(select: exp.Select) -> None:
     parts = [*select.expressions, select.args.get("where"), select.args.get("having")]
     for part in filter(None, parts):
         window = part.find(exp.Window)
+        if window is not None and isinstance(window.this, exp.RowNumber):
+            raise SqlError(f"{sql_text(window)}: ROW_NUMBER() is supported as a Top-N only: "
+                           "in a subquery, with WHERE rownum <= N around it")  # fmt: skip
         if window is not None:
             raise SqlError(f"{sql_text(window)}: OVER (...) aggregates are not supported yet "
                            "(group by a window instead)")  # fmt: skip

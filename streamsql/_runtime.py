@@ -17,7 +17,15 @@ from typing import Any
 from sqlglot import exp
 
 from millrace.computations import JSON, Computation, Context, JsonSerde, Record
-from millrace.dataflow import Combined, IntervalJoin, Pane, Timing, Window, WindowedAggregation
+from millrace.dataflow import (
+    Combined,
+    IntervalJoin,
+    Pane,
+    Timing,
+    TopN,
+    Window,
+    WindowedAggregation,
+)
 from millrace.streamsql import _functions as F  # noqa: N812 - F. reads as SQL's functions
 from millrace.streamsql._aggregate_functions import SqlAggregates
 from millrace.streamsql._expressions import (
@@ -38,6 +46,10 @@ OP = "$op"
 """The field of an updating stream's rows saying what each does (Flink's row kinds)."""
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 RETRACTIONS = ("-U", "-D")
+SCORE = "$score"
+"""A top-N's row's rank score (its ORDER BY value, negated when ascending)."""
+ROW_NUMBER = "$rownum"
+"""A top-N's row's place in its partition, from 1 (``ROW_NUMBER()``)."""
 
 
 def group_key(values: Sequence[Any], key_format: str) -> bytes:
@@ -156,7 +168,8 @@ class SqlWindowAggregate(WindowedAggregation):
 
     SETTINGS = WindowedAggregation.SETTINGS | {
         "group", "key_format", "columns", "having", "aggregates", "arguments", "results",
-        "output_key", "output_key_format", "updating", "changelog_input",
+        "output_key", "output_key_format", "updating", "changelog_input", "top_n", "order",
+        "descending", "carry",
     }  # fmt: skip
 
     def setup(self, params: Mapping[str, Any]) -> None:
@@ -169,6 +182,16 @@ class SqlWindowAggregate(WindowedAggregation):
         if kinds:
             self.aggregate = SqlAggregates(kinds)
             self.vectorized = False
+        self._top_n = params.get("top_n")
+        if self._top_n is not None:  # ROW_NUMBER() <= n: the rows themselves, ranked
+            if not isinstance(self._top_n, int) or isinstance(self._top_n, bool):
+                raise ValueError(f"top_n {self._top_n!r}: expected a number of rows")
+            self.aggregate = TopN(self._top_n, SCORE, ties=False)
+            self.vectorized = False
+            self._carry = compile_row_function(_columns(params, "carry"))
+            [order] = _strings(params, "order") or ["NULL"]
+            self._order = compile_values([order])
+            self._sign = 1 if params.get("descending") is True else -1
         super().setup({k: v for k, v in params.items() if k in WindowedAggregation.SETTINGS})
         self._group = _strings(params, "group")
         self._key_format = str(params.get("key_format", "json"))
@@ -192,7 +215,7 @@ class SqlWindowAggregate(WindowedAggregation):
             if not self.aggregate.retractable:
                 raise ValueError("MIN and MAX of an updating input are not supported yet "
                                  "(they cannot take a retracted row back)")  # fmt: skip
-        if having is None and self._key is None and not self._updating:
+        if having is None and self._key is None and not self._updating and self._top_n is None:
             self.native_row = self._row_layout(columns)
 
     def _input(self, record: Record, *, parse: bool) -> tuple[Any, bool, Any]:
@@ -242,22 +265,38 @@ class SqlWindowAggregate(WindowedAggregation):
         return super().handles_timer_batches() and self._key is None
 
     def _value_of(self, body: Any) -> Any:
+        if self._top_n is not None:
+            if not isinstance(body, dict):
+                raise F.SqlRuntimeError(f"a row is a JSON object, not {body!r}")
+            row = self._carry(body, 0)
+            assert row is not None  # no condition
+            [score] = self._order(body, 0)
+            row[SCORE] = self._sign * F._number(score, "ORDER BY")
+            return row
         if self._arguments is None:
             return super()._value_of(body)
         if not isinstance(body, dict):
             raise F.SqlRuntimeError(f"a row is a JSON object, not {body!r}")
         return self._arguments(body, 0)
 
-    def pane_record(self, pane: Pane) -> tuple[bytes, bytes] | None:
-        """The pane as the SQL row (None when ``having`` is not TRUE), keyed by the
-        group (or by ``key``: SQL expressions over the row, for a join downstream)."""
+    def pane_records(self, pane: Pane) -> Sequence[tuple[bytes, bytes]]:
+        """The pane as the SQL row (none when ``having`` is not TRUE; a top-N's rows
+        ranked, one record each), keyed by the group (or by ``key``: SQL expressions
+        over the row, for a join downstream)."""
         row: dict[str, Any] = dict(
             zip(self._group, group_values(pane.key, self._key_format, len(self._group)),
                 strict=True)
         )  # fmt: skip
         row["window_start"], row["window_end"] = pane.window.start, pane.window.end
+        if self._top_n is not None:
+            ranked = [{**row, **item, ROW_NUMBER: rank} for rank, item in enumerate(pane.value, 1)]
+            return [r for r in map(lambda x: self._record(pane, x), ranked) if r is not None]
         for i, value in enumerate(self._aggregate_values(pane.value)):
             row[f"$agg{i}"] = value
+        found = self._record(pane, row)
+        return () if found is None else (found,)
+
+    def _record(self, pane: Pane, row: dict[str, Any]) -> tuple[bytes, bytes] | None:
         out = self._pane_row(row, pane.window.last_ms)
         if out is None:
             return None

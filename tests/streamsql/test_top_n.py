@@ -1,0 +1,119 @@
+"""Window Top-N (``ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY
+...)`` with ``WHERE rownum <= N`` around it) over arbitrary rows, with crashes: the N
+best rows of each window, ranked, ties broken by the rows' canonical JSON text (so
+the ranking does not depend on arrival order), against a plain-Python ranking."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from millrace.computations import MAX_TIME, Topology
+from millrace.computations.testing import TestHarness
+from millrace.streamsql import SqlError, compile_sql
+
+TABLES = """
+CREATE TABLE bid (auction BIGINT NOT NULL, price BIGINT NOT NULL, ts TIMESTAMP(3),
+                  WATERMARK FOR ts AS ts) WITH ('stream' = 'bids');
+"""
+Row = dict[str, Any]
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def run(sql: str, rows: list[Row], crash_every: int = 0) -> list[Row]:
+    harness = TestHarness(Topology.from_dict(compile_sql(TABLES + sql).topology))
+    for i, row in enumerate(rows, 1):
+        harness.feed("bids", b"", json.dumps(row).encode(), row["ts"])
+        if crash_every and i % crash_every == 0:
+            harness.step()
+            harness.crash()
+    harness.run()
+    harness.advance_watermark(MAX_TIME)
+    return [json.loads(r.value) for r in harness.outputs("out")]
+
+
+rows_strategy = st.lists(
+    st.fixed_dictionaries(
+        {"auction": st.integers(0, 4), "price": st.integers(0, 9), "ts": st.integers(0, 30_000)}
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows_strategy, st.sampled_from([0, 6]), st.sampled_from(["DESC", "ASC"]))
+def test_the_best_bids_of_each_window(rows: list[Row], crash_every: int, order: str) -> None:
+    sql = f"""
+    CREATE TABLE o (ws TIMESTAMP(3), auction BIGINT, price BIGINT, n BIGINT)
+        WITH ('stream' = 'out');
+    INSERT INTO o
+    SELECT window_start, auction, price, rownum FROM (
+        SELECT window_start, window_end, auction, price,
+               ROW_NUMBER() OVER (PARTITION BY window_start, window_end
+                                  ORDER BY price {order}) AS rownum
+        FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+    ) WHERE rownum <= 3;
+    """
+    sign = 1 if order == "DESC" else -1
+    windows: dict[int, list[Row]] = defaultdict(list)
+    for r in rows:
+        start = r["ts"] - r["ts"] % 10_000
+        windows[start].append({"window_start": start, "window_end": start + 10_000,
+                               "auction": r["auction"], "price": r["price"],
+                               "$score": sign * r["price"]})  # fmt: skip
+    expected = []
+    for start, items in windows.items():
+        items.sort(key=lambda item: (-item["$score"], canonical(item)))
+        for rank, item in enumerate(items[:3], 1):
+            expected.append({"ws": start, "auction": item["auction"], "price": item["price"],
+                             "n": rank})  # fmt: skip
+    got = run(sql, rows, crash_every)
+    assert sorted(map(canonical, got)) == sorted(map(canonical, expected))
+
+
+def test_a_top_n_needs_its_limit_and_a_window() -> None:
+    inner = ("SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price "
+             "DESC) AS rownum FROM bid")  # fmt: skip
+    sink = "CREATE TABLE o (a BIGINT, p BIGINT) WITH ('stream' = 'out'); INSERT INTO o "
+    with pytest.raises(SqlError, match="needs WHERE rownum <= N"):
+        compile_sql(TABLES + sink + f"SELECT auction, price FROM ({inner})")
+    with pytest.raises(SqlError, match="must include a window's bounds"):
+        compile_sql(TABLES + sink + f"SELECT auction, price FROM ({inner}) WHERE rownum <= 2")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows_strategy, st.sampled_from([0, 5]))
+def test_the_auctions_with_the_most_bids_of_each_window(rows: list[Row], crash_every: int) -> None:
+    sql = """
+    CREATE TABLE o (ws TIMESTAMP(3), auction BIGINT, n BIGINT, r BIGINT) WITH ('stream' = 'out');
+    INSERT INTO o
+    SELECT window_start, auction, n, rownum FROM (
+        SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end
+                                     ORDER BY n DESC) AS rownum
+        FROM (SELECT window_start, window_end, auction, COUNT(*) AS n
+              FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+              GROUP BY window_start, window_end, auction)
+    ) WHERE rownum <= 2;
+    """
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for r in rows:
+        counts[(r["ts"] - r["ts"] % 10_000, r["auction"])] += 1
+    windows: dict[int, list[Row]] = defaultdict(list)
+    for (start, auction), n in counts.items():
+        windows[start].append({"window_start": start, "window_end": start + 10_000,
+                               "auction": auction, "n": n, "$score": n})  # fmt: skip
+    expected = []
+    for start, items in windows.items():
+        items.sort(key=lambda item: (-item["$score"], canonical(item)))
+        for rank, item in enumerate(items[:2], 1):
+            expected.append({"ws": start, "auction": item["auction"], "n": item["n"], "r": rank})
+    got = run(sql, rows, crash_every)
+    assert sorted(map(canonical, got)) == sorted(map(canonical, expected))
