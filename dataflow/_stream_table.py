@@ -248,13 +248,19 @@ class TableJoin(Computation):
     def _emit(self, ctx: Context, value: Any, found: bool, row: Any, t: int) -> None:
         if not found and not self.left_join:
             return
+        encoded = self.joined_value(ctx.key, from_json_bytes(value), row if found else None)
+        if encoded is not None:
+            ctx.produce(self.output, ctx.key, encoded, t)
+
+    def joined_value(self, key: bytes, record: bytes, row: Any) -> bytes | None:
+        """The output value of a record (its value's bytes) joined with its key's
+        ``row`` (None: no row, in a left join); None: no output. Default: the format
+        above (``output_version``). A subclass writing its own shape overrides it."""
         if self.output_version == 1:
-            body = {"v": 1, "key": json_bytes(ctx.key), "record": value, "row": row}
+            body = {"v": 1, "key": json_bytes(key), "record": json_bytes(record), "row": row}
         else:
-            record = embedded(from_json_bytes(value), "record")
-            body = {"v": 2, "key": json_bytes(ctx.key), **record, "row": row}
-        encoded = json_output(body)
-        ctx.produce(self.output, ctx.key, encoded, t)
+            body = {"v": 2, "key": json_bytes(key), **embedded(record, "record"), "row": row}
+        return json_output(body)
 
 
 def _migrate(ctx: Context) -> None:

@@ -23,7 +23,13 @@ from millrace.streamsql._errors import SqlError
 from millrace.streamsql._explain import explain
 from millrace.streamsql._functions import SqlRuntimeError
 from millrace.streamsql._planner import Planner, parse_statements
-from millrace.streamsql._runtime import SqlJoin, SqlSelect, SqlWindowAggregate, no_key
+from millrace.streamsql._runtime import (
+    SqlJoin,
+    SqlSelect,
+    SqlTemporalJoin,
+    SqlWindowAggregate,
+    no_key,
+)
 
 __all__ = [
     "SqlError",
@@ -31,6 +37,7 @@ __all__ = [
     "SqlPipeline",
     "SqlRuntimeError",
     "SqlSelect",
+    "SqlTemporalJoin",
     "SqlWindowAggregate",
     "compile_sql",
     "no_key",

@@ -19,6 +19,9 @@ from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import interval_ms, type_kind
 
 TABLE_OPTIONS = ("connector", "stream", "format")
+FORMATS = {"json": "upsert", "debezium-json": "debezium"}
+"""A table's formats: JSON rows (with a primary key: upserts, ``null`` deleting), or
+Debezium's change envelopes (a primary key needed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,12 @@ class Table:
     time_column: str | None = None
     """The ``WATERMARK FOR`` column: the records' event time."""
     watermark_delay_ms: int | None = None
+    primary_key: str | None = None
+    """A changelog table's key (``PRIMARY KEY (id) NOT ENFORCED``): its records are keyed
+    by it and carry its rows' changes."""
+    changelog: str = "upsert"
+    """How its records carry changes: ``upsert`` (the row; ``null`` deletes it) or
+    ``debezium`` (envelopes)."""
 
     def column(self, name: str) -> Column | None:
         """The column called ``name``, if any."""
@@ -64,11 +73,17 @@ def table_of(create: exp.Create) -> Table:
     name = schema.this.name
     columns: list[Column] = []
     time_column, delay = None, None
+    primary_key: str | None = None
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
             columns.append(_column(name, item))
         elif isinstance(item, exp.WatermarkColumnConstraint):
             time_column, delay = _watermark(name, item)
+        elif isinstance(item, exp.PrimaryKey):
+            keys = [k.name for k in item.expressions]
+            if len(keys) != 1 or primary_key is not None:
+                raise SqlError(f"CREATE TABLE {name}: a primary key of one column is supported")
+            primary_key = keys[0]
         else:
             raise SqlError(
                 f"CREATE TABLE {name}: {item.sql(dialect=Flink)} is not supported "
@@ -78,13 +93,20 @@ def table_of(create: exp.Create) -> Table:
         raise SqlError(f"CREATE TABLE {name}: a column is declared twice")
     if time_column is not None and not any(c.name == time_column for c in columns):
         raise SqlError(f"CREATE TABLE {name}: WATERMARK FOR {time_column}: no such column")
+    if primary_key is not None and not any(c.name == primary_key for c in columns):
+        raise SqlError(f"CREATE TABLE {name}: PRIMARY KEY ({primary_key}): no such column")
     options = _options(name, create)
+    changelog = FORMATS[options.get("format", "json")]
+    if changelog == "debezium" and primary_key is None:
+        raise SqlError(f"CREATE TABLE {name}: 'format' = 'debezium-json' needs a PRIMARY KEY")
     return Table(
         name=name,
         stream=options.get("stream", name),
         columns=tuple(columns),
         time_column=time_column,
         watermark_delay_ms=delay,
+        primary_key=primary_key,
+        changelog=changelog,
     )
 
 
@@ -142,6 +164,7 @@ def _options(table: str, create: exp.Create) -> dict[str, str]:
             f"CREATE TABLE {table}: connector {found['connector']!r}: a table is a Millrace "
             "stream ('connector' = 'millrace', or none; 'stream' names it)"
         )
-    if found.get("format", "json") != "json":
-        raise SqlError(f"CREATE TABLE {table}: format {found['format']!r}: rows are JSON objects")
+    if found.get("format", "json") not in FORMATS:
+        raise SqlError(f"CREATE TABLE {table}: format {found['format']!r}: one of "
+                       f"{', '.join(FORMATS)}")  # fmt: skip
     return found

@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from millrace.streamsql._stages import JOIN_HANDLER, SELECT_HANDLER, WINDOW_HANDLER
+from millrace.streamsql._stages import (
+    JOIN_HANDLER,
+    SELECT_HANDLER,
+    TEMPORAL_HANDLER,
+    WINDOW_HANDLER,
+)
 
 
 def explain(topology: Mapping[str, Any], sinks: list[str]) -> str:
@@ -70,6 +75,17 @@ def _computation(name: str, spec: Mapping[str, Any]) -> list[str]:
                          "firing its row once the watermark passes it")  # fmt: skip
     elif handler == JOIN_HANDLER:
         lines.extend(_join(params))
+    elif handler == TEMPORAL_HANDLER:
+        lines.append(f"  join:    {params['how']} temporal join of {params['stream']} ($l) with "
+                     f"the changelog table {params['table']} ($r, {params['changelog']}) as of "
+                     "each record's event time")  # fmt: skip
+        if "condition" in params:
+            lines.append(f"  where:   {params['condition']}")
+        lines.append("  rows:    " + ", ".join(f"{n} = {e}" for n, e in params["columns"]))
+        lines.append(f"  writes:  {params['output']}, keyed by the join's key")
+        lines.append("  state:   per key, the table's versions back to the watermark, and the "
+                     "records waiting for it")  # fmt: skip
+        lines.append("  timers:  one per waiting record's time (event time)")
     return lines
 
 

@@ -32,6 +32,7 @@ from millrace.streamsql._expressions import flink_duration_ms, sql_text
 from millrace.streamsql._joins import HOW, plan_join
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import Stages
+from millrace.streamsql._temporal import plan_temporal_join
 from millrace.streamsql._top_n import plan_top_n, row_number_item, top_n_item_name
 
 _MIXED_UNION = (
@@ -297,6 +298,8 @@ class Planner:
             raise SqlError("JOIN: a join of more than two tables is not supported yet "
                            "(join two in a view, then that with the third)")  # fmt: skip
         join = joins[0]
+        if join.this.args.get("version") is not None:
+            return self._temporal(left, window, join, select, base)
         right, right_window = self._from(join.this, base)
         if window is not None or right_window is not None:
             raise SqlError("JOIN: a window table function as a side of a join is not "
@@ -353,6 +356,36 @@ class Planner:
             )
         return relation.named(subquery.alias or None), remaining
 
+    def _temporal(
+        self,
+        left: Relation,
+        window: WindowSpec | None,
+        join: exp.Join,
+        select: exp.Select,
+        base: str,
+    ) -> tuple[Relation, exp.Where | None]:
+        """``JOIN t FOR SYSTEM_TIME AS OF s.ts``, and the WHERE left after it."""
+        versioned = join.this
+        version = versioned.args["version"]
+        name = versioned.name
+        table = self.tables.get(name)
+        if table is None or table.primary_key is None:
+            raise SqlError(f"JOIN {name} FOR SYSTEM_TIME AS OF: a table with a PRIMARY KEY "
+                           "(a changelog table) expected")  # fmt: skip
+        if window is not None or str(version.args.get("kind", "")).upper() != "AS OF":
+            raise SqlError("FOR SYSTEM_TIME AS OF s.ts, of a stream, expected")
+        how = HOW[str(join.args.get("side") or "").upper()]
+        where = select.args.get("where")
+        condition = join.args.get("on")
+        if how == "inner" and where is not None:
+            condition = where.this if condition is None else exp.and_(condition, where.this)
+            where = None
+        joined = plan_temporal_join(
+            self.stages, left, table, alias=versioned.alias or name, as_of=version.expression,
+            how=how, condition=condition, base=base,
+        )  # fmt: skip
+        return joined, where
+
     # -- FROM ---------------------------------------------------------------------
 
     def _from(self, node: exp.Expr, base: str) -> tuple[Relation, WindowSpec | None]:
@@ -388,6 +421,11 @@ class Planner:
     def _named(self, name: str, base: str) -> Relation:
         if name in self.tables:
             table = self.tables[name]
+            if table.primary_key is not None:
+                raise SqlError(
+                    f"{name} is a changelog table (PRIMARY KEY): it is read by a temporal "
+                    f"join only (JOIN {name} FOR SYSTEM_TIME AS OF s.ts)"
+                )
             return Relation(
                 stream=table.stream,
                 columns={c.name: exp.column(c.name, quoted=True) for c in table.columns},

@@ -21,6 +21,7 @@ from millrace.dataflow import (
     Combined,
     IntervalJoin,
     Pane,
+    TableJoin,
     Timing,
     TopN,
     Window,
@@ -368,3 +369,33 @@ class SqlJoin(IntervalJoin):
         t = max(x for x in (ta, tb) if x is not None)
         key = group_key(self._key(out, 0), self._key_format_out)
         return Record(self.output, key, value, t)
+
+
+class SqlTemporalJoin(TableJoin):
+    """``s JOIN t FOR SYSTEM_TIME AS OF s.ts ON s.k = t.pk``: a
+    :class:`~millrace.dataflow.TableJoin` in event time (each record meets the row its
+    key had at the record's time) whose output row (``columns``: SQL over the pair,
+    the record's columns qualified ``$l``, the row's ``$r``) and residual ``condition``
+    are SQL."""
+
+    SETTINGS = TableJoin.SETTINGS | {"columns", "condition"}
+
+    def setup(self, params: Mapping[str, Any]) -> None:
+        """The join's settings, then the SQL ones."""
+        own = {k: v for k, v in params.items() if k not in TableJoin.SETTINGS}
+        unknown = sorted(set(own) - self.SETTINGS)
+        if unknown:
+            raise ValueError(f"SqlTemporalJoin has no setting {unknown[0]!r}")
+        super().setup({k: v for k, v in params.items() if k in TableJoin.SETTINGS})
+        condition = params.get("condition") or None
+        self._pair = compile_pair_function(_columns(params, "columns"), where=condition)
+
+    def joined_value(self, key: bytes, record: bytes, row: Any) -> bytes | None:
+        """The pair's SQL row (None when ``condition`` is not TRUE)."""
+        left = JSON.loads(record)
+        if not isinstance(left, dict):
+            raise F.SqlRuntimeError(f"a row is a JSON object, not {left!r}")
+        if row is not None and not isinstance(row, dict):
+            raise F.SqlRuntimeError(f"a table's row is a JSON object, not {row!r}")
+        out = self._pair(left, row, None, None)
+        return None if out is None else _ROWS.dumps(out)

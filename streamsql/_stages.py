@@ -18,6 +18,7 @@ from millrace.streamsql._relations import Relation
 SELECT_HANDLER = "millrace.streamsql:SqlSelect"
 WINDOW_HANDLER = "millrace.streamsql:SqlWindowAggregate"
 JOIN_HANDLER = "millrace.streamsql:SqlJoin"
+TEMPORAL_HANDLER = "millrace.streamsql:SqlTemporalJoin"
 NO_KEY = "py:millrace.streamsql:no_key"
 
 
@@ -149,6 +150,8 @@ def _pending_filter(spec: dict[str, Any], where: exp.Expr) -> dict[str, str]:
     inner join's ``condition`` (ANDed with its own)."""
     if spec["handler"] == WINDOW_HANDLER:
         return {"having": sql_text(where)}
+    if spec["handler"] == TEMPORAL_HANDLER and spec["params"].get("how") != "inner":
+        raise SqlError("a WHERE over a LEFT temporal join's rows is not supported yet")
     if spec["params"].get("how", "inner") != "inner":
         raise SqlError("a WHERE over an outer join's rows is not supported yet (put the "
                        "condition in ON, or filter in an outer query over its sink)")  # fmt: skip
