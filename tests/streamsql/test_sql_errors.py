@@ -51,3 +51,11 @@ def test_the_sql_api_is_pinned() -> None:
 def test_a_parse_error_says_where() -> None:
     with pytest.raises(SqlError, match="cannot parse the SQL"):
         compile_sql("INSERT INTO o SELEC auction FROM bid")
+
+
+def test_the_docs_quickstart_explains_as_shown(tmp_path: Path) -> None:
+    text = DOCS.read_text()
+    sql = re.search(r"```sql\n(.*?)```", text, re.S)
+    shown = re.search(r"\$ millrace sql pipeline.sql --explain\n(.*?)```", text, re.S)
+    assert sql is not None and shown is not None
+    assert compile_sql(sql.group(1)).explain() == shown.group(1)
