@@ -21,6 +21,7 @@ import tomli_w
 
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._explain import explain
+from millrace.streamsql._expressions import TOO_DEEP
 from millrace.streamsql._functions import SqlRuntimeError
 from millrace.streamsql._planner import Planner, parse_statements
 from millrace.streamsql._runtime import (
@@ -102,8 +103,11 @@ def compile_sql(text: str, *, intervals: int = 1) -> SqlPipeline:
     if intervals < 1:
         raise SqlError("intervals must be at least 1")
     planner = Planner(intervals=intervals)
-    for statement in parse_statements(text):
-        planner.statement(statement)
+    try:
+        for statement in parse_statements(text):
+            planner.statement(statement)
+    except RecursionError:
+        raise SqlError(TOO_DEEP) from None
     if not planner.sinks:
         raise SqlError("no INSERT INTO statement: nothing to run")
     topology = planner.stages.topology()

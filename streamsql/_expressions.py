@@ -137,6 +137,11 @@ def parse_expression(text: str) -> exp.Expr:
         return sqlglot.parse_one(text, read=Flink, into=exp.Condition)
     except sqlglot.errors.ParseError as exc:
         raise SqlError(f"cannot parse expression {text!r}: {exc}") from None
+    except RecursionError:
+        raise SqlError(TOO_DEEP) from None
+
+
+TOO_DEEP = "the SQL nests too deeply (an expression of hundreds of levels): split it"
 
 
 def sql_text(node: exp.Expr) -> str:
@@ -346,7 +351,11 @@ def compile_values(
 
 def _compiled(source: str, name: str) -> Any:
     namespace: dict[str, Any] = {"F": _functions, "EMPTY": {}}
-    exec(compile(source, f"<sql {name}>", "exec"), namespace)
+    try:
+        code = compile(source, f"<sql {name}>", "exec")
+    except (RecursionError, MemoryError, SyntaxError):  # nesting beyond Python's parser
+        raise SqlError(TOO_DEEP) from None
+    exec(code, namespace)
     return namespace[name]
 
 

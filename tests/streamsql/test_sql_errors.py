@@ -53,9 +53,17 @@ def test_a_parse_error_says_where() -> None:
         compile_sql("INSERT INTO o SELEC auction FROM bid")
 
 
-def test_the_docs_quickstart_explains_as_shown(tmp_path: Path) -> None:
+def test_the_docs_quickstart_explains_as_shown() -> None:
     text = DOCS.read_text()
     sql = re.search(r"```sql\n(.*?)```", text, re.S)
     shown = re.search(r"\$ millrace sql pipeline.sql --explain\n(.*?)```", text, re.S)
     assert sql is not None and shown is not None
     assert compile_sql(sql.group(1)).explain() == shown.group(1)
+
+
+def test_sql_nested_beyond_hundreds_of_levels_is_refused_clearly() -> None:
+    deep = "(" * 3000 + "auction" + ")" * 3000
+    with pytest.raises(SqlError, match="nests too deeply"):
+        compile_sql(TABLES + f"INSERT INTO o SELECT auction, price FROM bid WHERE {deep} > 0;")
+    wide = " + ".join(["auction"] * 100)  # a hundred terms still plan
+    compile_sql(TABLES + f"INSERT INTO o SELECT {wide}, price FROM bid;")
