@@ -303,13 +303,21 @@ def compile_row_function(
     """``f(r, t)``: the row ``{name: value}`` of ``columns`` (SQL text each) for input
     row ``r`` with event time ``t``, or None when ``where`` is not TRUE."""
     codegen = _Codegen(time_column)
-    body = ["def row_function(r, t):"]
+    body = ["def row_function(r, t):", *_row_body(codegen, columns, where)]
+    return _compiled("\n".join(body), "row_function")  # type: ignore[no-any-return]
+
+
+def _row_body(
+    codegen: _Codegen, columns: Sequence[tuple[str, str]], where: str | None
+) -> list[str]:
+    """A row function's body: None unless ``where`` is TRUE, else the row of ``columns``."""
+    body = []
     if where is not None:
         body.append(f"    if F.truth({codegen.of(parse_expression(where))}) is not True:")
         body.append("        return None")
     items = ", ".join(f"{name!r}: {codegen.of(parse_expression(text))}" for name, text in columns)
     body.append(f"    return {{{items}}}")
-    return _compiled("\n".join(body), "row_function")  # type: ignore[no-any-return]
+    return body
 
 
 SIDES = ("$l", "$r")
@@ -331,12 +339,8 @@ def compile_pair_function(
         "def pair_function(a, b, ta, tb):",
         "    A = a if a is not None else EMPTY",
         "    B = b if b is not None else EMPTY",
+        *_row_body(codegen, columns, where),
     ]
-    if where is not None:
-        body.append(f"    if F.truth({codegen.of(parse_expression(where))}) is not True:")
-        body.append("        return None")
-    items = ", ".join(f"{name!r}: {codegen.of(parse_expression(text))}" for name, text in columns)
-    body.append(f"    return {{{items}}}")
     return _compiled("\n".join(body), "pair_function")  # type: ignore[no-any-return]
 
 

@@ -12,6 +12,7 @@ with the message.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -85,46 +86,25 @@ def _comparable(a: Any, b: Any, op: str) -> None:
         raise SqlRuntimeError(f"cannot compare {a!r} {op} {b!r}")
 
 
-def eq(a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    _comparable(a, b, "=")
-    return bool(a == b)
+def _comparison(compare: Callable[[Any, Any], Any], op: str) -> Callable[[Any, Any], Any]:
+    """SQL's ``op``: NULL when either side is, an error for values of unlike kinds."""
+
+    def comparison(a: Any, b: Any) -> bool | None:
+        if a is None or b is None:
+            return None
+        _comparable(a, b, op)
+        return bool(compare(a, b))
+
+    comparison.__name__ = comparison.__qualname__ = f"sql_{compare.__name__}"
+    return comparison
 
 
-def ne(a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    _comparable(a, b, "<>")
-    return bool(a != b)
-
-
-def lt(a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    _comparable(a, b, "<")
-    return bool(a < b)
-
-
-def le(a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    _comparable(a, b, "<=")
-    return bool(a <= b)
-
-
-def gt(a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    _comparable(a, b, ">")
-    return bool(a > b)
-
-
-def ge(a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    _comparable(a, b, ">=")
-    return bool(a >= b)
+eq = _comparison(operator.eq, "=")
+ne = _comparison(operator.ne, "<>")
+lt = _comparison(operator.lt, "<")
+le = _comparison(operator.le, "<=")
+gt = _comparison(operator.gt, ">")
+ge = _comparison(operator.ge, ">=")
 
 
 def and_rest(a: Any, b: Any) -> bool | None:

@@ -96,6 +96,17 @@ def _columns(params: Mapping[str, Any], name: str) -> list[tuple[str, str]]:
     return [(c[0], c[1]) for c in raw]
 
 
+def _library_settings(
+    computation: Any, params: Mapping[str, Any], library: frozenset[str]
+) -> dict[str, Any]:
+    """The ``params`` the library class it extends takes (ValueError naming a setting
+    neither it nor the SQL computation has)."""
+    unknown = sorted(set(params) - library - computation.SETTINGS)
+    if unknown:
+        raise ValueError(f"{type(computation).__name__} has no setting {unknown[0]!r}")
+    return {k: v for k, v in params.items() if k in library}
+
+
 def _strings(params: Mapping[str, Any], name: str) -> list[str]:
     raw = params.get(name, [])
     if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
@@ -175,10 +186,7 @@ class SqlWindowAggregate(WindowedAggregation):
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """The aggregation's settings, then the SQL ones."""
-        own = {k: v for k, v in params.items() if k not in WindowedAggregation.SETTINGS}
-        unknown = sorted(set(own) - self.SETTINGS)
-        if unknown:
-            raise ValueError(f"SqlWindowAggregate has no setting {unknown[0]!r}")
+        library = _library_settings(self, params, WindowedAggregation.SETTINGS)
         kinds = _strings(params, "aggregates")
         if kinds:
             self.aggregate = SqlAggregates(kinds)
@@ -193,7 +201,7 @@ class SqlWindowAggregate(WindowedAggregation):
             [order] = _strings(params, "order") or ["NULL"]
             self._order = compile_values([order])
             self._sign = 1 if params.get("descending") is True else -1
-        super().setup({k: v for k, v in params.items() if k in WindowedAggregation.SETTINGS})
+        super().setup(library)
         self._group = _strings(params, "group")
         self._key_format = str(params.get("key_format", "json"))
         if self._key_format not in KEY_FORMATS:
@@ -333,11 +341,8 @@ class SqlJoin(IntervalJoin):
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """The join's settings, then the SQL ones."""
-        own = {k: v for k, v in params.items() if k not in IntervalJoin.SETTINGS}
-        unknown = sorted(set(own) - self.SETTINGS)
-        if unknown:
-            raise ValueError(f"SqlJoin has no setting {unknown[0]!r}")
-        super().setup({k: v for k, v in params.items() if k in IntervalJoin.SETTINGS})
+        library = _library_settings(self, params, IntervalJoin.SETTINGS)
+        super().setup(library)
         times = {"left_time": params.get("left_time"), "right_time": params.get("right_time")}
         condition = params.get("condition") or None
         self._condition = compile_pair_function([], where=condition, **times) if condition else None
@@ -382,11 +387,8 @@ class SqlTemporalJoin(TableJoin):
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """The join's settings, then the SQL ones."""
-        own = {k: v for k, v in params.items() if k not in TableJoin.SETTINGS}
-        unknown = sorted(set(own) - self.SETTINGS)
-        if unknown:
-            raise ValueError(f"SqlTemporalJoin has no setting {unknown[0]!r}")
-        super().setup({k: v for k, v in params.items() if k in TableJoin.SETTINGS})
+        library = _library_settings(self, params, TableJoin.SETTINGS)
+        super().setup(library)
         condition = params.get("condition") or None
         self._pair = compile_pair_function(_columns(params, "columns"), where=condition)
 

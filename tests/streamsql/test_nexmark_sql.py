@@ -4,7 +4,6 @@ planned by ``millrace.streamsql`` and run by the node's engine in ``TestHarness`
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,7 @@ from typing import Any
 import pytest
 
 from examples.nexmark.events import Event, generate
-from millrace.computations import MAX_TIME, Topology
-from millrace.computations.testing import TestHarness
-from millrace.streamsql import compile_sql
+from tests.streamsql._run import sql_outputs
 
 SQL = Path(__file__).resolve().parents[2] / "examples" / "nexmark" / "sql"
 EVENTS = generate()
@@ -22,17 +19,9 @@ EVENTS = generate()
 
 def run_sql(query: str, events: list[Event], *, crash_every: int = 0) -> list[dict[str, Any]]:
     """The rows the query writes to ``out`` once the whole input is processed."""
-    pipeline = compile_sql((SQL / "ddl.sql").read_text() + (SQL / f"{query}.sql").read_text())
-    harness = TestHarness(Topology.from_dict(pipeline.topology))
-    for n, (stream, value) in enumerate(events, 1):
-        if stream in pipeline.sources:
-            harness.feed(stream, b"", json.dumps(value).encode(), value["dateTime"])
-        if crash_every and n % crash_every == 0:
-            harness.step()
-            harness.crash()
-    harness.run()
-    harness.advance_watermark(MAX_TIME)
-    return [json.loads(record.value) for record in harness.outputs("out")]
+    sql = (SQL / "ddl.sql").read_text() + (SQL / f"{query}.sql").read_text()
+    feeds = [(stream, value, value["dateTime"]) for stream, value in events]
+    return sql_outputs(sql, feeds, crash_every=crash_every)
 
 
 def bids(events: list[Event]) -> list[dict[str, Any]]:

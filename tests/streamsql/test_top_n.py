@@ -13,9 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from millrace.computations import MAX_TIME, Topology
-from millrace.computations.testing import TestHarness
 from millrace.streamsql import SqlError, compile_sql
+from tests.streamsql._run import sql_outputs
 
 TABLES = """
 CREATE TABLE bid (auction BIGINT NOT NULL, price BIGINT NOT NULL, ts TIMESTAMP(3),
@@ -29,15 +28,8 @@ def canonical(value: Any) -> str:
 
 
 def run(sql: str, rows: list[Row], crash_every: int = 0) -> list[Row]:
-    harness = TestHarness(Topology.from_dict(compile_sql(TABLES + sql).topology))
-    for i, row in enumerate(rows, 1):
-        harness.feed("bids", b"", json.dumps(row).encode(), row["ts"])
-        if crash_every and i % crash_every == 0:
-            harness.step()
-            harness.crash()
-    harness.run()
-    harness.advance_watermark(MAX_TIME)
-    return [json.loads(r.value) for r in harness.outputs("out")]
+    feeds = [("bids", row, row["ts"]) for row in rows]
+    return sql_outputs(TABLES + sql, feeds, crash_every=crash_every)
 
 
 rows_strategy = st.lists(

@@ -13,9 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from millrace.computations import MAX_TIME, Topology
-from millrace.computations.testing import TestHarness
-from millrace.streamsql import compile_sql
+from tests.streamsql._run import sql_outputs
 from tests.streamsql.test_nexmark_sql import latest
 
 TABLES = """
@@ -31,15 +29,8 @@ row_strategy = st.fixed_dictionaries({
 
 
 def run(sql: str, rows: list[Row], crash_every: int) -> list[Row]:
-    harness = TestHarness(Topology.from_dict(compile_sql(TABLES + sql).topology))
-    for i, row in enumerate(rows, 1):
-        harness.feed("rows", b"", json.dumps({**row, "ts": i}).encode(), i)
-        if crash_every and i % crash_every == 0:
-            harness.step()
-            harness.crash()
-    harness.run()
-    harness.advance_watermark(MAX_TIME)
-    return [json.loads(r.value) for r in harness.outputs("out")]
+    feeds = [("rows", {**row, "ts": i}, i) for i, row in enumerate(rows, 1)]
+    return sql_outputs(TABLES + sql, feeds, crash_every=crash_every)
 
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

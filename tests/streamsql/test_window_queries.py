@@ -13,9 +13,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from millrace.computations import MAX_TIME, Topology
-from millrace.computations.testing import TestHarness
 from millrace.streamsql import compile_sql
+from tests.streamsql._run import sql_outputs
 
 TABLE = """
 CREATE TABLE t (k VARCHAR, n BIGINT, x DOUBLE, s VARCHAR, v BIGINT NOT NULL, ts TIMESTAMP(3),
@@ -45,16 +44,8 @@ def with_times(rows: list[Row]) -> list[Row]:
 
 
 def run(sql: str, rows: list[Row], *, crash_every: int = 0) -> list[Row]:
-    pipeline = compile_sql(TABLE + sql)
-    harness = TestHarness(Topology.from_dict(pipeline.topology))
-    for i, row in enumerate(rows, 1):
-        harness.feed("rows", b"", json.dumps(row).encode(), row["ts"])
-        if crash_every and i % crash_every == 0:
-            harness.step()
-            harness.crash()
-    harness.run()
-    harness.advance_watermark(MAX_TIME)
-    return [json.loads(r.value) for r in harness.outputs("out")]
+    feeds = [("rows", row, row["ts"]) for row in rows]
+    return sql_outputs(TABLE + sql, feeds, crash_every=crash_every)
 
 
 def tumbling(size: int) -> Callable[[int], list[tuple[int, int]]]:
