@@ -26,6 +26,20 @@ from millrace.streamsql._aggregates import (
     window_of,
 )
 from millrace.streamsql._catalog import Table, View, table_of
+from millrace.streamsql._clauses import (
+    MIXED_UNION,
+    SUPPORTED_CLAUSES,
+    as_sink_types,
+    head,
+    is_time,
+    is_window_bound,
+    is_window_function,
+    no_aggregates,
+    no_nested_queries,
+    ranked_subquery,
+    supported,
+    union_branches,
+)
 from millrace.streamsql._dialect import Flink, WindowFunction
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import flink_duration_ms, sql_text
@@ -33,25 +47,7 @@ from millrace.streamsql._joins import HOW, plan_join
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import Stages
 from millrace.streamsql._temporal import plan_temporal_join
-from millrace.streamsql._top_n import plan_top_n, row_number_item, top_n_item_name
-
-_MIXED_UNION = (
-    "UNION ALL: the branches give different kinds of rows (one updating: a GROUP BY "
-    "without a window's)"
-)
-
-_SUPPORTED_CLAUSES = {
-    "order": "ORDER BY",
-    "limit": "LIMIT",
-    "offset": "OFFSET",
-    "qualify": "QUALIFY",
-    "distinct": "SELECT DISTINCT",
-    "windows": "WINDOW",
-    "with_": "WITH",
-    "laterals": "LATERAL",
-    "pivots": "PIVOT",
-}
-"""Clauses of a SELECT not planned yet, and how the error names them."""
+from millrace.streamsql._top_n import plan_top_n, top_n_item_name
 
 
 def parse_statements(text: str) -> list[exp.Expr]:
@@ -88,12 +84,12 @@ class Planner:
             self._set(statement)
         elif isinstance(statement, exp.Query):
             raise SqlError(
-                f"{_head(statement)}: a query needs INSERT INTO <table> to say where its "
+                f"{head(statement)}: a query needs INSERT INTO <table> to say where its "
                 "rows go (or EXPLAIN INSERT INTO ... to see its plan)"
             )
         else:
             raise SqlError(
-                f"{_head(statement)}: the statements supported are CREATE TABLE, CREATE "
+                f"{head(statement)}: the statements supported are CREATE TABLE, CREATE "
                 "VIEW, INSERT INTO ... SELECT and EXPLAIN"
             )
 
@@ -117,7 +113,7 @@ class Planner:
 
     def _declare(self, name: str, create: exp.Create) -> None:
         if name in self.tables or name in self.views:
-            raise SqlError(f"{_head(create)}: {name!r} is already declared")
+            raise SqlError(f"{head(create)}: {name!r} is already declared")
 
     def _set(self, statement: exp.Set) -> None:
         for item in statement.expressions:
@@ -145,18 +141,18 @@ class Planner:
             raise SqlError(f"INSERT INTO {name}: SELECT ... expected")
         base = self.stages.name(sink.name)
         updating: set[bool] = set()
-        for n, branch in enumerate(_union_branches(query)):
+        for n, branch in enumerate(union_branches(query)):
             relation = self.query(branch, f"{base}_u{n}" if n else base)
             updating.add(relation.updating)
             if len(updating) > 1:
-                raise SqlError(_MIXED_UNION)
+                raise SqlError(MIXED_UNION)
             if len(relation.columns) != len(sink.columns):
                 raise SqlError(
                     f"INSERT INTO {name}: the query gives {len(relation.columns)} columns, "
                     f"the table has {len(sink.columns)}"
                 )
             names = [c.name for c in sink.columns]
-            relation = _as_sink_types(relation, sink)
+            relation = as_sink_types(relation, sink)
             self.stages.write(relation, sink.stream, self.stages.name(base), names=names)
         self.sinks.append(sink.stream)
 
@@ -178,7 +174,7 @@ class Planner:
         if isinstance(query, exp.SetOperation):
             raise SqlError(f"{type(query).__name__.upper()}: only UNION ALL is supported")
         if not isinstance(query, exp.Select):
-            raise SqlError(f"{_head(query)}: SELECT expected")
+            raise SqlError(f"{head(query)}: SELECT expected")
         return self._select(query, base)
 
     def _union(self, union: exp.Union, base: str) -> Relation:
@@ -186,12 +182,12 @@ class Planner:
             raise SqlError("UNION: only UNION ALL is supported (UNION removes duplicates)")
         stream = self.stages.name(f"{base}_union")
         first: Relation | None = None
-        for n, branch in enumerate(_union_branches(union)):
+        for n, branch in enumerate(union_branches(union)):
             relation = self.query(branch, f"{base}_u{n}")
             if first is not None and len(relation.columns) != len(first.columns):
                 raise SqlError("UNION ALL: the branches give different numbers of columns")
             if first is not None and relation.updating != first.updating:
-                raise SqlError(_MIXED_UNION)
+                raise SqlError(MIXED_UNION)
             names = list((first or relation).columns)
             written = self.stages.write(relation, stream, self.stages.name(f"{stream}_{n}"),
                                         names=names)  # fmt: skip
@@ -200,15 +196,15 @@ class Planner:
         return first
 
     def _select(self, select: exp.Select, base: str) -> Relation:
-        for clause, name in _SUPPORTED_CLAUSES.items():
+        for clause, name in SUPPORTED_CLAUSES.items():
             if select.args.get(clause):
-                raise SqlError(f"{name}: not supported yet ({_supported()})")
-        _no_nested_queries(select)
+                raise SqlError(f"{name}: not supported yet ({supported()})")
+        no_nested_queries(select)
         source = select.args.get("from_")
         if source is None:
             raise SqlError("SELECT without FROM is not supported")
         where = select.args.get("where")
-        top_n = _ranked_subquery(source.this)
+        top_n = ranked_subquery(source.this)
         if top_n is not None and not select.args.get("joins"):
             relation, rest = self._top_n(source.this, top_n, where, base)
             window = None
@@ -218,7 +214,7 @@ class Planner:
         if select.args.get("joins"):
             relation, where = self._join(relation, window, select, base)
         if where is not None:
-            _no_aggregates(where.this, "WHERE")
+            no_aggregates(where.this, "WHERE")
             relation = relation.filtered(where.this)
         items = self._items(select, relation, window)
         group = select.args.get("group")
@@ -268,8 +264,8 @@ class Planner:
             if windows:
                 raise SqlError("GROUP BY: a group window over a window table function")
             grouped = GroupedSelect(relation, window, window_columns=True)
-            plain = [k for k in keys if not _is_window_bound(k)]
-        elif not windows and not relation.updating and any(_is_time(relation, k) for k in keys):
+            plain = [k for k in keys if not is_window_bound(k)]
+        elif not windows and not relation.updating and any(is_time(relation, k) for k in keys):
             grouped = GroupedSelect(relation, INSTANT, window_columns=False)
             plain = keys
         else:
@@ -279,7 +275,7 @@ class Planner:
             grouped = GroupedSelect(relation, window, window_columns=False)
             plain = [k for k in keys if group_window(k) is None]
         for key in plain:
-            _no_aggregates(key, "GROUP BY")
+            no_aggregates(key, "GROUP BY")
             grouped.add_key(key)
         for column in grouped.window.partition:
             resolved = sql_text(relation.resolve(column))
@@ -315,7 +311,7 @@ class Planner:
         on = join.args.get("on")
         condition = on
         if how == "inner" and where is not None:
-            _no_aggregates(where.this, "WHERE")
+            no_aggregates(where.this, "WHERE")
             condition = where.this if on is None else exp.and_(on, where.this)
             where = None
         joined = plan_join(self.stages, (left, right), how=how, condition=condition,
@@ -337,7 +333,7 @@ class Planner:
         rest.set("expressions", [e for i, e in enumerate(inner.expressions) if i != position])
         outer_where = where.this if where is not None else None
         source = inner.args["from_"].this
-        if _is_window_function(source) and rest.args.get("group") is None:
+        if is_window_function(source) and rest.args.get("group") is None:
             # Ranked straight over a window table function's rows: the window's own
             # aggregation ranks them, its bounds are the pane's.
             ranked, window = self._from(source, base)
@@ -400,7 +396,7 @@ class Planner:
             return self._named(node.name, base).named(alias or node.name), None
         if isinstance(node, exp.Subquery):
             return self.query(node.this, base).named(alias), None
-        raise SqlError(f"FROM {sql_text(node)}: not supported ({_supported()})")
+        raise SqlError(f"FROM {sql_text(node)}: not supported ({supported()})")
 
     def _window_function(
         self, node: exp.Expr, base: str, alias: str | None
@@ -437,82 +433,3 @@ class Planner:
         if name in self.views:
             return self.query(self.views[name].query, f"{base}_{name}")
         raise SqlError(f"table or view {name!r} not found (CREATE TABLE or CREATE VIEW it first)")
-
-
-def _as_sink_types(relation: Relation, sink: Table) -> Relation:
-    """The relation's columns converted to the sink's column types, as ``INSERT`` does:
-    a number into a ``BIGINT`` column truncated, into a ``DECIMAL(p, s)`` one rounded to
-    ``s`` digits, anything into a ``VARCHAR`` one as text."""
-    columns = dict(relation.columns)
-    for (name, node), column in zip(relation.columns.items(), sink.columns, strict=True):
-        kind = relation.column_kind(name)
-        if column.scale is not None and kind in ("int", "float", None):
-            scale = exp.Literal.number(column.scale)
-            columns[name] = exp.Round(this=node.copy(), decimals=scale)
-        elif column.kind in ("int", "string") and kind != column.kind:
-            to = "BIGINT" if column.kind == "int" else "VARCHAR"
-            columns[name] = exp.Cast(this=node.copy(), to=exp.DataType.build(to))
-    return replace(relation, columns=columns)
-
-
-def _is_window_function(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous)
-
-
-def _ranked_subquery(node: exp.Expr) -> tuple[int, exp.Window] | None:
-    if isinstance(node, exp.Subquery):
-        return row_number_item(node.this)
-    return None
-
-
-def _is_time(relation: Relation, node: exp.Expr) -> bool:
-    """Whether ``node`` is a column holding the event time plus a constant."""
-    try:
-        return relation.time_offset(relation.resolve(node)) is not None
-    except SqlError:
-        return False
-
-
-def _is_window_bound(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Column) and node.name in ("window_start", "window_end")
-
-
-def _union_branches(query: exp.Expr) -> list[exp.Expr]:
-    if isinstance(query, exp.Union) and not query.args.get("distinct"):
-        return [*_union_branches(query.left), *_union_branches(query.right)]
-    return [query]
-
-
-def _no_nested_queries(select: exp.Select) -> None:
-    """Refuse ``OVER`` windows and queries inside expressions, naming them."""
-    parts = [*select.expressions, select.args.get("where"), select.args.get("having")]
-    for part in filter(None, parts):
-        window = part.find(exp.Window)
-        if window is not None and isinstance(window.this, exp.RowNumber):
-            raise SqlError(f"{sql_text(window)}: ROW_NUMBER() is supported as a Top-N only: "
-                           "in a subquery, with WHERE rownum <= N around it")  # fmt: skip
-        if window is not None:
-            raise SqlError(f"{sql_text(window)}: OVER (...) aggregates are not supported yet "
-                           "(group by a window instead)")  # fmt: skip
-        nested = part.find(exp.Select)
-        if nested is not None:
-            raise SqlError(f"({sql_text(nested)}): a query inside an expression (IN (SELECT "
-                           "...), EXISTS, a scalar subquery) is not supported")  # fmt: skip
-
-
-def _no_aggregates(node: exp.Expr, clause: str) -> None:
-    found = node.find(exp.AggFunc)
-    if found is not None:
-        raise SqlError(f"{clause}: aggregate {sql_text(found)} is not allowed here")
-
-
-def _head(statement: exp.Expr) -> str:
-    text = " ".join(sql_text(statement).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _supported() -> str:
-    return (
-        "supported: projections, WHERE, GROUP BY with TUMBLE/HOP/SESSION windows, "
-        "COUNT/SUM/MIN/MAX/AVG/COUNT(DISTINCT), HAVING, UNION ALL, views and subqueries"
-    )

@@ -1,0 +1,111 @@
+"""What the planner checks of a query's clauses and a statement's shape, and the small
+rewrites it makes of them (a sink's column types, the branches of a UNION ALL)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from millrace.streamsql._catalog import Table
+from millrace.streamsql._errors import SqlError
+from millrace.streamsql._expressions import sql_text
+from millrace.streamsql._relations import Relation
+from millrace.streamsql._top_n import row_number_item
+
+MIXED_UNION = (
+    "UNION ALL: the branches give different kinds of rows (one updating: a GROUP BY "
+    "without a window's)"
+)
+
+SUPPORTED_CLAUSES = {
+    "order": "ORDER BY",
+    "limit": "LIMIT",
+    "offset": "OFFSET",
+    "qualify": "QUALIFY",
+    "distinct": "SELECT DISTINCT",
+    "windows": "WINDOW",
+    "with_": "WITH",
+    "laterals": "LATERAL",
+    "pivots": "PIVOT",
+}
+"""Clauses of a SELECT not planned yet, and how the error names them."""
+
+
+def as_sink_types(relation: Relation, sink: Table) -> Relation:
+    """The relation's columns converted to the sink's column types, as ``INSERT`` does:
+    a number into a ``BIGINT`` column truncated, into a ``DECIMAL(p, s)`` one rounded to
+    ``s`` digits, anything into a ``VARCHAR`` one as text."""
+    columns = dict(relation.columns)
+    for (name, node), column in zip(relation.columns.items(), sink.columns, strict=True):
+        kind = relation.column_kind(name)
+        if column.scale is not None and kind in ("int", "float", None):
+            scale = exp.Literal.number(column.scale)
+            columns[name] = exp.Round(this=node.copy(), decimals=scale)
+        elif column.kind in ("int", "string") and kind != column.kind:
+            to = "BIGINT" if column.kind == "int" else "VARCHAR"
+            columns[name] = exp.Cast(this=node.copy(), to=exp.DataType.build(to))
+    return replace(relation, columns=columns)
+
+
+def is_window_function(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous)
+
+
+def ranked_subquery(node: exp.Expr) -> tuple[int, exp.Window] | None:
+    if isinstance(node, exp.Subquery):
+        return row_number_item(node.this)
+    return None
+
+
+def is_time(relation: Relation, node: exp.Expr) -> bool:
+    """Whether ``node`` is a column holding the event time plus a constant."""
+    try:
+        return relation.time_offset(relation.resolve(node)) is not None
+    except SqlError:
+        return False
+
+
+def is_window_bound(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Column) and node.name in ("window_start", "window_end")
+
+
+def union_branches(query: exp.Expr) -> list[exp.Expr]:
+    if isinstance(query, exp.Union) and not query.args.get("distinct"):
+        return [*union_branches(query.left), *union_branches(query.right)]
+    return [query]
+
+
+def no_nested_queries(select: exp.Select) -> None:
+    """Refuse ``OVER`` windows and queries inside expressions, naming them."""
+    parts = [*select.expressions, select.args.get("where"), select.args.get("having")]
+    for part in filter(None, parts):
+        window = part.find(exp.Window)
+        if window is not None and isinstance(window.this, exp.RowNumber):
+            raise SqlError(f"{sql_text(window)}: ROW_NUMBER() is supported as a Top-N only: "
+                           "in a subquery, with WHERE rownum <= N around it")  # fmt: skip
+        if window is not None:
+            raise SqlError(f"{sql_text(window)}: OVER (...) aggregates are not supported yet "
+                           "(group by a window instead)")  # fmt: skip
+        nested = part.find(exp.Select)
+        if nested is not None:
+            raise SqlError(f"({sql_text(nested)}): a query inside an expression (IN (SELECT "
+                           "...), EXISTS, a scalar subquery) is not supported")  # fmt: skip
+
+
+def no_aggregates(node: exp.Expr, clause: str) -> None:
+    found = node.find(exp.AggFunc)
+    if found is not None:
+        raise SqlError(f"{clause}: aggregate {sql_text(found)} is not allowed here")
+
+
+def head(statement: exp.Expr) -> str:
+    text = " ".join(sql_text(statement).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def supported() -> str:
+    return (
+        "supported: projections, WHERE, GROUP BY with TUMBLE/HOP/SESSION windows, "
+        "COUNT/SUM/MIN/MAX/AVG/COUNT(DISTINCT), HAVING, UNION ALL, views and subqueries"
+    )
