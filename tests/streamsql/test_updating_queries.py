@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.streamsql._nexmark_answers import latest
 from tests.streamsql._run import sql_outputs
-from tests.streamsql.test_nexmark_sql import latest
 
 TABLES = """
 CREATE TABLE t (k VARCHAR, g BIGINT NOT NULL, v BIGINT, ts TIMESTAMP(3),
