@@ -27,6 +27,7 @@ from millrace.dataflow._triggers import (
     FirstOf,
 )
 from millrace.dataflow._windows import (
+    Cumulating,
     FieldWindows,
     GlobalWindows,
     Hopping,
@@ -61,6 +62,7 @@ __all__ = [
     "Combined",
     "Combiner",
     "Count",
+    "Cumulating",
     "EachLateRecord",
     "EveryProcessingTime",
     "EveryRecords",

@@ -116,6 +116,28 @@ class Hopping(WindowAssigner):
 
 
 @dataclass(frozen=True, slots=True)
+class Cumulating(WindowAssigner):
+    """Windows growing by ``step_ms`` from the start of each ``size_ms`` period (Flink's
+    ``CUMULATE``): ``[S, S + step)``, ``[S, S + 2 step)``, ... ``[S, S + size)``; a
+    record at ``t`` is in each of them that ends after ``t`` (a day's running total,
+    written every hour)."""
+
+    size_ms: int
+    step_ms: int
+    offset_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size_ms <= 0 or self.step_ms <= 0 or self.size_ms % self.step_ms:
+            raise ValueError("a cumulating window needs a size that is a multiple of its step")
+
+    def assign(self, event_time_ms: int) -> list[Window]:
+        start = event_time_ms - (event_time_ms - self.offset_ms) % self.size_ms
+        first = (event_time_ms - start) // self.step_ms + 1
+        steps = self.size_ms // self.step_ms
+        return [Window(start, start + k * self.step_ms) for k in range(first, steps + 1)]
+
+
+@dataclass(frozen=True, slots=True)
 class GlobalWindows(WindowAssigner):
     """One window holding all of time: it completes when the watermark reaches the end
     of the event-time range (a bounded input that finished); use early triggers to see
@@ -228,8 +250,9 @@ def _time_field(body: dict[str, object], name: str) -> int:
 
 def parse_window(spec: str) -> WindowAssigner:
     """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
-    ``hopping:SIZE_MS:SLIDE_MS``, ``session:GAP_MS`` (``session:GAP_MS:touching``:
-    sessions exactly a gap apart merge, Flink's rule), ``sliding:SPAN_MS`` or
+    ``hopping:SIZE_MS:SLIDE_MS``, ``cumulate:SIZE_MS:STEP_MS``, ``session:GAP_MS``
+    (``session:GAP_MS:touching``: sessions exactly a gap apart merge, Flink's rule),
+    ``sliding:SPAN_MS`` or
     ``global``, or ``field:END_FIELD`` / ``field:START_FIELD:END_FIELD``
     (:class:`FieldWindows`); a duration is milliseconds or a number with a unit
     (``tumbling:1m``, ``hopping:1h:5m``: ``dataflow/_durations.py``)."""
@@ -245,6 +268,8 @@ def parse_window(spec: str) -> WindowAssigner:
             return Tumbling(values[0])
         if kind == "hopping" and len(values) == 2:
             return Hopping(values[0], values[1])
+        if kind == "cumulate" and len(values) == 2:
+            return Cumulating(values[0], values[1])
         if kind == "global" and not values:
             return GlobalWindows()
         if kind == "session" and len(values) == 1:
@@ -255,5 +280,6 @@ def parse_window(spec: str) -> WindowAssigner:
         raise ValueError(f"window {spec!r}: {exc}") from None
     raise ValueError(
         f"window {spec!r}: expected tumbling:SIZE_MS, hopping:SIZE_MS:SLIDE_MS, "
-        "session:GAP_MS[:touching], sliding:SPAN_MS, global or field:[START_FIELD:]END_FIELD"
+        "cumulate:SIZE_MS:STEP_MS, session:GAP_MS[:touching], sliding:SPAN_MS, global or "
+        "field:[START_FIELD:]END_FIELD"
     )

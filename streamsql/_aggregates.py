@@ -46,11 +46,12 @@ class WindowSpec:
 
 def window_of(kind: str, time: exp.Expr, durations: list[exp.Expr]) -> WindowSpec:
     """``TUMBLE(size)``, ``HOP(slide, size)``, ``SESSION(gap)`` as a window setting."""
-    expected = {"TUMBLE": 1, "HOP": 2, "SESSION": 1}
+    expected = {"TUMBLE": 1, "HOP": 2, "SESSION": 1, "CUMULATE": 2}
     if kind not in expected:
-        raise SqlError(f"{kind}: the windows supported are TUMBLE, HOP and SESSION")
+        raise SqlError(f"{kind}: the windows supported are TUMBLE, HOP, CUMULATE and SESSION")
     if len(durations) != expected[kind]:
-        what = {"TUMBLE": "a size", "HOP": "a slide and a size", "SESSION": "a gap"}[kind]
+        what = {"TUMBLE": "a size", "HOP": "a slide and a size", "SESSION": "a gap",
+                "CUMULATE": "a step and a size"}[kind]  # fmt: skip
         offset = " (a window offset is not supported)" if len(durations) > expected[kind] else ""
         raise SqlError(f"{kind} takes {what}{offset}")
     ms = [interval_ms(d) for d in durations]
@@ -60,6 +61,10 @@ def window_of(kind: str, time: exp.Expr, durations: list[exp.Expr]) -> WindowSpe
         return WindowSpec(f"tumbling:{ms[0]}", kind, time, size_ms=ms[0])
     if kind == "HOP":
         return WindowSpec(f"hopping:{ms[1]}:{ms[0]}", kind, time, size_ms=ms[1])
+    if kind == "CUMULATE":
+        if ms[1] % ms[0]:
+            raise SqlError("CUMULATE: the size must be a multiple of the step")
+        return WindowSpec(f"cumulate:{ms[1]}:{ms[0]}", kind, time)  # starts not t-bound
     return WindowSpec(f"session:{ms[0]}:touching", kind, time)  # Flink's sessions: touching merge
 
 

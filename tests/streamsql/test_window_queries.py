@@ -166,3 +166,33 @@ def test_built_in_aggregates_of_a_not_null_column_over_all_rows_per_window(
         for (_, (start, _)), members in groups(rows, tumbling(5_000), lambda r: None).items()
     ]  # fmt: skip
     assert canonical(run(sql, rows, crash_every=crash_every)) == canonical(expected)
+
+
+def cumulating(size: int, step: int) -> Callable[[int], list[tuple[int, int]]]:
+    def windows(t: int) -> list[tuple[int, int]]:
+        start = t - t % size
+        return [(start, start + k * step) for k in range(1, size // step + 1)
+                if start + k * step > t]  # fmt: skip
+
+    return windows
+
+
+@SETTINGS
+@given(st.lists(row_strategy, max_size=40), st.sampled_from([0, 6]))
+def test_running_counts_over_cumulating_windows(raw: list[Row], crash_every: int) -> None:
+    rows = with_times(raw)
+    sql = """
+    CREATE TABLE o (k VARCHAR, c BIGINT, total BIGINT, ws TIMESTAMP(3), we TIMESTAMP(3))
+        WITH ('stream' = 'out');
+    INSERT INTO o
+    SELECT k, COUNT(*), SUM(v), window_start, window_end
+    FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '6' SECOND))
+    GROUP BY k, window_start, window_end;
+    """
+    expected = [
+        {"k": k, "c": len(members), "total": sum(m["v"] for m in members), "ws": start,
+         "we": end}
+        for (k, (start, end)), members in groups(rows, cumulating(6_000, 2_000),
+                                                 lambda r: r["k"]).items()
+    ]  # fmt: skip
+    assert canonical(run(sql, rows, crash_every=crash_every)) == canonical(expected)
