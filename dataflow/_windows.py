@@ -252,8 +252,7 @@ def parse_window(spec: str) -> WindowAssigner:
     """A window from its text form (topology ``params``): ``tumbling:SIZE_MS``,
     ``hopping:SIZE_MS:SLIDE_MS``, ``cumulate:SIZE_MS:STEP_MS``, ``session:GAP_MS``
     (``session:GAP_MS:touching``: sessions exactly a gap apart merge, Flink's rule),
-    ``sliding:SPAN_MS`` or
-    ``global``, or ``field:END_FIELD`` / ``field:START_FIELD:END_FIELD``
+    ``sliding:SPAN_MS`` or ``global``, or ``field:END_FIELD`` / ``field:START_FIELD:END_FIELD``
     (:class:`FieldWindows`); a duration is milliseconds or a number with a unit
     (``tumbling:1m``, ``hopping:1h:5m``: ``dataflow/_durations.py``)."""
     kind, *numbers = spec.split(":")

@@ -22,10 +22,10 @@ from sqlglot import exp
 
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import interval_ms, kind_of, sql_text
+from millrace.streamsql._names import WINDOW_NAMES, aggregate_column, group_column
 from millrace.streamsql._relations import Relation
 from millrace.streamsql._stages import NO_KEY, SELECT_HANDLER, WINDOW_HANDLER, Stages
 
-WINDOW_NAMES = ("window_start", "window_end", "window_time")
 _AUXILIARY = {"_START": "window_start", "_END": "window_end", "_ROWTIME": "window_time"}
 _BUILT_IN = {"count_star": "count", "count": "count", "sum": "sum", "min": "min",
              "max": "max", "avg": "mean"}  # fmt: skip
@@ -191,7 +191,7 @@ class GroupedSelect:
             return None
         for i, key in enumerate(self.keys):
             if sql_text(key) == text:
-                return exp.column(f"$g{i}", quoted=True)
+                return exp.column(group_column(i), quoted=True)
         return None
 
     def _window_column(self, node: exp.Expr) -> str | None:
@@ -208,7 +208,7 @@ class GroupedSelect:
             self._aggregate_texts.append(text)
             self.aggregates.append(aggregate)
         i = self._aggregate_texts.index(text)
-        column = exp.column(f"$agg{i}", quoted=True)
+        column = exp.column(aggregate_column(i), quoted=True)
         if aggregate.kind == "avg" and self._kind(aggregate.argument) == "int":
             return exp.Cast(this=column, to=exp.DataType.build("BIGINT"))  # Flink's AVG(BIGINT)
         return column
@@ -218,11 +218,13 @@ class GroupedSelect:
 
     def pane_kinds(self) -> dict[str, str | None]:
         """The kinds of the pane row's columns."""
-        kinds: dict[str, str | None] = {f"$g{i}": self._kind(k) for i, k in enumerate(self.keys)}
+        kinds: dict[str, str | None] = {
+            group_column(i): self._kind(k) for i, k in enumerate(self.keys)
+        }
         kinds.update(dict.fromkeys(WINDOW_NAMES, "int"))
         for i, aggregate in enumerate(self.aggregates):
             counted = aggregate.kind.startswith("count")
-            kinds[f"$agg{i}"] = "int" if counted else self._kind(aggregate.argument)
+            kinds[aggregate_column(i)] = "int" if counted else self._kind(aggregate.argument)
         return kinds
 
     def spec(self, stages: Stages, base: str) -> dict[str, object]:
@@ -232,7 +234,7 @@ class GroupedSelect:
         relation = self.relation
         params: dict[str, object] = {
             "window": self.window.setting,
-            "group": [f"$g{i}" for i in range(len(self.keys))],
+            "group": [group_column(i) for i in range(len(self.keys))],
         }
         direct = relation.pending is None and relation.where is None
         extractor, key_format = self._extractor() if direct else (None, None)
@@ -285,7 +287,7 @@ class GroupedSelect:
             for i, key in enumerate(self.keys):
                 offset = self.relation.time_offset(key)
                 if offset is not None:
-                    fields[f"$g{i}"] = offset
+                    fields[group_column(i)] = offset
         return fields
 
     def _argument_text(self, aggregate: _Aggregate) -> str:
@@ -350,10 +352,8 @@ def grouped_relation(
     if not grouped.aggregates and not columns:
         raise SqlError("GROUP BY: the SELECT list is empty")
     kinds = grouped.pane_kinds()
-    not_null = frozenset(
-        name for name, kind in kinds.items() if name in WINDOW_NAMES or (name.startswith("$agg")
-        and grouped.aggregates[int(name[4:])].kind.startswith("count"))
-    )  # fmt: skip
+    counted = [i for i, a in enumerate(grouped.aggregates) if a.kind.startswith("count")]
+    not_null = frozenset([*WINDOW_NAMES, *map(aggregate_column, counted)])
     spec = grouped.spec(stages, base)
     return Relation(
         stream=next(iter(spec["inputs"])),  # type: ignore[call-overload]

@@ -104,11 +104,6 @@ def interval_ms(node: exp.Expr) -> int:
     return int(ms)
 
 
-def column_text(name: str) -> str:
-    """A column reference to ``name`` as SQL text (quoted: any name reads back)."""
-    return sql_text(exp.column(name, quoted=True))
-
-
 _DURATION_UNITS = {
     **dict.fromkeys(("ms", "milli", "millis", "millisecond", "milliseconds"), 1),
     **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1_000),

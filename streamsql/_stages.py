@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from millrace.computations import import_object
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import parse_expression, sql_text
 from millrace.streamsql._relations import Relation
@@ -163,9 +164,9 @@ def _pending_filter(spec: dict[str, Any], where: exp.Expr) -> dict[str, str]:
 def _check(name: str, handler: str, params: dict[str, Any]) -> None:
     """Set the computation up as a node will (its expressions compiled), so that SQL a
     node could not run is refused now, naming the expression."""
-    from millrace.streamsql import _runtime  # the handlers (they import the dataflow library)
-
-    computation = getattr(_runtime, handler.rpartition(":")[2])()
+    handler_class = import_object(handler, what=f"handler {handler!r}")  # as a node loads it
+    assert isinstance(handler_class, type)
+    computation = handler_class()
     try:
         computation.setup(params)
     except SqlError:

@@ -15,10 +15,9 @@ from sqlglot import exp
 from millrace.streamsql._aggregates import INSTANT, WindowSpec
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import kind_of, sql_text
+from millrace.streamsql._names import ROW_NUMBER, group_column
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import NO_KEY, WINDOW_HANDLER, Stages
-
-ROW_NUMBER = "$rownum"
 
 
 def row_number_item(select: exp.Expr) -> tuple[int, exp.Window] | None:
@@ -77,7 +76,7 @@ def plan_top_n(
     carried = {name: sql_text(node) for name, node in ranked.columns.items()}
     params: dict[str, object] = {
         "window": INSTANT.setting,
-        "group": [f"$g{i}" for i in range(len(keys))],
+        "group": [group_column(i) for i in range(len(keys))],
         "key_format": key_format,
         "top_n": n,
         "order": [sql_text(ranked.resolve(ordered.this))],
@@ -147,7 +146,7 @@ def _over_window(
         raise SqlError("ROW_NUMBER() OVER (... ORDER BY one expression) expected")
     params: dict[str, object] = {
         "window": window.setting,
-        "group": [f"$g{i}" for i in range(len(keys))],
+        "group": [group_column(i) for i in range(len(keys))],
         "key_format": key_format,
         "top_n": n,
         "order": [sql_text(table.resolve(order.expressions[0].this))],
