@@ -24,6 +24,7 @@ from millrace.streamsql._explain import explain
 from millrace.streamsql._expressions import TOO_DEEP
 from millrace.streamsql._functions import SqlRuntimeError
 from millrace.streamsql._joined import SqlJoin, SqlTemporalJoin
+from millrace.streamsql._over_aggregate import SqlOverAggregate
 from millrace.streamsql._planner import Planner, parse_statements
 from millrace.streamsql._rows import no_key
 from millrace.streamsql._runtime import SqlSelect, SqlWindowAggregate
@@ -31,6 +32,7 @@ from millrace.streamsql._runtime import SqlSelect, SqlWindowAggregate
 __all__ = [
     "SqlError",
     "SqlJoin",
+    "SqlOverAggregate",
     "SqlPipeline",
     "SqlRuntimeError",
     "SqlSelect",

@@ -100,23 +100,26 @@ def _auxiliary(node: exp.Expr, window: WindowSpec) -> str | None:
 
 
 @dataclass
-class _Aggregate:
+class Aggregate:
+    """One aggregate function of a query: its kind (``SqlAggregates``') and argument."""
+
     kind: str
     argument: exp.Expr | None
     """Over the stream's rows (None: ``COUNT(*)``)."""
 
 
-def _aggregate_of(node: exp.AggFunc, relation: Relation) -> _Aggregate:
+def aggregate_of(node: exp.AggFunc, relation: Relation) -> Aggregate:
+    """The aggregate a call names, its argument over ``relation``'s stream's rows."""
     text = sql_text(node)
     if isinstance(node, exp.Count):
         inner = node.this
         if inner is None or isinstance(inner, exp.Star):
-            return _Aggregate("count_star", None)
+            return Aggregate("count_star", None)
         if isinstance(inner, exp.Distinct):
             if len(inner.expressions) != 1:
                 raise SqlError(f"{text}: COUNT(DISTINCT ...) of one expression only")
-            return _Aggregate("count_distinct", relation.resolve(inner.expressions[0]))
-        return _Aggregate("count", relation.resolve(inner))
+            return Aggregate("count_distinct", relation.resolve(inner.expressions[0]))
+        return Aggregate("count", relation.resolve(inner))
     kinds = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
     kind = kinds.get(type(node))
     if kind is None:
@@ -124,7 +127,7 @@ def _aggregate_of(node: exp.AggFunc, relation: Relation) -> _Aggregate:
                        "MIN, MAX and AVG")  # fmt: skip
     if isinstance(node.this, exp.Distinct):
         raise SqlError(f"{text}: DISTINCT is supported in COUNT only")
-    return _Aggregate(kind, relation.resolve(node.this))
+    return Aggregate(kind, relation.resolve(node.this))
 
 
 class GroupedSelect:
@@ -147,7 +150,7 @@ class GroupedSelect:
         self.window = window
         self.window_columns = window_columns
         self.keys: list[exp.Expr] = []
-        self.aggregates: list[_Aggregate] = []
+        self.aggregates: list[Aggregate] = []
         self._aggregate_texts: list[str] = []
 
     def add_key(self, node: exp.Expr) -> None:
@@ -202,7 +205,7 @@ class GroupedSelect:
         return _auxiliary(node, self.window)
 
     def _aggregate_column(self, node: exp.AggFunc) -> exp.Expr:
-        aggregate = _aggregate_of(node, self.relation)
+        aggregate = aggregate_of(node, self.relation)
         text = f"{aggregate.kind}:{sql_text(aggregate.argument) if aggregate.argument else '*'}"
         if text not in self._aggregate_texts:
             self._aggregate_texts.append(text)
@@ -290,7 +293,7 @@ class GroupedSelect:
                     fields[group_column(i)] = offset
         return fields
 
-    def _argument_text(self, aggregate: _Aggregate) -> str:
+    def _argument_text(self, aggregate: Aggregate) -> str:
         return "NULL" if aggregate.argument is None else sql_text(aggregate.argument)
 
     def _single_format(self) -> bool:

@@ -77,16 +77,17 @@ def union_branches(query: exp.Expr) -> list[exp.Expr]:
 
 
 def no_nested_queries(select: exp.Select) -> None:
-    """Refuse ``OVER`` windows and queries inside expressions, naming them."""
+    """Refuse ``OVER`` windows but the SELECT list's aggregates, and queries inside
+    expressions, naming them."""
     parts = [*select.expressions, select.args.get("where"), select.args.get("having")]
     for part in filter(None, parts):
         window = part.find(exp.Window)
         if window is not None and isinstance(window.this, exp.RowNumber):
             raise SqlError(f"{sql_text(window)}: ROW_NUMBER() is supported as a Top-N only: "
                            "in a subquery, with WHERE rownum <= N around it")  # fmt: skip
-        if window is not None:
-            raise SqlError(f"{sql_text(window)}: OVER (...) aggregates are not supported yet "
-                           "(group by a window instead)")  # fmt: skip
+        if window is not None and part not in select.expressions:
+            raise SqlError(f"{sql_text(window)}: an OVER aggregate is allowed in the SELECT "
+                           "list only")  # fmt: skip
         nested = part.find(exp.Select)
         if nested is not None:
             raise SqlError(f"({sql_text(nested)}): a query inside an expression (IN (SELECT "
@@ -107,5 +108,6 @@ def head(statement: exp.Expr) -> str:
 def supported() -> str:
     return (
         "supported: projections, WHERE, GROUP BY with TUMBLE/HOP/SESSION windows, "
-        "COUNT/SUM/MIN/MAX/AVG/COUNT(DISTINCT), HAVING, UNION ALL, views and subqueries"
+        "COUNT/SUM/MIN/MAX/AVG/COUNT(DISTINCT), HAVING, OVER aggregates, UNION ALL, views "
+        "and subqueries"
     )

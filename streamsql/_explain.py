@@ -8,6 +8,7 @@ from typing import Any
 
 from millrace.streamsql._stages import (
     JOIN_HANDLER,
+    OVER_HANDLER,
     SELECT_HANDLER,
     TEMPORAL_HANDLER,
     WINDOW_HANDLER,
@@ -75,6 +76,8 @@ def _computation(name: str, spec: Mapping[str, Any]) -> list[str]:
                          "firing its row once the watermark passes it")  # fmt: skip
     elif handler == JOIN_HANDLER:
         lines.extend(_join(params))
+    elif handler == OVER_HANDLER:
+        lines.extend(_over(params))
     elif handler == TEMPORAL_HANDLER:
         lines.append(f"  join:    {params['how']} temporal join of {params['stream']} ($l) with "
                      f"the changelog table {params['table']} ($r, {params['changelog']}) as of "
@@ -105,6 +108,36 @@ def _join(params: Mapping[str, Any]) -> list[str]:
                  f"come (the watermark {upper} ms past a left one, {-lower} ms past a "
                  "right one)")  # fmt: skip
     lines.append("  timers:  one per kept record's expiry (event time)")
+    return lines
+
+
+def _over(params: Mapping[str, Any]) -> list[str]:
+    [(unit, extent)] = params["frame"].items()
+    frame = (
+        f"{'ROWS' if unit == 'rows' else 'RANGE'} "
+        + ("UNBOUNDED" if extent is None else f"{extent}{' ms' if unit == 'range_ms' else ''}")
+        + " PRECEDING AND CURRENT ROW"
+    )
+    [order] = params["order"]
+    aggregates = ", ".join(
+        f"{k}({a})" for k, a in zip(params["aggregates"], params["arguments"], strict=True)
+    )
+    lines = [f"  over:    {aggregates} over each row's frame: {frame}, ORDER BY {order}, "
+             "partitioned by the record's key"]  # fmt: skip
+    if "where" in params:
+        lines.append(f"  where:   {params['where']}")
+    lines.append("  rows:    " + ", ".join(f"{n} = {e}" for n, e in params["columns"]))
+    key = ", ".join(params.get("output_key", [])) or "the partition"
+    lines.append(f"  writes:  {params['output']}, keyed by {key}")
+    if params.get("changelog_input"):
+        lines.append("  input:   an updating stream: each change takes back the rows whose "
+                     "frames it changes (-D) and writes them anew (+I)")  # fmt: skip
+        lines.append("  state:   per partition, its rows in order (one value); timers: none")
+    else:
+        lines.append("  state:   per partition, the rows waiting for the watermark (one per "
+                     "time and row) and what later frames can reach")  # fmt: skip
+        lines.append("  timers:  one per partition and row time (event time), writing its "
+                     "rows once the watermark passes it")  # fmt: skip
     return lines
 
 

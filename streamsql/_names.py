@@ -1,6 +1,7 @@
 """The names a plan gives the columns it adds to rows: a group's keys, an aggregate's
-results, a window's bounds, an updating row's kind, a Top-N's rank. They begin with
-``$`` (or are Flink's window names), so no table's column is mistaken for one."""
+results (an OVER aggregate's too), a window's bounds, an updating row's kind, a Top-N's
+rank. They begin with ``$`` (or are Flink's window names), so no table's column is
+mistaken for one."""
 
 from __future__ import annotations
 
@@ -29,3 +30,8 @@ def aggregate_index(name: str) -> int | None:
     """``i`` when ``name`` is :func:`aggregate_column` ``(i)``."""
     digits = name.removeprefix("$agg")
     return int(digits) if digits != name and digits.isdigit() else None
+
+
+def over_column(i: int) -> str:
+    """An OVER aggregate's row's column of the ``i``-th aggregate's result."""
+    return f"$over{i}"

@@ -44,6 +44,7 @@ from millrace.streamsql._dialect import Flink, WindowFunction
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import flink_duration_ms, sql_text
 from millrace.streamsql._joins import HOW, plan_join
+from millrace.streamsql._over import over_windows, plan_over
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import Stages
 from millrace.streamsql._temporal import plan_temporal_join
@@ -219,7 +220,17 @@ class Planner:
         items = self._items(select, relation, window)
         group = select.args.get("group")
         having = select.args.get("having")
-        grouped = group is not None or any(item.find(exp.AggFunc) is not None for _, item in items)
+        grouped = group is not None or any(
+            agg.find_ancestor(exp.Window) is None
+            for _, item in items
+            for agg in item.find_all(exp.AggFunc)
+        )
+        over = over_windows(items)
+        if over and (grouped or window is not None):
+            raise SqlError(f"{sql_text(over[0])}: an OVER aggregate in a grouped SELECT is not "
+                           "supported (aggregate in a subquery first)")  # fmt: skip
+        if over:
+            return plan_over(self.stages, relation, items, base)
         if not grouped:
             if window is not None:
                 raise SqlError(f"{window.kind}(TABLE ...): a window table function needs "

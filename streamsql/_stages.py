@@ -20,6 +20,7 @@ SELECT_HANDLER = "millrace.streamsql:SqlSelect"
 WINDOW_HANDLER = "millrace.streamsql:SqlWindowAggregate"
 JOIN_HANDLER = "millrace.streamsql:SqlJoin"
 TEMPORAL_HANDLER = "millrace.streamsql:SqlTemporalJoin"
+OVER_HANDLER = "millrace.streamsql:SqlOverAggregate"
 NO_KEY = "py:millrace.streamsql:no_key"
 
 
@@ -151,6 +152,8 @@ def _pending_filter(spec: dict[str, Any], where: exp.Expr) -> dict[str, str]:
     inner join's ``condition`` (ANDed with its own)."""
     if spec["handler"] == WINDOW_HANDLER:
         return {"having": sql_text(where)}
+    if spec["handler"] == OVER_HANDLER:
+        return {"where": sql_text(where)}
     if spec["handler"] == TEMPORAL_HANDLER and spec["params"].get("how") != "inner":
         raise SqlError("a WHERE over a LEFT temporal join's rows is not supported yet")
     if spec["params"].get("how", "inner") != "inner":
