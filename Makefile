@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml constraints.txt $(NATIVE_SOURCES)
 
 setup: $(STAMP) ## Create .venv and install Millrace with its dev tools and native core
 
-test-tools: ## Install what the tests run besides Python (Debian's prometheus, faketime and iproute2)
+test-tools: ## Install what the tests run besides Python (Debian's prometheus, faketime, iproute2 and nftables)
 	@scripts/install_test_tools.sh
 
 run: setup ## Run the main job: the click-stream demo on a local cluster, checked

@@ -5,6 +5,7 @@
 #   faketime    - libfaketime, to step a node's wall clock (tests/clock_steps/) and give
 #                 a test host a clock of its own (tests/hosts/)
 #   iproute2    - ip and tc, for the test hosts in network namespaces (tests/hosts/)
+#   nftables    - nft, for the test hosts' lossy links (tests/hosts/)
 # Does nothing when all are present. Needs root or sudo for apt-get.
 set -eu
 
@@ -17,6 +18,9 @@ if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
 fi
 if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
     missing="$missing iproute2"
+fi
+if ! command -v nft >/dev/null 2>&1; then
+    missing="$missing nftables"
 fi
 [ -z "$missing" ] && exit 0
 

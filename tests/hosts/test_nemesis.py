@@ -5,9 +5,10 @@ Hosts (network namespaces, ``tests/support/hosts.py``): the injector, two nodes 
 ``millrace sink``. The test ingests the two-stage workload from outside the hosts while a
 nemesis, on a random schedule, cuts a link both ways or one way, splits the hosts in
 two, pauses a process for longer than a lease (SIGSTOP, SIGCONT), kills one (SIGKILL,
-started again on its host) or throttles a host's link, and heals each after a few
-seconds. Then everything is healed, the stream is finished (its watermark goes to the
-end of time) and the checker compares:
+started again on its host), throttles a host's link or makes it lossy (a fifth of its
+packets dropped at random), and heals each after a few seconds. Then everything is
+healed, the stream is finished (its watermark goes to the end of time) and the checker
+compares:
 
 - the sink with the exact per-window totals (nothing lost, no window twice);
 - every published watermark over time (never back);
@@ -152,13 +153,23 @@ class InThread:
         raise NotImplementedError
 
     def __enter__(self) -> Self:
-        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # the test fails with it when it ends
+            self._failure = exc
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(30)
+        if self._failure is not None and exc[0] is None:
+            raise AssertionError(f"{type(self).__name__} failed") from self._failure
 
 
 @dataclass
@@ -229,7 +240,10 @@ class Nemesis(InThread):
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
-        faults = [self._cut, self._one_way, self._split, self._pause, self._kill, self._slow]
+        faults = [
+            self._cut, self._one_way, self._split, self._pause, self._kill, self._slow,
+            self._lossy,
+        ]  # fmt: skip
         while not self._stop.wait(self.rng.uniform(0.5, 1.5)):
             fault = self.rng.choice(faults)
             kind, heal = fault()
@@ -274,6 +288,11 @@ class Nemesis(InThread):
         name = self.rng.choice(HOSTS)
         self.cluster.hosts.slow(name, rate_kbit=512)
         return f"slow {name}", lambda: self.cluster.hosts.unslow(name)
+
+    def _lossy(self) -> Fault:
+        name = self.rng.choice(HOSTS)
+        self.cluster.hosts.lose(name, percent=20)
+        return f"lossy {name}", lambda: self.cluster.hosts.unlose(name)
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)

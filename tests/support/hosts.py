@@ -8,10 +8,11 @@ faults a nemesis needs act on the hosts' own routing and queueing:
 - :meth:`TestHosts.cut` drops what ``a`` sends to ``b`` (a blackhole route in ``a``),
   both ways unless ``one_way``; :meth:`TestHosts.heal` removes every cut;
 - :meth:`TestHosts.slow` throttles what a host sends (a token bucket);
+- :meth:`TestHosts.lose` drops a share of what a host sends, at random (nftables);
 - a process is put on a host by running it under :meth:`TestHosts.prefix`.
 
 Created by the tests themselves and removed on exit (processes on a host must be
-stopped first). Needs root (CAP_NET_ADMIN) and Debian's iproute2.
+stopped first). Needs root (CAP_NET_ADMIN) and Debian's iproute2 and nftables.
 """
 
 from __future__ import annotations
@@ -150,3 +151,28 @@ class TestHosts:
             ["tc", "-n", self.namespace(name), "qdisc", "del", "dev", "eth0", "root"],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
+
+    def lose(self, name: str, *, percent: int) -> None:
+        """Drop ``percent`` % of the packets ``name`` sends, each at random: a lossy link
+        (nftables' random numbers; Linux's netem, which also loses packets, is not in
+        every kernel, and is not in this one)."""
+        rules = (
+            f"table inet {_LOSS} {{\n  chain out {{\n"
+            "    type filter hook output priority 0;\n"
+            f"    numgen random mod 100 < {percent} drop\n  }}\n}}\n"
+        )
+        subprocess.run(
+            [*self.prefix(name), "nft", "-f", "-"], input=rules, capture_output=True,
+            text=True, check=True,
+        )  # fmt: skip
+
+    def unlose(self, name: str) -> None:
+        """Undo :meth:`lose`."""
+        subprocess.run(
+            [*self.prefix(name), "nft", "delete", "table", "inet", _LOSS],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+
+_LOSS = "millrace_loss"
+"""The nftables table of a host's lossy link."""
