@@ -15,9 +15,12 @@ compares:
 - every lease seen (no interval under one epoch at two addresses);
 - and it prints how long the pipeline took to make progress after each heal.
 
-No host runs on a clock of its own: libfaketime (Debian's 0.9.10) breaks Python's timed
-waits (``threading.Event.wait`` never returns when it fakes the monotonic clock, and
-sleeps fail with EINVAL when it does not), which stalls any process, Millrace or not.
+Each host's wall clock is off by its own offset (:data:`CLOCK_OFFSETS_MS`, from 95 s
+behind to 70 s ahead, several times a lease): its processes read ``time.time`` through
+``tests/support/host_clock/sitecustomize.py``, a fake named as such: libfaketime
+(Debian's 0.9.10), the usual tool, breaks Python's timed waits (``threading.Event.wait``
+never returns when it fakes the monotonic clock, and sleeps fail with EINVAL when it
+does not), which stalls any process, Millrace or not.
 
 ``MILLRACE_NEMESIS_S`` sets how long the nemesis runs (default 20 s, 12 s under CI;
 ``docs/faults.md`` has a 20-minute run); ``MILLRACE_CHAOS_SEED`` its schedule.
@@ -34,6 +37,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Self
 
@@ -44,6 +48,7 @@ from millrace.injector.client import IngestClient
 from millrace.sinks import read_sink_file
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
 from tests.support import (
+    ROOT,
     InjectorProcess,
     MillraceChild,
     NodeProcess,
@@ -63,6 +68,10 @@ WINDOW_MS = 2_000
 KEYS = 50
 BATCH = 200
 NEMESIS_S = float(os.environ.get("MILLRACE_NEMESIS_S", "12" if os.environ.get("CI") else "20"))
+CLOCK_OFFSETS_MS = {"injector": 0, "counts-0": 70_000, "counts-1": -95_000, "totals": 4_000,
+                    "sink": -30_000}  # fmt: skip
+"""How far each host's wall clock is from the machine's (the injector's is right)."""
+HOST_CLOCK = Path(__file__).resolve().parents[1] / "support" / "host_clock"
 
 
 @dataclass
@@ -70,6 +79,8 @@ class Cluster:
     hosts: TestHosts
     processes: dict[str, MillraceChild]
     sink: SinkProcess
+    started: dict[str, float]
+    """When each process was started, by this process's clock."""
 
     def address(self, host: str) -> str:
         return f"{self.hosts.address(host)}:{PORT}"
@@ -130,11 +141,18 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         processes[name] = NodeProcess(deployment, name, tmp_path / name, tmp_path, log_level="INFO")
     for name, process in processes.items():
         process.prefix = hosts.prefix(name)
-        process.env = {**process.env, "MILLRACE_DATA_DIR": str(tmp_path / f"{name}-data")}
+        process.env = {
+            **process.env,
+            "MILLRACE_DATA_DIR": str(tmp_path / f"{name}-data"),
+            "MILLRACE_TEST_CLOCK_OFFSET_MS": str(CLOCK_OFFSETS_MS[name]),
+            "PYTHONPATH": os.pathsep.join([str(HOST_CLOCK), str(ROOT)]),
+        }
+    started: dict[str, float] = {}
     try:
-        for process in processes.values():
+        for name, process in processes.items():
+            started[name] = time.time()
             process.start()
-        yield Cluster(hosts, processes, sink)
+        yield Cluster(hosts, processes, sink, started)
     finally:
         for process in processes.values():
             if process.process is not None:
@@ -299,9 +317,20 @@ class Nemesis(InThread):
         self.cluster.hosts.heal()
 
 
+def logged_clock_offset_s(cluster: Cluster, name: str) -> float:
+    """How far ahead of this process's clock a child's first log line says it started
+    (a child's log times are its own clock's)."""
+    first = cluster.processes[name].log_path.read_text().splitlines()[0]
+    logged = datetime.strptime(first[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+    return logged - cluster.started[name]
+
+
 def test_the_pipeline_on_five_hosts_under_a_nemesis_loses_and_doubles_nothing(
     cluster: Cluster,
 ) -> None:
+    for name in ("counts-0", "counts-1", "totals"):  # the hosts' clocks are their own
+        offset = logged_clock_offset_s(cluster, name)
+        assert abs(offset - CLOCK_OFFSETS_MS[name] / 1000) < 10, (name, offset)
     rng = chaos_rng(33)
     client = IngestClient(cluster.address("injector"), timeout_s=5)
     events: list[tuple[bytes, int]] = []
