@@ -104,13 +104,19 @@ def _q3(events: list[Event]) -> list[Row]:
     ]  # fmt: skip
 
 
-def _q4(events: list[Event]) -> dict[Any, Row]:
+def _winning_bids(events: list[Event]) -> tuple[dict[int, Row], dict[int, int]]:
+    """The auctions by id, and each one's highest bid made while it was open (q4, q6)."""
     auctions = {a["id"]: a for a in of("auctions", events)}
     winning: dict[int, int] = {}
     for b in of("bids", events):
         a = auctions.get(b["auction"])
         if a is not None and a["dateTime"] <= b["dateTime"] <= a["expires"]:
             winning[a["id"]] = max(winning.get(a["id"], 0), b["price"])
+    return auctions, winning
+
+
+def _q4(events: list[Event]) -> dict[Any, Row]:
+    auctions, winning = _winning_bids(events)
     per_category: dict[int, list[int]] = defaultdict(list)
     for auction, final in winning.items():
         per_category[auctions[auction]["category"]].append(final)
@@ -121,12 +127,7 @@ def _q6(events: list[Event]) -> list[Row]:
     """Each closed auction's winning bid, then per seller in order of closing (ties by
     the row's canonical JSON text, as the plan orders them) the average of the winning
     bids of the auction and the 10 before it."""
-    auctions = {a["id"]: a for a in of("auctions", events)}
-    winning: dict[int, int] = {}
-    for b in of("bids", events):
-        a = auctions.get(b["auction"])
-        if a is not None and a["dateTime"] <= b["dateTime"] <= a["expires"]:
-            winning[a["id"]] = max(winning.get(a["id"], 0), b["price"])
+    auctions, winning = _winning_bids(events)
     per_seller: dict[int, list[Row]] = defaultdict(list)
     for auction, final in winning.items():
         a = auctions[auction]
