@@ -66,6 +66,14 @@ class NodeMetrics:
             labels,
             registry=self.registry,
         )
+        self.lease_conflicts = Counter(
+            "millrace_lease_conflicts",
+            "Lease conflicts this node found and could not resolve (an interval leased "
+            "elsewhere at an epoch not above its own: the registry lost what it granted); "
+            "each also an error in the log and the interval's fenced reason in its status",
+            labels,
+            registry=self.registry,
+        )
         self.timers_fired = Counter(
             "millrace_timers_fired", "Timers fired", labels, registry=self.registry
         )

@@ -240,7 +240,7 @@ class Node(WorkerHooks):
             "granted (ownership.json, epochs.json and watermarks.json); this node stops "
             "writing the interval and leaves it to that owner"
         )
-        _say_conflict(reason, computation, interval, own, leased_epoch=epoch, leased_to=owner)
+        self._say_conflict(reason, computation, interval, own, leased_epoch=epoch, leased_to=owner)
         worker.fence(epoch, reason)
 
     def _build_server(self) -> grpc.Server:
@@ -346,7 +346,7 @@ class Node(WorkerHooks):
             interval = (origin.computation, origin.interval)
             conflict = self._stale.note(interval, origin.epoch, message, time.monotonic())
             if conflict is not None:
-                _say_conflict(conflict, origin.computation, origin.interval, origin.epoch)
+                self._say_conflict(conflict, origin.computation, origin.interval, origin.epoch)
         if worker.fenced:
             for sender in self._senders.all():
                 sender.forget(origin)
@@ -383,13 +383,13 @@ class Node(WorkerHooks):
         for worker in self.workers.values():
             worker.set_watermark(mark)
 
-
-def _say_conflict(
-    message: str, computation: str, interval: int, epoch: int, **extra: object
-) -> None:
-    """A lease conflict the registry cannot resolve, as an error log line."""
-    log.error(
-        "%s", message,
-        extra={"event": "lease_conflict", "computation": computation, "interval": interval,
-               "epoch": epoch, **extra},
-    )  # fmt: skip
+    def _say_conflict(
+        self, message: str, computation: str, interval: int, epoch: int, **extra: object
+    ) -> None:
+        """A lease conflict the registry cannot resolve: an error log line and a count."""
+        self.metrics.lease_conflicts.labels(computation).inc()
+        log.error(
+            "%s", message,
+            extra={"event": "lease_conflict", "computation": computation, "interval": interval,
+                   "epoch": epoch, **extra},
+        )  # fmt: skip

@@ -46,17 +46,29 @@ class SqlJoin(IntervalJoin):
         self._key = compile_values(output_key) if output_key else None
         self._key_format_out = key_format_param(params, "output_key_format", "array")
         self.select = self._select
+        # The last row read of each side, by its value's identity: a pair's condition
+        # and its output read the same records, and one record meets many.
+        self._parsed: list[tuple[Any, dict[str, Any]] | None] = [None, None]
+
+    def _row_of(self, side: int, record: Record) -> dict[str, Any]:
+        last = self._parsed[side]
+        if last is not None and last[0] is record.value:
+            return last[1]
+        row = row_of(record)
+        self._parsed[side] = (record.value, row)
+        return row
 
     def matches(self, left: Record, right: Record) -> bool:
         """The ``condition`` over the pair's rows."""
         if self._condition is None:
             return True
-        pair = (row_of(left), row_of(right), left.event_time_ms, right.event_time_ms)
+        pair = (self._row_of(0, left), self._row_of(1, right), left.event_time_ms,
+                right.event_time_ms)  # fmt: skip
         return self._condition(*pair) is not None
 
     def _select(self, left: Record | None, right: Record | None) -> Any:
-        a = None if left is None else row_of(left)
-        b = None if right is None else row_of(right)
+        a = None if left is None else self._row_of(0, left)
+        b = None if right is None else self._row_of(1, right)
         ta = None if left is None else left.event_time_ms
         tb = None if right is None else right.event_time_ms
         out = self._row(a, b, ta, tb)

@@ -40,6 +40,7 @@ ALERTS = (
     "NodeDown",
     "InjectorDown",
     "IntervalFenced",
+    "LeaseConflict",
 )
 # What Grafana substitutes into a query; the scrape interval below is 1 s.
 GRAFANA_VARIABLES = {

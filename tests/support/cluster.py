@@ -288,6 +288,7 @@ class NodeProcess(MillraceChild):
         *,
         address: str | None = None,
         log_level: str = "WARNING",
+        metrics_port: int | None = None,
     ) -> None:
         super().__init__(log_dir / f"{name}.log", log_level=log_level)
         self.deployment = deployment
@@ -295,6 +296,8 @@ class NodeProcess(MillraceChild):
         self.data_dir = data_dir
         self.address = address
         """``--address`` (where to listen), when not the placement's."""
+        self.metrics_port = metrics_port
+        """``--metrics-port``, when not the placement's."""
         self.starts = 0
 
     def start(self) -> None:
@@ -306,6 +309,8 @@ class NodeProcess(MillraceChild):
         ]  # fmt: skip
         if self.address is not None:
             args += ["--address", self.address]
+        if self.metrics_port is not None:
+            args += ["--metrics-port", str(self.metrics_port)]
         self._spawn(args, f"node {self.name} serving", f"node {self.name}")
 
     def pause(self) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +120,10 @@ address = "{sink.address}"
     )
     injector = InjectorProcess(deployment, tmp_path / "log", tmp_path / "injector.log")
     injector.start()
-    owner = NodeProcess(deployment, "up", tmp_path / "data", tmp_path, log_level="INFO")
+    owner = NodeProcess(
+        deployment, "up", tmp_path / "data", tmp_path, log_level="INFO",
+        metrics_port=free_port(),
+    )  # fmt: skip
     owner.start()
     made = Cluster(
         tmp_path, deployment, injector, owner, sink,
@@ -282,8 +286,9 @@ def test_a_registry_that_lost_every_record_of_its_grants_is_a_conflict_said_loud
 ) -> None:
     """Nothing left to know the old epoch by: the replacement is leased the zombie's own
     epoch. The zombie, resumed, sees its interval leased elsewhere at an epoch not above
-    its own: it says so (an error in its log, the reason in ``Admin.Status``) and stops
-    writing the interval; the replacement serves it and every record arrives."""
+    its own: it says so (an error in its log, the reason in ``Admin.Status``, a count in
+    ``millrace_lease_conflicts_total``) and stops writing the interval; the replacement
+    serves it and every record arrives."""
     lost = ("ownership.json", "epochs.json", "watermarks.json")
     epoch, replacement, address = paused_owner_replaced_on_a_fresh_disk(cluster, lost)
     try:
@@ -299,6 +304,11 @@ def test_a_registry_that_lost_every_record_of_its_grants_is_a_conflict_said_loud
             status = admin_pb2_grpc.AdminStub(channel).Status(admin_pb2.StatusRequest(), timeout=10)
         [interval] = status.intervals
         assert "lease conflict" in interval.fenced_reason
+        assert cluster.owner.metrics_port is not None
+        url = f"http://127.0.0.1:{cluster.owner.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            metrics = response.read().decode()
+        assert 'millrace_lease_conflicts_total{computation="up"} 1.0' in metrics
         assert cluster.lease().address == address, "one owner: the replacement"
     finally:
         replacement.kill()
