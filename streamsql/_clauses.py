@@ -10,6 +10,7 @@ from sqlglot import exp
 from millrace.streamsql._catalog import Table
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import sql_text
+from millrace.streamsql._names import WINDOW_NAMES
 from millrace.streamsql._relations import Relation
 from millrace.streamsql._top_n import row_number_item
 
@@ -24,7 +25,6 @@ SUPPORTED_CLAUSES = {
     "offset": "OFFSET",
     "qualify": "QUALIFY",
     "distinct": "SELECT DISTINCT",
-    "windows": "WINDOW",
     "with_": "WITH",
     "laterals": "LATERAL",
     "pivots": "PIVOT",
@@ -67,7 +67,9 @@ def is_time(relation: Relation, node: exp.Expr) -> bool:
 
 
 def is_window_bound(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Column) and node.name in ("window_start", "window_end")
+    """Whether ``node`` names a window table function's column (``window_start``,
+    ``window_end``, ``window_time``: a GROUP BY of them groups by the window)."""
+    return isinstance(node, exp.Column) and node.name in WINDOW_NAMES
 
 
 def union_branches(query: exp.Expr) -> list[exp.Expr]:

@@ -28,6 +28,35 @@ FRAMES = (
 )
 
 
+def with_named_windows(select: exp.Select) -> exp.Select:
+    """``select`` with its ``WINDOW w AS (...)`` clause written into each ``OVER w``."""
+    named = {w.name: w for w in select.args.get("windows") or []}
+    if not named and not any(
+        w.args.get("alias") is not None for e in select.expressions for w in e.find_all(exp.Window)
+    ):
+        return select
+
+    def inline(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Window) or node.args.get("alias") is None:
+            return node
+        name = node.args["alias"].name
+        if name not in named:
+            raise SqlError(f"OVER {name}: no WINDOW {name} AS (...) in this SELECT")
+        spec = named[name]
+        return exp.Window(
+            this=node.this.copy(),
+            partition_by=[p.copy() for p in spec.args.get("partition_by") or []],
+            order=spec.args["order"].copy() if spec.args.get("order") else None,
+            spec=spec.args["spec"].copy() if spec.args.get("spec") else None,
+            over="OVER",
+        )
+
+    inlined = select.copy()
+    inlined.set("windows", None)
+    inlined.set("expressions", [e.transform(inline) for e in inlined.expressions])
+    return inlined
+
+
 def over_windows(items: list[tuple[str, exp.Expr]]) -> list[exp.Window]:
     """The ``OVER`` aggregates of a SELECT list."""
     return [w for _, node in items for w in node.find_all(exp.Window)]

@@ -44,7 +44,7 @@ from millrace.streamsql._dialect import Flink, WindowFunction
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import flink_duration_ms, sql_text
 from millrace.streamsql._joins import HOW, plan_join
-from millrace.streamsql._over import over_windows, plan_over
+from millrace.streamsql._over import over_windows, plan_over, with_named_windows
 from millrace.streamsql._relations import Relation, output_name, unaliased
 from millrace.streamsql._stages import Stages
 from millrace.streamsql._temporal import plan_temporal_join
@@ -197,6 +197,7 @@ class Planner:
         return first
 
     def _select(self, select: exp.Select, base: str) -> Relation:
+        select = with_named_windows(select)
         for clause, name in SUPPORTED_CLAUSES.items():
             if select.args.get(clause):
                 raise SqlError(f"{name}: not supported yet ({supported()})")

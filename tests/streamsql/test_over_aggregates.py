@@ -178,3 +178,15 @@ def test_an_updating_input_with_an_unbounded_range(changes: list[tuple[str, int,
         for (k, g), c in counts.items()
     ]  # fmt: skip
     assert remaining(out) == rows(found)
+
+
+def test_a_named_window_is_the_same_as_its_text() -> None:
+    window = "(PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
+    named = (f"INSERT INTO o SELECT k, v, ts, COUNT(v) OVER w, SUM(v) OVER w, MIN(v) OVER w, "
+             f"AVG(v) OVER w FROM t WINDOW w AS {window};")  # fmt: skip
+    assert (
+        compile_sql(TABLES + named).topology
+        == compile_sql(TABLES + over_query("ROWS BETWEEN 2 PRECEDING AND CURRENT ROW")).topology
+    )
+    with pytest.raises(SqlError, match="no WINDOW w2 AS"):
+        compile_sql(TABLES + named.replace("SUM(v) OVER w", "SUM(v) OVER w2"))

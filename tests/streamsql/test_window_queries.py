@@ -196,3 +196,28 @@ def test_running_counts_over_cumulating_windows(raw: list[Row], crash_every: int
                                                  lambda r: r["k"]).items()
     ]  # fmt: skip
     assert canonical(run(sql, rows, crash_every=crash_every)) == canonical(expected)
+
+
+@SETTINGS
+@given(st.lists(row_strategy, max_size=40), st.sampled_from([0, 7]))
+def test_cascading_windows_over_window_time(raw: list[Row], crash_every: int) -> None:
+    """Flink's cascade: per key and 2-second window (grouped by its ``window_time`` too),
+    then the keys' counts summed per 6-second window of those rows' ``window_time``."""
+    rows = with_times(raw)
+    sql = """
+    CREATE VIEW small AS
+    SELECT k, COUNT(*) AS c, window_time AS wt
+    FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND))
+    GROUP BY k, window_start, window_end, window_time;
+    CREATE TABLE o (total BIGINT, keys BIGINT, ws TIMESTAMP(3)) WITH ('stream' = 'out');
+    INSERT INTO o
+    SELECT SUM(c), COUNT(*), window_start
+    FROM TABLE(TUMBLE(TABLE small, DESCRIPTOR(wt), INTERVAL '6' SECOND))
+    GROUP BY window_start, window_end;
+    """
+    small = groups(rows, tumbling(2_000), lambda r: r["k"])
+    big: dict[int, list[int]] = defaultdict(list)
+    for (_, (_, end)), members in small.items():
+        big[(end - 1) - (end - 1) % 6_000].append(len(members))
+    expected = [{"total": sum(c), "keys": len(c), "ws": ws} for ws, c in big.items()]
+    assert canonical(run(sql, rows, crash_every=crash_every)) == canonical(expected)
