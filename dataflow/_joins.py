@@ -218,15 +218,14 @@ class IntervalJoin(Computation):
     def _met_unique_left(self, ctx: Context, right: dict[str, Any]) -> bool:
         """``left_unique``: decide a right record now if its key's left record is kept
         (no other can come); False when there is none yet."""
-        found = _unique_left(ctx)
-        if found is None:
+        left = _unique_left(ctx)
+        if left is None:
             return False
-        tag, left = found
         if self._in_interval(left, right) and self._pair(ctx, left, right):
             self._emit(ctx, left, right)
             if not left["m"]:
                 left["m"] = True
-                ctx.put_state(tag, left, JSON)
+                ctx.put_state(_element_tag("L", left["t"], left["id"]), left, JSON)
                 ctx.put_state(_UNIQUE_LEFT, left, JSON)
         elif self.how in (JoinType.RIGHT, JoinType.FULL):
             self._emit(ctx, None, right)
@@ -240,7 +239,7 @@ class IntervalJoin(Computation):
         if kept is not None:
             raise ValueError(
                 f"left_unique: key {ctx.key!r} already has a left record "
-                f"(t={kept[1]['t']}, id {kept[1]['id']})"
+                f"(t={kept['t']}, id {kept['id']})"
             )
         for tag, right in ctx.scan_state("R/", JSON):
             if self._in_interval(left, right) and self._pair(ctx, left, right):
@@ -361,17 +360,18 @@ row expires whatever the setting, so it is never stale; a row kept without it (b
 join without ``left_unique``, or before it) is found by a scan and given one."""
 
 
-def _unique_left(ctx: Context) -> tuple[str, dict[str, Any]] | None:
-    """``left_unique``: the key's left record (its row's tag and entry), or None."""
+def _unique_left(ctx: Context) -> dict[str, Any] | None:
+    """``left_unique``: the key's left record's entry (its row's tag is
+    :func:`_element_tag` of it), or None."""
     entry = ctx.get_state(_UNIQUE_LEFT, JSON)
     if entry is not None:  # written after the key's old-format lists were converted
-        return _element_tag("L", entry["t"], entry["id"]), entry
+        return entry  # type: ignore[no-any-return]
     _migrate(ctx, "L")
     rows = ctx.scan_state("L/", JSON, limit=1)
     if not rows:
         return None
     ctx.put_state(_UNIQUE_LEFT, rows[0][1], JSON)
-    return rows[0]
+    return rows[0][1]  # type: ignore[no-any-return]
 
 
 def _forget_unique_left(ctx: Context, entry: dict[str, Any]) -> None:
