@@ -26,6 +26,7 @@ from millrace.streamsql._functions import SqlRuntimeError
 from millrace.streamsql._joined import SqlJoin, SqlTemporalJoin
 from millrace.streamsql._over_aggregate import SqlOverAggregate
 from millrace.streamsql._planner import Planner, parse_statements
+from millrace.streamsql._ranking import SqlRanking
 from millrace.streamsql._rows import no_key
 from millrace.streamsql._runtime import SqlSelect, SqlWindowAggregate
 
@@ -34,6 +35,7 @@ __all__ = [
     "SqlJoin",
     "SqlOverAggregate",
     "SqlPipeline",
+    "SqlRanking",
     "SqlRuntimeError",
     "SqlSelect",
     "SqlTemporalJoin",

@@ -9,6 +9,7 @@ from typing import Any
 from millrace.streamsql._stages import (
     JOIN_HANDLER,
     OVER_HANDLER,
+    RANKING_HANDLER,
     SELECT_HANDLER,
     TEMPORAL_HANDLER,
     WINDOW_HANDLER,
@@ -78,6 +79,8 @@ def _computation(name: str, spec: Mapping[str, Any]) -> list[str]:
         lines.extend(_join(params))
     elif handler == OVER_HANDLER:
         lines.extend(_over(params))
+    elif handler == RANKING_HANDLER:
+        lines.extend(_ranking(params))
     elif handler == TEMPORAL_HANDLER:
         lines.append(f"  join:    {params['how']} temporal join of {params['stream']} ($l) with "
                      f"the changelog table {params['table']} ($r, {params['changelog']}) as of "
@@ -109,6 +112,19 @@ def _join(params: Mapping[str, Any]) -> list[str]:
                  "right one)")  # fmt: skip
     lines.append("  timers:  one per kept record's expiry (event time)")
     return lines
+
+
+def _ranking(params: Mapping[str, Any]) -> list[str]:
+    [order] = params["order"]
+    direction = "DESC" if params.get("descending") else "ASC"
+    n = params["top_n"]
+    return [
+        f"  ranks:   the {n} best rows of each partition (the record's key) by {order} "
+        f"{direction}, in $rownum",
+        f"  writes:  {params['output']}, keyed by the partition: an updating result (-D a "
+        "row's old rank taken back, +I its new one)",
+        f"  state:   per partition, its {n} best rows; timers: none",
+    ]
 
 
 def _over(params: Mapping[str, Any]) -> list[str]:

@@ -31,6 +31,7 @@ from millrace.streamsql._rows import (
     columns_param,
     group_key,
     key_format_param,
+    library_settings,
     row_of,
     strings_param,
 )
@@ -72,9 +73,7 @@ class SqlOverAggregate(Computation):
 
     def setup(self, params: Mapping[str, Any]) -> None:
         """Compile the expressions of ``params`` and read the frame."""
-        unknown = sorted(set(params) - self.SETTINGS)
-        if unknown:
-            raise ValueError(f"SqlOverAggregate has no setting {unknown[0]!r}")
+        library_settings(self, params, frozenset())
         self.output = str(params.get("output", ""))
         if not self.output:
             raise ValueError("SqlOverAggregate needs an output stream (output = ...)")

@@ -21,6 +21,7 @@ WINDOW_HANDLER = "millrace.streamsql:SqlWindowAggregate"
 JOIN_HANDLER = "millrace.streamsql:SqlJoin"
 TEMPORAL_HANDLER = "millrace.streamsql:SqlTemporalJoin"
 OVER_HANDLER = "millrace.streamsql:SqlOverAggregate"
+RANKING_HANDLER = "millrace.streamsql:SqlRanking"
 NO_KEY = "py:millrace.streamsql:no_key"
 
 

@@ -17,7 +17,7 @@ from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import kind_of, sql_text
 from millrace.streamsql._names import ROW_NUMBER, group_column
 from millrace.streamsql._relations import Relation, output_name, unaliased
-from millrace.streamsql._stages import NO_KEY, WINDOW_HANDLER, Stages
+from millrace.streamsql._stages import NO_KEY, RANKING_HANDLER, WINDOW_HANDLER, Stages
 
 
 def row_number_item(select: exp.Expr) -> tuple[int, exp.Window] | None:
@@ -63,10 +63,10 @@ def plan_top_n(
         ranked = stages.materialized(ranked, f"{base}_ranked")
     keys = [ranked.resolve(p) for p in partition]
     if not any(ranked.time_offset(k) is not None for k in keys):
-        raise SqlError(
-            "ROW_NUMBER() OVER (PARTITION BY ...): the partition must include a window's "
-            "bounds (window_start, window_end): a Top-N over no window is not supported yet"
+        no_window = _over_no_window(
+            stages, ranked, partition=partition, ordered=ordered, n=n, rownum=rownum, base=base
         )
+        return no_window, rest
     extractor, key_format = _extractor(ranked, keys)
     if extractor is None:
         stream = stages.name(f"{base}_partitioned")
@@ -177,6 +177,37 @@ def _over_window(
         time_fields=time_fields,
     )
     return relation, rest
+
+
+def _over_no_window(
+    stages: Stages,
+    ranked: Relation,
+    *,
+    partition: list[exp.Expr],
+    ordered: exp.Ordered,
+    n: int,
+    rownum: str,
+    base: str,
+) -> Relation:
+    """A Top-N over no window: the rows keyed by the partition, then a
+    :class:`SqlRanking` keeping each partition's ``n`` best; an updating result."""
+    stream = stages.name(f"{base}_partitioned")
+    keyed = stages.write(ranked, stream, stream, key=partition, key_format="array")
+    output = stages.name(f"{base}_ranked")
+    stages.add(output, RANKING_HANDLER, {stream: "key"}, output, {
+        "top_n": n,
+        "order": [sql_text(keyed.resolve(ordered.this))],
+        "descending": bool(ordered.args.get("desc")),
+    })  # fmt: skip
+    columns: dict[str, exp.Expr] = {name: exp.column(name, quoted=True) for name in keyed.columns}
+    columns[rownum] = exp.column(ROW_NUMBER, quoted=True)
+    return Relation(
+        stream=output,
+        columns=columns,
+        kinds={**keyed.kinds, ROW_NUMBER: "int"},
+        not_null=keyed.not_null | {ROW_NUMBER},
+        updating=True,
+    )
 
 
 def _extractor(relation: Relation, keys: list[exp.Expr]) -> tuple[str | None, str]:

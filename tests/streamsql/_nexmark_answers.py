@@ -105,7 +105,7 @@ def _q3(events: list[Event]) -> list[Row]:
 
 
 def _winning_bids(events: list[Event]) -> tuple[dict[int, Row], dict[int, int]]:
-    """The auctions by id, and each one's highest bid made while it was open (q4, q6)."""
+    """The auctions by id, and each one's highest bid made while it was open."""
     auctions = {a["id"]: a for a in of("auctions", events)}
     winning: dict[int, int] = {}
     for b in of("bids", events):
@@ -124,24 +124,36 @@ def _q4(events: list[Event]) -> dict[Any, Row]:
 
 
 def _q6(events: list[Event]) -> list[Row]:
-    """Each closed auction's winning bid, then per seller in order of closing (ties by
-    the row's canonical JSON text, as the plan orders them) the average of the winning
-    bids of the auction and the 10 before it."""
-    auctions, winning = _winning_bids(events)
+    """Each auction's best bid while it was open (the highest price; among equal ones the
+    row whose canonical JSON text sorts first, as the plan ranks them), then per seller in
+    the order of those bids' times (ties by the row's text too) the average price of the
+    bid and the 10 before it."""
+    auctions = {a["id"]: a for a in of("auctions", events)}
+    best: dict[int, Row] = {}
+    for b in of("bids", events):
+        a = auctions.get(b["auction"])
+        if a is None or not a["dateTime"] <= b["dateTime"] <= a["expires"]:
+            continue
+        row = {"id": a["id"], "seller": a["seller"], "price": b["price"],
+               "dateTime": b["dateTime"]}  # fmt: skip
+        kept = best.get(a["id"])
+        if kept is None or (-row["price"], _text(row)) < (-kept["price"], _text(kept)):
+            best[a["id"]] = row
     per_seller: dict[int, list[Row]] = defaultdict(list)
-    for auction, final in winning.items():
-        a = auctions[auction]
-        per_seller[a["seller"]].append(
-            {"final": final, "seller": a["seller"], "dateTime": a["expires"]}
-        )
+    for row in best.values():
+        per_seller[row["seller"]].append({**row, "rownum": 1})
     found = []
-    for seller, closed in per_seller.items():
-        closed.sort(key=lambda r: (r["dateTime"], json.dumps(r, sort_keys=True,
-                                                              separators=(",", ":"))))  # fmt: skip
-        for i in range(len(closed)):
-            frame = [r["final"] for r in closed[max(0, i - 10) : i + 1]]
+    for seller, won in per_seller.items():
+        won.sort(key=lambda r: (r["dateTime"], _text(r)))
+        for i in range(len(won)):
+            frame = [r["price"] for r in won[max(0, i - 10) : i + 1]]
             found.append({"seller": str(seller), "avg_price": int(sum(frame) / len(frame))})
     return found
+
+
+def _text(row: Row) -> str:
+    """A row's canonical JSON text, as the plan orders ties by it."""
+    return json.dumps(row, sort_keys=True, separators=(",", ":"))
 
 
 def _q5(events: list[Event]) -> list[Row]:

@@ -39,8 +39,8 @@ def test_each_tried_statement_gets_the_documented_message(statement: str, messag
 
 def test_the_sql_api_is_pinned() -> None:
     assert sorted(streamsql.__all__) == sorted([
-        "SqlError", "SqlJoin", "SqlOverAggregate", "SqlPipeline", "SqlRuntimeError", "SqlSelect",
-        "SqlTemporalJoin", "SqlWindowAggregate",
+        "SqlError", "SqlJoin", "SqlOverAggregate", "SqlPipeline", "SqlRanking",
+        "SqlRuntimeError", "SqlSelect", "SqlTemporalJoin", "SqlWindowAggregate",
         "compile_sql", "no_key",
     ])  # fmt: skip
     pipeline = millrace.sql(TABLES + "INSERT INTO o SELECT auction, price FROM bid;")

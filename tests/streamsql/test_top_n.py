@@ -1,7 +1,8 @@
-"""Window Top-N (``ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY
-...)`` with ``WHERE rownum <= N`` around it) over arbitrary rows, with crashes: the N
-best rows of each window, ranked, ties broken by the rows' canonical JSON text (so
-the ranking does not depend on arrival order), against a plain-Python ranking."""
+"""Top-N (``ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)`` with ``WHERE rownum <= N``
+around it) over arbitrary rows, with crashes: the N best rows of each window (Window
+Top-N), or so far (over no window: an updating result), ranked, ties broken by the
+rows' canonical JSON text (so the ranking does not depend on arrival order), against a
+plain-Python ranking."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from millrace.streamsql import SqlError, compile_sql
+from tests.streamsql._nexmark_answers import remaining
+from tests.streamsql._nexmark_answers import rows as rows_of
 from tests.streamsql._run import sql_outputs
 
 TABLES = """
@@ -71,14 +74,44 @@ def test_the_best_bids_of_each_window(rows: list[Row], crash_every: int, order: 
     assert sorted(map(canonical, got)) == sorted(map(canonical, expected))
 
 
-def test_a_top_n_needs_its_limit_and_a_window() -> None:
+def test_a_top_n_needs_its_limit() -> None:
     inner = ("SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price "
              "DESC) AS rownum FROM bid")  # fmt: skip
     sink = "CREATE TABLE o (a BIGINT, p BIGINT) WITH ('stream' = 'out'); INSERT INTO o "
     with pytest.raises(SqlError, match="needs WHERE rownum <= N"):
         compile_sql(TABLES + sink + f"SELECT auction, price FROM ({inner})")
-    with pytest.raises(SqlError, match="must include a window's bounds"):
-        compile_sql(TABLES + sink + f"SELECT auction, price FROM ({inner}) WHERE rownum <= 2")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows_strategy,
+    st.sampled_from([0, 5]),
+    st.sampled_from(["DESC", "ASC"]),
+    st.sampled_from([1, 3]),
+)
+def test_a_top_n_over_no_window_updates_its_ranking(
+    rows: list[Row], crash_every: int, order: str, n: int
+) -> None:
+    """Flink's Top-N over no window: each auction's n best bids so far, ranked; the rows
+    it writes update the result (-D, +I), and the table they leave is the final ranking
+    (ties broken by the rows' canonical JSON text)."""
+    sql = f"""
+    CREATE TABLE o (a BIGINT, p BIGINT, t BIGINT, r BIGINT) WITH ('stream' = 'out');
+    INSERT INTO o SELECT auction, price, ts, rownum FROM (
+        SELECT auction, price, ts, ROW_NUMBER() OVER (
+            PARTITION BY auction ORDER BY price {order}) AS rownum FROM bid
+    ) WHERE rownum <= {n};
+    """
+    sign = -1 if order == "DESC" else 1
+    per_auction: dict[int, list[Row]] = defaultdict(list)
+    for row in rows:
+        per_auction[row["auction"]].append(row)
+    expected = []
+    for bids in per_auction.values():
+        bids.sort(key=lambda b: (sign * b["price"], canonical(b)))
+        for rank, b in enumerate(bids[:n], 1):
+            expected.append({"a": b["auction"], "p": b["price"], "t": b["ts"], "r": rank})
+    assert remaining(run(sql, rows, crash_every)) == rows_of(expected)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
