@@ -7,6 +7,13 @@ from dataclasses import replace
 
 from sqlglot import exp
 
+from millrace.streamsql._aggregates import (
+    INSTANT,
+    UPDATING,
+    GroupedSelect,
+    WindowSpec,
+    group_window,
+)
 from millrace.streamsql._catalog import Table
 from millrace.streamsql._errors import SqlError
 from millrace.streamsql._expressions import sql_text
@@ -113,3 +120,40 @@ def supported() -> str:
         "COUNT/SUM/MIN/MAX/AVG/COUNT(DISTINCT), HAVING, OVER aggregates, UNION ALL, views "
         "and subqueries"
     )
+
+
+def grouped_select(
+    relation: Relation, window: WindowSpec | None, group: exp.Group | None
+) -> GroupedSelect:
+    """The aggregation of a grouped SELECT over ``relation``: its window (the FROM's
+        window function, a group window in GROUP BY, an instant for a GROUP BY of time
+    columns, else none: an updating result) and its keys."""
+    keys = list(group.expressions) if group is not None else []
+    windows = [w for w in (group_window(k) for k in keys) if w is not None]
+    if window is not None:
+        named = {k.name for k in keys if isinstance(k, exp.Column)}
+        if not {"window_start", "window_end"} <= named:
+            raise SqlError(f"{window.kind}(TABLE ...): GROUP BY must include "
+                           "window_start and window_end")  # fmt: skip
+        if windows:
+            raise SqlError("GROUP BY: a group window over a window table function")
+        grouped = GroupedSelect(relation, window, window_columns=True)
+        plain = [k for k in keys if not is_window_bound(k)]
+    elif not windows and not relation.updating and any(is_time(relation, k) for k in keys):
+        grouped = GroupedSelect(relation, INSTANT, window_columns=False)
+        plain = keys
+    else:
+        if len(windows) > 1:
+            raise SqlError("GROUP BY: one group window at most")
+        window = windows[0] if windows else UPDATING
+        grouped = GroupedSelect(relation, window, window_columns=False)
+        plain = [k for k in keys if group_window(k) is None]
+    for key in plain:
+        no_aggregates(key, "GROUP BY")
+        grouped.add_key(key)
+    for column in grouped.window.partition:
+        resolved = sql_text(relation.resolve(column))
+        if resolved not in [sql_text(k) for k in grouped.keys]:
+            raise SqlError(f"SESSION(... PARTITION BY {sql_text(column)}): the partition "
+                           "columns must be in GROUP BY")  # fmt: skip
+    return grouped

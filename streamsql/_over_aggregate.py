@@ -28,6 +28,7 @@ from millrace.streamsql._expressions import compile_row_function, compile_values
 from millrace.streamsql._names import OP, RETRACTIONS, ROW_KINDS, over_column
 from millrace.streamsql._rows import (
     ROWS,
+    canonical_text,
     columns_param,
     group_key,
     key_format_param,
@@ -50,10 +51,6 @@ _ENTRIES = "rows"
 def _sortable(value: int) -> str:
     """An int64 as 16 hex digits that sort as the numbers do."""
     return f"{value + (1 << 63):016x}"
-
-
-def _text(row: Mapping[str, Any]) -> str:
-    return json.dumps(row, sort_keys=True, separators=(",", ":"))
 
 
 class SqlOverAggregate(Computation):
@@ -117,7 +114,7 @@ class SqlOverAggregate(Computation):
         if written is not None and t <= written:
             ctx.report_late(record)  # its frame's rows were written without it
             return
-        tag = f"{_PENDING}{_sortable(t)}/{_text(row)}"
+        tag = f"{_PENDING}{_sortable(t)}/{canonical_text(row)}"
         ctx.put_state(tag, (ctx.get_state(tag, ROWS) or 0) + 1, ROWS)
         ctx.set_timer(f"{_TIMER}{_sortable(t)}", t)
 
@@ -199,7 +196,7 @@ class SqlOverAggregate(Computation):
         if not isinstance(order, int | float) or isinstance(order, bool):
             raise F.SqlRuntimeError(f"OVER (ORDER BY ...): {order!r} is not a number")
         entries: list[list[Any]] = ctx.get_state(_ENTRIES, ROWS) or []
-        entry = [order, _text(row)]
+        entry = [order, canonical_text(row)]
         if op in RETRACTIONS:
             at = bisect.bisect_left(entries, entry)
             if at == len(entries) or entries[at] != entry:

@@ -17,11 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from millrace.streamsql._aggregates import (
-    INSTANT,
-    UPDATING,
-    GroupedSelect,
     WindowSpec,
-    group_window,
     grouped_relation,
     window_of,
 )
@@ -30,9 +26,8 @@ from millrace.streamsql._clauses import (
     MIXED_UNION,
     SUPPORTED_CLAUSES,
     as_sink_types,
+    grouped_select,
     head,
-    is_time,
-    is_window_bound,
     is_window_function,
     no_aggregates,
     no_nested_queries,
@@ -241,7 +236,7 @@ class Planner:
             return relation.projected(items)
         if relation.pending is not None:  # an aggregation of an aggregation's rows
             relation = self.stages.materialized(relation, f"{base}_rows")
-        aggregation = self._grouping(relation, window, group)
+        aggregation = grouped_select(relation, window, group)
         return grouped_relation(
             aggregation,
             items,
@@ -262,39 +257,6 @@ class Planner:
                 continue
             items.append((output_name(item, position), unaliased(item)))
         return items
-
-    def _grouping(
-        self, relation: Relation, window: WindowSpec | None, group: exp.Group | None
-    ) -> GroupedSelect:
-        keys = list(group.expressions) if group is not None else []
-        windows = [w for w in (group_window(k) for k in keys) if w is not None]
-        if window is not None:
-            named = {k.name for k in keys if isinstance(k, exp.Column)}
-            if not {"window_start", "window_end"} <= named:
-                raise SqlError(f"{window.kind}(TABLE ...): GROUP BY must include "
-                               "window_start and window_end")  # fmt: skip
-            if windows:
-                raise SqlError("GROUP BY: a group window over a window table function")
-            grouped = GroupedSelect(relation, window, window_columns=True)
-            plain = [k for k in keys if not is_window_bound(k)]
-        elif not windows and not relation.updating and any(is_time(relation, k) for k in keys):
-            grouped = GroupedSelect(relation, INSTANT, window_columns=False)
-            plain = keys
-        else:
-            if len(windows) > 1:
-                raise SqlError("GROUP BY: one group window at most")
-            window = windows[0] if windows else UPDATING
-            grouped = GroupedSelect(relation, window, window_columns=False)
-            plain = [k for k in keys if group_window(k) is None]
-        for key in plain:
-            no_aggregates(key, "GROUP BY")
-            grouped.add_key(key)
-        for column in grouped.window.partition:
-            resolved = sql_text(relation.resolve(column))
-            if resolved not in [sql_text(k) for k in grouped.keys]:
-                raise SqlError(f"SESSION(... PARTITION BY {sql_text(column)}): the partition "
-                               "columns must be in GROUP BY")  # fmt: skip
-        return grouped
 
     def _join(
         self, left: Relation, window: WindowSpec | None, select: exp.Select, base: str

@@ -21,7 +21,7 @@ from millrace.computations import Computation, Context, Record
 from millrace.streamsql import _functions as F  # noqa: N812 - F. reads as SQL's functions
 from millrace.streamsql._expressions import compile_values
 from millrace.streamsql._names import OP, ROW_NUMBER
-from millrace.streamsql._rows import ROWS, library_settings, row_of, strings_param
+from millrace.streamsql._rows import ROWS, canonical_text, library_settings, row_of, strings_param
 
 _TOP = "top"
 """A partition's best rows: ``[[rank score, row text], ...]``, best first."""
@@ -54,7 +54,7 @@ class SqlRanking(Computation):
             raise F.SqlRuntimeError("ROW_NUMBER() over no window reads an append-only input")
         t = record.event_time_ms
         [value] = self._order(row, t)
-        entry = [self._sign * F._number(value, "ORDER BY"), _text(row)]
+        entry = [self._sign * F._number(value, "ORDER BY"), canonical_text(row)]
         top: list[list[Any]] = ctx.get_state(_TOP, ROWS) or []
         at = bisect.bisect_right(top, entry)
         if at >= self._n:
@@ -69,15 +69,11 @@ class SqlRanking(Computation):
                 ctx.produce(self.output, ctx.key, ROWS.dumps(out), t)
 
 
-def _text(row: Mapping[str, Any]) -> str:
-    return json.dumps(row, sort_keys=True, separators=(",", ":"))
-
-
 def _ranked(entries: list[list[Any]], first: int) -> list[str]:
     """The rows of ``entries`` (ranked from ``first`` + 1) with their ranks, as text."""
     out = []
     for i, (_, text) in enumerate(entries):
         row = json.loads(text)
         row[ROW_NUMBER] = first + i + 1
-        out.append(_text(row))
+        out.append(canonical_text(row))
     return out

@@ -48,6 +48,12 @@ def group_values(key: bytes, key_format: str, count: int) -> list[Any]:
     return found
 
 
+def canonical_text(row: Mapping[str, Any]) -> str:
+    """A row's canonical JSON text (keys sorted, no spaces): how rows of equal rank are
+    ordered, so a backfill orders them as the online run does."""
+    return json.dumps(row, sort_keys=True, separators=(",", ":"))
+
+
 def row_of(record: Record) -> dict[str, Any]:
     row = JSON.loads(record.value)
     if not isinstance(row, dict):

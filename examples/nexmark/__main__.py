@@ -16,6 +16,7 @@ import ast
 import inspect
 import json
 import textwrap
+from collections.abc import Iterable
 from typing import Any
 
 from examples.nexmark import queries
@@ -41,9 +42,20 @@ def topology(computations: dict[str, dict[str, Any]]) -> Topology:
 def run(name: str, events: list[Event], *, crash_every: int = 0) -> list[Any]:
     """The query's ``out`` values, parsed, once the whole input is processed (every
     ``crash_every`` events, the harness loses everything not committed)."""
-    harness = TestHarness(topology(queries.QUERIES[name]()))
-    for n, (stream, value) in enumerate(events, 1):
-        harness.feed(stream, b"", json.dumps(value).encode(), value["dateTime"])
+    feeds = [(stream, value, value["dateTime"]) for stream, value in events]
+    return harness_outputs(topology(queries.QUERIES[name]()), feeds, crash_every=crash_every)
+
+
+def harness_outputs(
+    topology: Topology, feeds: Iterable[tuple[str, Any, int]], *, crash_every: int = 0
+) -> list[Any]:
+    """``out``'s values, parsed, once ``feeds`` (stream, JSON value, event time: those of
+    the topology's streams, in order) are processed and the input finished; every
+    ``crash_every`` feeds the harness loses what is not committed."""
+    harness = TestHarness(topology)
+    for n, (stream, value, t) in enumerate(feeds, 1):
+        if stream in topology.streams:
+            harness.feed(stream, b"", json.dumps(value).encode(), t)
         if crash_every and n % crash_every == 0:
             harness.step()
             harness.crash()
