@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from millrace.injector.server import Injector
 from millrace.sinks import read_sink_records
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, ingest_pb2, ingest_pb2_grpc
 from tests.support import ROOT, free_port
+from tests.support.certs import make_certs
 
 TOKEN = "correct-horse-battery-staple"
 
@@ -47,50 +46,11 @@ outputs = ["ok"]
 # -- certificates -------------------------------------------------------------------
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(
-        ["openssl", *args], check=False, cwd=cwd, capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"openssl {' '.join(args)} failed:\n{result.stderr}")
-
-
-def _leaf(directory: Path, name: str, usages: str, san: str | None) -> None:
-    _openssl(
-        "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}",
-        cwd=directory,
-    )  # fmt: skip
-    extensions = ["basicConstraints=CA:FALSE", f"extendedKeyUsage={usages}"]
-    if san is not None:
-        extensions.append(f"subjectAltName={san}")
-    (directory / f"{name}.ext").write_text("\n".join(extensions) + "\n")
-    _openssl(
-        "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-set_serial", str(uuid.uuid4().int >> 64), "-days", "2",
-        "-extfile", f"{name}.ext", "-out", f"{name}.pem",
-        cwd=directory,
-    )  # fmt: skip
-
-
 @pytest.fixture
 def certs(tmp_path: Path) -> Path:
     """``ca.pem``; ``server.pem``/``.key`` (localhost, 127.0.0.1; server and client use);
     ``client.pem``/``.key`` (client use only), all under ``tmp_path/certs``."""
-    if shutil.which("openssl") is None:
-        pytest.fail("these tests need the `openssl` command line tool on PATH")
-    directory = tmp_path / "certs"
-    directory.mkdir()
-    _openssl(
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=millrace test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-        cwd=directory,
-    )  # fmt: skip
-    _leaf(directory, "server", "serverAuth,clientAuth", "DNS:localhost,IP:127.0.0.1")
-    _leaf(directory, "client", "clientAuth", None)
-    return directory
+    return make_certs(tmp_path / "certs")
 
 
 def write_deployment(tmp_path: Path, *, token: str = TOKEN) -> Path:

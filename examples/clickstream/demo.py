@@ -77,13 +77,13 @@ metrics_port = {ports["injector_metrics"]}
 
 [nodes.page-counts-0]
 computation = "page_counts"
-intervals = [0]
+intervals = [0, 1, 2]
 address = "127.0.0.1:{ports["page0"]}"
 metrics_port = {ports["page0_metrics"]}
 
 [nodes.page-counts-1]
 computation = "page_counts"
-intervals = [1]
+intervals = [3, 4, 5]
 address = "127.0.0.1:{ports["page1"]}"
 metrics_port = {ports["page1_metrics"]}
 
