@@ -43,10 +43,15 @@ class IngestStream:
         idle_timeout_ms: int,
         published_ms: int,
         clock: Callable[[], int],
+        elapsed_clock: Callable[[], int] | None = None,
     ) -> None:
+        """``clock``: the wall clock, for timestamps; ``elapsed_clock`` (default
+        ``clock``): what idleness is measured on, in ms (the injector passes a monotonic
+        clock: a wall clock stepped forward must not make a busy source look idle)."""
         self.name = stream_log.stream
         self.log = stream_log
         self._clock = clock
+        self._elapsed = clock if elapsed_clock is None else elapsed_clock
         self._metrics = metrics
         self.watermark = SourceWatermark(
             out_of_orderness_ms=out_of_orderness_ms, idle_timeout_ms=idle_timeout_ms
@@ -67,7 +72,7 @@ class IngestStream:
             (s.max_event_ms for s in stream_log.segments() if s.max_event_ms is not None),
             default=None,
         )
-        self.watermark.resume(newest, published_ms, clock())
+        self.watermark.resume(newest, published_ms, self._elapsed())
         self.finished_at: int | None = finished_offset(stream_log.directory)
         """The offset the stream's records end before, once it is finished."""
         if self.finished_at is not None:
@@ -94,7 +99,7 @@ class IngestStream:
     def _committed(self, results: list[AppendResult], requests: list[AppendRequest]) -> None:
         """After each group commit (pushed and file-source records alike): count late
         records, track the unforwarded ones, observe the newest event time."""
-        now = self._clock()
+        now = self._elapsed()
         newest: int | None = None
         late = 0
         with self._lock:
@@ -122,7 +127,7 @@ class IngestStream:
     def _refused(self, requests: list[AppendRequest]) -> None:
         """The log could not write these requests: their clients retry them, so the
         watermark must not pass them meanwhile (nor count the outage as idleness)."""
-        now = self._clock()
+        now = self._elapsed()
         for request in requests:
             if request.records:
                 oldest, _ = request.records.time_range()
@@ -130,12 +135,14 @@ class IngestStream:
         self._metrics.refused.labels(self.name).inc(sum(len(r.records) for r in requests))
 
     def source_watermark(self, now_ms: int) -> int:
-        """This source's watermark now (the tick publishes it)."""
+        """This source's watermark now (the tick publishes it); ``now_ms`` on the elapsed
+        clock."""
         with self._lock:
             return self.watermark.current(self._oldest_unfinished_locked(), now_ms)
 
     def is_idle(self, now_ms: int) -> bool:
-        """Nothing appended for the idle timeout and nothing unacknowledged."""
+        """Nothing appended for the idle timeout and nothing unacknowledged (``now_ms`` on
+        the elapsed clock)."""
         with self._lock:
             return self.watermark.is_idle(self._oldest_unfinished_locked(), now_ms)
 

@@ -44,7 +44,7 @@ from millrace.injector.injector_metrics import InjectorMetrics
 from millrace.injector.log import LogConfig, StreamLog
 from millrace.injector.ownership import OwnershipRegistry
 from millrace.injector.watermark_authority import WatermarkAuthority
-from millrace.statestore import Clock, wall_clock_ms
+from millrace.statestore import Clock, monotonic_ms, wall_clock_ms
 from millrace.wire.v1 import (
     control_pb2,
     control_pb2_grpc,
@@ -92,8 +92,12 @@ class Injector:
         config: InjectorConfig | None = None,
         metrics_port: int | None = None,
         clock: Clock = wall_clock_ms,
+        elapsed_clock: Clock | None = None,
         security: Security | None = None,
     ) -> None:
+        """``clock``: the wall clock (timestamps, retention); ``elapsed_clock``: what a
+        source's idleness is measured on (default: monotonic with the default ``clock``,
+        else ``clock``: a test's own clock drives both)."""
         self.deployment = deployment
         self.security = deployment.security if security is None else security
         self.log_dir = Path(log_dir)
@@ -106,6 +110,9 @@ class Injector:
                 f"the topology (its sources are {sorted(deployment.topology.sources())})"
             )
         self._clock = clock
+        if elapsed_clock is None:
+            elapsed_clock = monotonic_ms if clock is wall_clock_ms else clock
+        self._elapsed_clock = elapsed_clock
         self._metrics_port = metrics_port
         self.ownership = OwnershipRegistry(deployment.topology, self.log_dir / "ownership.json")
         self.authority = WatermarkAuthority(
@@ -201,6 +208,7 @@ class Injector:
                 idle_timeout_ms=self.config.idle_timeout_ms,
                 published_ms=self.authority.watermarks().get(source_name(stream), MIN_TIME),
                 clock=self._clock,
+                elapsed_clock=self._elapsed_clock,
             )
         # The port before anything runs: a second injector on it forwards nothing.
         self._server = self._build_server()
@@ -252,7 +260,10 @@ class Injector:
         watermark_pb2_grpc.add_WatermarkAuthorityServicer_to_server(
             WatermarkAuthorityServicer(self.authority), server
         )
-        control_pb2_grpc.add_ControlServicer_to_server(ControlService(self.ownership), server)
+        nodes = {name: node.computation for name, node in self.deployment.nodes.items()}
+        control_pb2_grpc.add_ControlServicer_to_server(
+            ControlService(self.ownership, nodes), server
+        )
         services = (
             ingest_pb2.DESCRIPTOR.services_by_name["Ingest"].full_name,
             watermark_pb2.DESCRIPTOR.services_by_name["WatermarkAuthority"].full_name,
@@ -290,7 +301,7 @@ class Injector:
         return tasks
 
     def _publish_source_watermarks(self) -> None:
-        now = self._clock()
+        now = self._elapsed_clock()  # idleness: elapsed time, whatever the wall clock does
         excluded = self.config.idle_excluded
         for stream in self.streams.values():
             self.authority.set_source_watermark(stream.name, stream.source_watermark(now))

@@ -6,7 +6,8 @@ Hosts (network namespaces, ``tests/support/hosts.py``): the injector, two nodes 
 nemesis, on a random schedule, cuts a link both ways or one way, splits the hosts in
 two, pauses a process for longer than a lease (SIGSTOP, SIGCONT), kills one (SIGKILL,
 started again on its host), throttles a host's link or makes it lossy (a fifth of its
-packets dropped at random), and heals each after a few seconds. Then everything is
+packets dropped at random), steps a host's wall clock forward or back by up to two
+minutes, and heals each after a few seconds. Then everything is
 healed, the stream is finished (its watermark goes to the end of time) and the checker
 compares:
 
@@ -17,7 +18,8 @@ compares:
 
 Each host's wall clock is off by its own offset (:data:`CLOCK_OFFSETS_MS`, from 95 s
 behind to 70 s ahead, several times a lease): its processes read ``time.time`` through
-``tests/support/host_clock/sitecustomize.py``, a fake named as such: libfaketime
+``tests/support/host_clock/sitecustomize.py``, which reads the offset from a file per
+host (so the nemesis can make it jump), a fake named as such: libfaketime
 (Debian's 0.9.10), the usual tool, breaks Python's timed waits (``threading.Event.wait``
 never returns when it fakes the monotonic clock, and sleeps fail with EINVAL when it
 does not), which stalls any process, Millrace or not.
@@ -81,6 +83,15 @@ class Cluster:
     sink: SinkProcess
     started: dict[str, float]
     """When each process was started, by this process's clock."""
+    clocks: dict[str, Path]
+    """Each host's clock file: its wall clock's offset in ms (``sitecustomize.py``)."""
+
+    def set_clock(self, host: str, offset_ms: int) -> None:
+        """Step ``host``'s wall clock to ``offset_ms`` from the machine's (at once)."""
+        path = self.clocks[host]
+        written = path.with_suffix(".new")
+        written.write_text(f"{offset_ms}\n")
+        written.replace(path)  # atomic: a process reads the old offset or the new one
 
     def address(self, host: str) -> str:
         return f"{self.hosts.address(host)}:{PORT}"
@@ -139,12 +150,14 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     }
     for name in ("counts-0", "counts-1", "totals"):
         processes[name] = NodeProcess(deployment, name, tmp_path / name, tmp_path, log_level="INFO")
+    clocks = {name: tmp_path / f"{name}.clock" for name in processes}
     for name, process in processes.items():
+        clocks[name].write_text(f"{CLOCK_OFFSETS_MS[name]}\n")
         process.prefix = hosts.prefix(name)
         process.env = {
             **process.env,
             "MILLRACE_DATA_DIR": str(tmp_path / f"{name}-data"),
-            "MILLRACE_TEST_CLOCK_OFFSET_MS": str(CLOCK_OFFSETS_MS[name]),
+            "MILLRACE_TEST_CLOCK_FILE": str(clocks[name]),
             "PYTHONPATH": os.pathsep.join([str(HOST_CLOCK), str(ROOT)]),
         }
     started: dict[str, float] = {}
@@ -152,7 +165,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         for name, process in processes.items():
             started[name] = time.time()
             process.start()
-        yield Cluster(hosts, processes, sink, started)
+        yield Cluster(hosts, processes, sink, started, clocks)
     finally:
         for process in processes.values():
             if process.process is not None:
@@ -260,7 +273,7 @@ class Nemesis(InThread):
     def run(self) -> None:
         faults = [
             self._cut, self._one_way, self._split, self._pause, self._kill, self._slow,
-            self._lossy,
+            self._lossy, self._clock_jump,
         ]  # fmt: skip
         while not self._stop.wait(self.rng.uniform(0.5, 1.5)):
             fault = self.rng.choice(faults)
@@ -312,9 +325,20 @@ class Nemesis(InThread):
         self.cluster.hosts.lose(name, percent=20)
         return f"lossy {name}", lambda: self.cluster.hosts.unlose(name)
 
+    def _clock_jump(self) -> Fault:
+        name = self.rng.choice(HOSTS)
+        step_ms = self.rng.choice([-1, 1]) * self.rng.randrange(20_000, 120_000)
+        self.cluster.set_clock(name, CLOCK_OFFSETS_MS[name] + step_ms)
+        return (
+            f"clock {name} {step_ms / 1000:+.0f} s",
+            lambda: self.cluster.set_clock(name, CLOCK_OFFSETS_MS[name]),
+        )
+
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         self.cluster.hosts.heal()
+        for name in HOSTS:
+            self.cluster.set_clock(name, CLOCK_OFFSETS_MS[name])
 
 
 def logged_clock_offset_s(cluster: Cluster, name: str) -> float:

@@ -2,8 +2,11 @@
 stalls Python's timed waits on this machine, ``docs/faults.md``).
 
 On ``PYTHONPATH`` ahead of everything else, Python runs this at start-up: with
-``MILLRACE_TEST_CLOCK_OFFSET_MS`` set, ``time.time`` and ``time.time_ns`` read the
-system clock plus that offset, as a host whose clock is off by that much would. The
+``MILLRACE_TEST_CLOCK_FILE`` naming a file that holds a number of milliseconds,
+``time.time`` and ``time.time_ns`` read the system clock plus that offset, as a host
+whose clock is off by that much would. The file is read again at most every
+:data:`REREAD_NS`, so writing a new offset into it makes the host's clock jump (forward
+or back, as NTP stepping a clock or an operator setting it would). The
 monotonic clocks are left alone (they are per host anyway and never compared across
 hosts). C code reads the system clock itself, so gRPC's Python modules, which turn
 timeouts into deadlines on C's clock with ``time.time``, keep the system clock: on a
@@ -12,6 +15,7 @@ real host the two would agree.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import os
@@ -20,7 +24,9 @@ import time
 import types
 from typing import Any
 
-_OFFSET_NS = int(os.environ.get("MILLRACE_TEST_CLOCK_OFFSET_MS", "0")) * 1_000_000
+_CLOCK_FILE = os.environ.get("MILLRACE_TEST_CLOCK_FILE")
+REREAD_NS = 50_000_000
+"""How often, at most, the clock file is read again (by the monotonic clock)."""
 
 
 class _SystemTime(types.ModuleType):
@@ -59,11 +65,33 @@ class _GrpcOnSystemTime(importlib.abc.MetaPathFinder):
         return spec
 
 
-if _OFFSET_NS:
+class _Offset:
+    """The clock file's offset in ns, read again once :data:`REREAD_NS` has passed."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._read_at = time.monotonic_ns()
+        self.ns = self._read()
+
+    def _read(self) -> int:
+        with open(self._path) as file:
+            return int(file.read().strip() or 0) * 1_000_000
+
+    def now(self) -> int:
+        at = time.monotonic_ns()
+        if at - self._read_at >= REREAD_NS:
+            self._read_at = at
+            with contextlib.suppress(OSError, ValueError):  # keep the last offset
+                self.ns = self._read()
+        return self.ns
+
+
+if _CLOCK_FILE:
     _system_time, _system_time_ns = time.time, time.time_ns
+    _offset = _Offset(_CLOCK_FILE)
 
     def _time_ns() -> int:
-        return _system_time_ns() + _OFFSET_NS
+        return _system_time_ns() + _offset.now()
 
     def _time() -> float:
         return _time_ns() / 1e9
