@@ -12,6 +12,13 @@ zombie already holds. A newer epoch fences every older owner:
 receivers refuse its deliveries, its store refuses its commits, and a node
 that sees its interval leased at a newer epoch in ``WatchAssignment`` fences
 itself.
+
+An interval can move to another node of its computation (:meth:`move`): the registry
+records the move in both files before it answers, and from then on leases the interval
+only to that node (a node that claims it otherwise is told it moved away). The node it
+moves to takes the state from the current owner and registers it at a new epoch, which
+fences the old owner; the move stays recorded, as that interval's placement, until the
+interval moves again.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ class OwnershipRegistry:
         self._cond = threading.Condition()
         self._leases: dict[tuple[str, int], Lease] = {}
         self._floors: dict[tuple[str, int], int] = {}
+        self._moved: dict[tuple[str, int], str] = {}
         self.version = 0
         if journal_path.exists():
             body = json.loads(journal_path.read_text())
@@ -61,8 +69,12 @@ class OwnershipRegistry:
                 lease = Lease(**raw)
                 self._leases[(lease.computation, lease.index)] = lease
             self.version = int(body["version"])
-        for (computation, index), epoch in _read_epochs(self._epochs_path).items():
+            self._moved.update(_moves_of(body))
+        epochs, moved = _read_epochs(self._epochs_path)
+        for (computation, index), epoch in epochs.items():
             self.raise_floor(computation, index, epoch)
+        for key, node_id in moved.items():
+            self._moved.setdefault(key, node_id)
         self.lost = self._lost_file()
         """The registry file found missing at start (its twin still had epochs), or None."""
 
@@ -106,6 +118,8 @@ class OwnershipRegistry:
             leases = dict(self._leases)
             for index in wanted:
                 key = (computation, index)
+                if self._moved.get(key, node_id) != node_id:
+                    continue  # moved to another node: see moved_away
                 previous = leases.get(key)
                 known = max(
                     0 if previous is None else previous.epoch,
@@ -115,13 +129,54 @@ class OwnershipRegistry:
                 lease = Lease(computation, index, spec.intervals, known + 1, node_id, address)
                 leases[key] = lease
                 granted.append(lease)
+            if not granted:
+                return granted
             # Durable before anyone sees it: a lease lost in a crash was never granted.
-            _write_epochs(self._epochs_path, self._floors, leases)
-            self._save(self.version + 1, leases)
-            self._leases = leases
-            self.version += 1
-            self._cond.notify_all()
+            self._commit(leases, self._moved)
         return granted
+
+    def move(self, computation: str, index: int, node_id: str) -> Lease | None:
+        """Record (durably) that ``computation``/``index`` runs on ``node_id`` from now
+        on; returns its current lease (None if never leased). Raises ``ValueError`` for
+        an unknown interval or a bad node id."""
+        spec = self._topology.computations.get(computation)
+        if spec is None:
+            raise ValueError(f"unknown computation {brief(computation)}")
+        if not 0 <= index < spec.intervals:
+            raise ValueError(f"{computation!r} has no interval {index}")
+        if not node_id or len(node_id) > MAX_NAME:
+            raise ValueError(f"node_id must have 1..{MAX_NAME} characters, not {len(node_id)}")
+        with self._cond:
+            key = (computation, index)
+            if self._moved.get(key) != node_id:
+                self._commit(self._leases, {**self._moved, key: node_id})
+            return self._leases.get(key)
+
+    def moves(self, computations: Iterable[str] = ()) -> dict[tuple[str, int], str]:
+        """Every recorded move (of ``computations``, or all): interval -> node id."""
+        wanted = set(computations)
+        with self._cond:
+            return {k: v for k, v in self._moved.items() if not wanted or k[0] in wanted}
+
+    def interval_counts(self) -> dict[str, int]:
+        """Each computation's interval count."""
+        return {name: spec.intervals for name, spec in self._topology.computations.items()}
+
+    def moved_away(self, node_id: str, computation: str, indexes: Iterable[int]) -> list[int]:
+        """Those of ``indexes`` that moved to a node other than ``node_id``."""
+        with self._cond:
+            return [i for i in indexes if self._moved.get((computation, i), node_id) != node_id]
+
+    def _commit(
+        self, leases: dict[tuple[str, int], Lease], moved: dict[tuple[str, int], str]
+    ) -> None:
+        """Journal ``leases`` and ``moved`` (both files), then make them current."""
+        _write_epochs(self._epochs_path, self._floors, leases, moved)
+        self._save(self.version + 1, leases, moved)
+        self._leases = leases
+        self._moved = moved
+        self.version += 1
+        self._cond.notify_all()
 
     def raise_floor(self, computation: str, index: int, epoch: int) -> None:
         """Another journal saw ``epoch`` for this interval: never grant it or one below."""
@@ -161,21 +216,31 @@ class OwnershipRegistry:
             return self._path
         return None
 
-    def _save(self, version: int, leases: dict[tuple[str, int], Lease]) -> None:
-        body = {"version": version, "leases": [_as_dict(lease) for lease in leases.values()]}
+    def _save(
+        self,
+        version: int,
+        leases: dict[tuple[str, int], Lease],
+        moved: Mapping[tuple[str, int], str],
+    ) -> None:
+        body = {
+            "version": version,
+            "leases": [_as_dict(lease) for lease in leases.values()],
+            "moved": _moves_as_list(moved),
+        }
         write_json_durably(self._path, body)
 
 
 EPOCHS_FILE = "epochs.json"
 
 
-def _read_epochs(path: Path) -> dict[tuple[str, int], int]:
-    """``epochs.json``: the highest epoch granted per interval ({} when missing)."""
+def _read_epochs(path: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+    """``epochs.json``: the highest epoch granted per interval, and the moves ({} when
+    missing)."""
     if not path.exists():
-        return {}
+        return {}, {}
     try:
         body = json.loads(path.read_text())
-        return {(str(c), int(i)): int(e) for c, i, e in body["granted"]}
+        return {(str(c), int(i)): int(e) for c, i, e in body["granted"]}, _moves_of(body)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ValueError(
             f"{path}: malformed ({exc}); move it aside to start without it (ownership.json "
@@ -184,13 +249,32 @@ def _read_epochs(path: Path) -> dict[tuple[str, int], int]:
 
 
 def _write_epochs(
-    path: Path, floors: Mapping[tuple[str, int], int], leases: Mapping[tuple[str, int], Lease]
+    path: Path,
+    floors: Mapping[tuple[str, int], int],
+    leases: Mapping[tuple[str, int], Lease],
+    moved: Mapping[tuple[str, int], str],
 ) -> None:
-    """``epochs.json``: per interval, the highest epoch known (a floor, or its lease's)."""
+    """``epochs.json``: per interval, the highest epoch known (a floor, or its lease's),
+    and the moves (so that either file alone still knows where each interval runs)."""
     epochs = dict(floors)
     for key, lease in leases.items():
         epochs[key] = max(epochs.get(key, 0), lease.epoch)
-    write_json_durably(path, {"granted": [[c, i, e] for (c, i), e in sorted(epochs.items())]})
+    body = {
+        "granted": [[c, i, e] for (c, i), e in sorted(epochs.items())],
+        "moved": _moves_as_list(moved),
+    }
+    write_json_durably(path, body)
+
+
+def _moves_of(body: Mapping[str, object]) -> dict[tuple[str, int], str]:
+    raw = body.get("moved", [])
+    if not isinstance(raw, list):
+        raise ValueError("'moved' is not a list")
+    return {(str(c), int(i)): str(n) for c, i, n in raw}
+
+
+def _moves_as_list(moved: Mapping[tuple[str, int], str]) -> list[list[object]]:
+    return [[c, i, n] for (c, i), n in sorted(moved.items())]
 
 
 def _as_dict(lease: Lease) -> dict[str, object]:

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "finish": "inject",
     "watermarks": "watermarks",
     "status": "status",
+    "intervals": "intervals",
     "state": "state",
     "deadletters": "deadletters",
     "up": "up",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import grpc
 
@@ -26,13 +26,17 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         topology: Topology,
         processors: Mapping[tuple[str, int], IntervalProcessor],
         fenced_reason: Callable[[str, int], str] = lambda computation, interval: "",
+        hand_over: Callable[[str, int, str], Iterator[admin_pb2.StoreFilePiece]] | None = None,
     ) -> None:
         """``fenced_reason``: why the node stopped writing an interval ("" while it owns
-        it)."""
+        it); ``hand_over(computation, index, to_node_id)``: stop running an interval
+        moved away and stream its store (raises ``PermissionError`` when the registry
+        does not move it there, ``FileNotFoundError`` when it is not here)."""
         self._node_id = node_id
         self._topology = topology
         self._processors = processors
         self._fenced_reason = fenced_reason
+        self._hand_over = hand_over
         self._started_ms = wall_clock_ms()
 
     def Status(
@@ -98,3 +102,25 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         response.dead_letters.sort(key=lambda letter: letter.record.record_id)
         del response.dead_letters[limit:]
         return response
+
+    def HandOver(
+        self, request: admin_pb2.HandOverRequest, context: grpc.ServicerContext
+    ) -> Iterator[admin_pb2.StoreFilePiece]:
+        interval = request.interval
+        where = f"{interval.computation}/{interval.index}"
+        if self._hand_over is None:
+            abort(context, grpc.StatusCode.FAILED_PRECONDITION, "moves need the injector")
+        try:
+            yield from self._hand_over(interval.computation, interval.index, request.to_node_id)
+        except PermissionError as exc:
+            abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except FileNotFoundError as exc:
+            abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
+        except grpc.RpcError as exc:
+            abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"cannot check the move of {where} with the registry: {exc.code()}",
+            )
+        except (OSError, RuntimeError) as exc:
+            abort(context, grpc.StatusCode.UNAVAILABLE, f"cannot hand {where} over: {exc}")

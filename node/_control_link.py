@@ -91,6 +91,7 @@ class LeaseKeeper:
       not above its own: ``on_conflict`` (two owners at once: the registry lost
       what it granted);
     - every lease's address: ``on_routes`` (senders follow replacements);
+    - the whole assignment (its moves): ``on_assignment``;
     - every lease's epoch: :meth:`granted_epoch`, what senders' epochs are
       checked against (an epoch the registry never granted is not believed);
     - its own leases still current: the lease is *confirmed*.
@@ -112,6 +113,7 @@ class LeaseKeeper:
         on_routes: Callable[[list[tuple[str, int, str]]], None],
         own_address: str = "",
         on_conflict: Callable[[str, int, int, str], None] | None = None,
+        on_assignment: Callable[[control_pb2.Assignment], None] | None = None,
         security: Security = Security(),
         poll_s: float = 0.25,
         lease_s: float = 5.0,
@@ -123,6 +125,7 @@ class LeaseKeeper:
         self._on_routes = on_routes
         self._own_address = own_address
         self._on_conflict = on_conflict
+        self._on_assignment = on_assignment
         self._poll_s = poll_s
         self._lease_s = lease_s
         self._gap_s = gap_s
@@ -236,6 +239,8 @@ class LeaseKeeper:
             elif lease.epoch != own:
                 current.discard(key)
         self._on_routes(routes)
+        if self._on_assignment is not None:
+            self._on_assignment(assignment)
         with self._cond:
             for lease in assignment.leases:
                 key = (lease.interval.computation, lease.interval.index)

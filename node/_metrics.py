@@ -170,7 +170,7 @@ class _Gauges(Collector):
             labels=[*labels, "column"],
         )
         now_ms = wall_clock_ms()
-        for (name, interval), processor in self._processors.items():
+        for (name, interval), processor in list(self._processors.items()):
             status = processor.status()
             values = [name, str(interval)]
             fenced.add_metric(values, 1 if self._fenced(name, interval) else 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent import futures
 from pathlib import Path
 
@@ -40,12 +40,18 @@ from millrace.deployment.security import Security
 from millrace.engine import BatchOutcome, Frame, IntervalProcessor, Production
 from millrace.node._admin_service import AdminService
 from millrace.node._control_link import LeaseKeeper, register_intervals
+from millrace.node._interval_moves import (
+    IntervalMoves,
+    Layout,
+    fetch_assignment,
+    intervals_to_open,
+)
 from millrace.node._metrics import NodeMetrics
 from millrace.node._stale_refusals import StaleRefusals
 from millrace.node._watermark_link import WatermarkLink
 from millrace.node._worker import IntervalWorker, WorkerHooks
 from millrace.statestore import MAX_EPOCH, StateStore, StoreConfig
-from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
+from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +94,7 @@ class Node(WorkerHooks):
         self.metrics = NodeMetrics(
             self.processors,
             self._senders.all,
-            lambda name, interval: self.workers[(name, interval)].fenced,
+            lambda name, interval: self._fenced_reason(name, interval) != "",
         )
         self._server: grpc.Server | None = None
         self._link = WatermarkLink(
@@ -100,6 +106,10 @@ class Node(WorkerHooks):
             security=self.security,
         )
         self._keeper: LeaseKeeper | None = None
+        self._moves: IntervalMoves | None = None
+        injector = deployment.injector
+        self._registry = None if injector is None else self.security.open_channel(injector.address)
+        """A channel to the injector's registry (moves, hand-overs); None without one."""
         self._stale = StaleRefusals()
         self._stopping = False
         self.port = 0
@@ -116,7 +126,15 @@ class Node(WorkerHooks):
         fences the owner that runs.
         """
         computation = self.placement.computation
-        stores = self._open_stores()
+        layout = self._fetch_layout()
+        local = (
+            list(self.placement.intervals)
+            if layout is None
+            else intervals_to_open(
+                self.placement.intervals, Layout.of(layout, computation), self.name
+            )
+        )
+        stores = self._open_stores(local)
         try:
             self._server = self._build_server()
             self.port = self.security.bind(self._server, self.address)
@@ -126,36 +144,20 @@ class Node(WorkerHooks):
                 store.close()
             raise
         for interval, store in stores.items():
+            if self._keeper is not None and interval not in leased:
+                store.close()  # moved to another node since the layout was read
+                continue
             # The registry's lease is above the stored epoch; without an injector the
             # deployment's epoch, never below an earlier incarnation's.
-            epoch = max(leased.get(interval, self.placement.epoch), store.owner_epoch + 1)
-            self.processors[(computation, interval)] = IntervalProcessor(
-                topology=self.deployment.topology,
-                computation=computation,
-                interval=interval,
-                store=store,
-                epoch=epoch,
-            )
-            status = self.processors[(computation, interval)].status()
-            recovered = {
-                "computation": computation, "interval": interval, "epoch": status.epoch,
-                "dedup_ids": store.recovered_ids, "timers": status.pending_timers,
-                "outbox": status.outbox_size,
-            }  # fmt: skip
-            log.info(
-                "interval %(computation)s/%(interval)s recovered: epoch %(epoch)d, "
-                "%(dedup_ids)d dedup ids, %(timers)d timers, %(outbox)d in outbox",
-                recovered,
-                extra={"event": "recovered", **recovered},
-            )
-        for key, processor in self.processors.items():
-            self.workers[key] = IntervalWorker(processor, self)
+            self._add_interval(interval, store, leased.get(interval, self.placement.epoch))
         self._server.start()
-        for worker in self.workers.values():
+        for worker in list(self.workers.values()):
             worker.start()
         self._link.start()
         if self._keeper is not None:
             self._keeper.start()
+        if self._moves is not None and layout is not None:
+            self._moves.follow(layout)
         if self.placement.metrics_port is not None:
             server, _ = start_http_server(
                 self.placement.metrics_port,
@@ -165,16 +167,58 @@ class Node(WorkerHooks):
             self.metrics_port = server.server_port
         log.info(
             "node %s started: %s intervals %s on port %d",
-            self.name, computation, list(self.placement.intervals), self.port,
+            self.name, computation, sorted(i for _, i in self.processors), self.port,
             extra={"event": "start", "node": self.name, "computation": computation,
                    "port": self.port, "metrics_port": self.metrics_port},
         )  # fmt: skip
 
-    def _open_stores(self) -> dict[int, StateStore]:
+    def _add_interval(self, interval: int, store: StateStore, leased_epoch: int) -> IntervalWorker:
+        """Run ``interval`` over its opened ``store`` (the worker still to start)."""
+        computation = self.placement.computation
+        processor = IntervalProcessor(
+            topology=self.deployment.topology,
+            computation=computation,
+            interval=interval,
+            store=store,
+            epoch=max(leased_epoch, store.owner_epoch + 1),
+        )
+        status = processor.status()
+        recovered = {
+            "computation": computation, "interval": interval, "epoch": status.epoch,
+            "dedup_ids": store.recovered_ids, "timers": status.pending_timers,
+            "outbox": status.outbox_size,
+        }  # fmt: skip
+        log.info(
+            "interval %(computation)s/%(interval)s recovered: epoch %(epoch)d, "
+            "%(dedup_ids)d dedup ids, %(timers)d timers, %(outbox)d in outbox",
+            recovered,
+            extra={"event": "recovered", **recovered},
+        )
+        worker = IntervalWorker(processor, self)
+        self.processors[(computation, interval)] = processor
+        self.workers[(computation, interval)] = worker
+        return worker
+
+    def _fetch_layout(self) -> control_pb2.Assignment | None:
+        """The registry's assignment (its moves) before anything is opened; None without an
+        injector."""
+        if self._registry is None:
+            return None
+        backoff = 0.1
+        while True:
+            try:
+                return fetch_assignment(self._registry, self.placement.computation)
+            except grpc.RpcError as error:
+                if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    raise ValueError(f"the injector refused: {error.details()}") from error
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def _open_stores(self, intervals: list[int]) -> dict[int, StateStore]:
         """Every hosted interval's store (its lock held), or none and the error."""
         stores: dict[int, StateStore] = {}
         try:
-            for interval in self.placement.intervals:
+            for interval in intervals:
                 path = self.data_dir / self.placement.computation / str(interval)
                 stores[interval] = StateStore.open_rocksdb(path, config=self._store_config)
         except BaseException:
@@ -183,6 +227,55 @@ class Node(WorkerHooks):
             raise
         return stores
 
+    def _take_over(self, interval: int, store: StateStore) -> bool:
+        """Register an interval moved here (its store opened) and run it; False when the
+        registry refused it."""
+        if self._stopping:
+            return False
+        leased = register_intervals(
+            self.deployment.injector.address if self.deployment.injector else "",
+            node_id=self.name,
+            computation=self.placement.computation,
+            node_address=self.advertised_address,
+            intervals=[interval],
+            stored_epochs={interval: store.owner_epoch},
+            security=self.security,
+        )
+        if interval not in leased:
+            return False
+        worker = self._add_interval(interval, store, leased[interval])
+        worker.start()
+        if self._keeper is not None:
+            self._keeper.check_now()
+        log.info(
+            "interval %s/%s taken over at epoch %d", self.placement.computation, interval,
+            worker.processor.epoch,
+            extra={"event": "move_done", "computation": self.placement.computation,
+                   "interval": interval, "epoch": worker.processor.epoch},
+        )  # fmt: skip
+        return True
+
+    def _release(self, interval: int, reason: str) -> int | None:
+        """Stop running ``interval`` for good and close its store; its epoch (None when it
+        was not running here)."""
+        key = (self.placement.computation, interval)
+        worker = self.workers.get(key)
+        if worker is None:
+            return None
+        processor = worker.processor
+        worker.fence(processor.epoch + 1, reason)
+        worker.stop(timeout=60)
+        if not worker.stopped:
+            raise RuntimeError(f"interval {key[0]}/{interval} did not stop within 60 s")
+        self.processors.pop(key, None)
+        self.workers.pop(key, None)
+        for sender in self._senders.all():
+            sender.forget(worker.origin)
+        self._link.forget(*key)
+        epoch = processor.store.owner_epoch
+        processor.store.close()
+        return epoch
+
     def _lease(self, stored_epochs: dict[int, int]) -> dict[int, int]:
         """Epochs from the injector's ownership registry (none without an injector),
         above the epochs the stores already claimed; the lease keeper that follows them."""
@@ -190,22 +283,39 @@ class Node(WorkerHooks):
         if injector is None:
             return {}
         computation = self.placement.computation
-        leased = register_intervals(
-            injector.address,
+        leased = (
+            register_intervals(
+                injector.address,
+                node_id=self.name,
+                computation=computation,
+                node_address=self.advertised_address,
+                intervals=sorted(stored_epochs),
+                stored_epochs=stored_epochs,
+                security=self.security,
+            )
+            if stored_epochs
+            else {}
+        )
+        assert self._registry is not None
+        self._moves = IntervalMoves(
             node_id=self.name,
             computation=computation,
-            node_address=self.advertised_address,
-            intervals=list(self.placement.intervals),
-            stored_epochs=stored_epochs,
+            data_dir=self.data_dir,
+            store_config=self._store_config,
+            registry=self._registry,
             security=self.security,
+            host=self._take_over,
+            release=self._release,
+            hosted=lambda: {i for _, i in list(self.processors)},
         )
         self._keeper = LeaseKeeper(
             injector.address,
-            held=lambda: {(p.name, p.interval): p.epoch for p in self.processors.values()},
+            held=lambda: {(p.name, p.interval): p.epoch for p in list(self.processors.values())},
             on_superseded=self._superseded,
             on_routes=self._follow_routes,
             own_address=self.advertised_address,
             on_conflict=self._conflict,
+            on_assignment=self._moves.follow,
             security=self.security,
         )
         return leased
@@ -264,7 +374,8 @@ class Node(WorkerHooks):
                 self.name,
                 self.deployment.topology,
                 self.processors,
-                lambda name, interval: self.workers[(name, interval)].fenced_reason,
+                self._fenced_reason,
+                hand_over=self._hand_over,
             ),
             server,
         )
@@ -275,6 +386,8 @@ class Node(WorkerHooks):
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop taking work, finish in-flight turns, close the stores."""
         self._stopping = True
+        if self._moves is not None:
+            self._moves.stop()
         if self._server is not None:
             self._server.stop(grace_s).wait()
         self._link.stop()
@@ -283,10 +396,12 @@ class Node(WorkerHooks):
         # Senders first: a worker blocked in ``submit`` behind a slow consumer's full queue
         # is only released by its sender stopping (what it did not send stays in the outbox).
         self._senders.stop()
-        for worker in self.workers.values():
+        for worker in list(self.workers.values()):
             worker.stop()
-        for processor in self.processors.values():
+        for processor in list(self.processors.values()):
             processor.store.close()
+        if self._registry is not None:
+            self._registry.close()
         log.info("node %s stopped", self.name, extra={"event": "stop", "node": self.name})
 
     def wait(self) -> None:
@@ -331,13 +446,17 @@ class Node(WorkerHooks):
     # -- sender callbacks ----------------------------------------------------------
 
     def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
-        self.workers[(origin.computation, origin.interval)].acknowledged(outbox_keys)
+        worker = self.workers.get((origin.computation, origin.interval))
+        if worker is not None:  # None: handed over to another node since it sent
+            worker.acknowledged(outbox_keys)
 
     def fenced(self, origin: Origin, message: str) -> None:
         """A receiver refused ``origin`` as stale: it knows a newer epoch of the interval.
         With a registry, believe it only once the registry confirms (the lease keeper then
         fences the worker); without one, fence now. A fenced origin's sends stop."""
-        worker = self.workers[(origin.computation, origin.interval)]
+        worker = self.workers.get((origin.computation, origin.interval))
+        if worker is None:
+            return  # handed over to another node since it sent
         self.metrics.stale_refusals.labels(origin.computation).inc()
         if self._keeper is None:
             worker.fence(origin.epoch + 1, message)
@@ -368,7 +487,9 @@ class Node(WorkerHooks):
             self._keeper.check_now()
 
     def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
-        self.workers[(origin.computation, origin.interval)].refused(production, message)
+        worker = self.workers.get((origin.computation, origin.interval))
+        if worker is not None:
+            worker.refused(production, message)
 
     # -- internals ----------------------------------------------------------------
 
@@ -380,8 +501,19 @@ class Node(WorkerHooks):
         return self._senders.all()
 
     def _watermark(self, mark: int) -> None:
-        for worker in self.workers.values():
+        for worker in list(self.workers.values()):
             worker.set_watermark(mark)
+
+    def _fenced_reason(self, computation: str, interval: int) -> str:
+        worker = self.workers.get((computation, interval))
+        return "handed over" if worker is None else worker.fenced_reason
+
+    def _hand_over(
+        self, computation: str, interval: int, to_node_id: str
+    ) -> Iterator[admin_pb2.StoreFilePiece]:
+        if self._moves is None or computation != self.placement.computation:
+            raise FileNotFoundError(f"{computation}/{interval} is not run by node {self.name}")
+        return self._moves.hand_over(interval, to_node_id)
 
     def _say_conflict(
         self, message: str, computation: str, interval: int, epoch: int, **extra: object

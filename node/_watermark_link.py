@@ -97,6 +97,12 @@ class WatermarkLink:
             self._send(timeout=2.0)
         return ticket
 
+    def forget(self, computation: str, interval: int) -> None:
+        """Stop reporting an interval this node no longer runs (the authority keeps its
+        last report until the interval's new owner reports)."""
+        with self._lock:
+            self._latest.pop((computation, interval), None)
+
     def wait_reported(self, ticket: int, timeout: float) -> bool:
         """Block until the authority accepted a report including ``ticket`` (True), or
         ``timeout`` passes or the link stops (False). True at once without an authority."""

@@ -162,6 +162,11 @@ class IntervalWorker:
             self._after_sync.stop(timeout)
 
     @property
+    def stopped(self) -> bool:
+        """True once the loop has ended (after :meth:`stop`)."""
+        return not self._thread.is_alive()
+
+    @property
     def fenced(self) -> bool:
         """True once this interval has lost ownership."""
         return self.driver.fenced

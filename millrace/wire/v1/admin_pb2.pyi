@@ -98,3 +98,23 @@ class ListDeadLettersResponse(_message.Message):
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
     def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
+
+class HandOverRequest(_message.Message):
+    __slots__ = ("interval", "to_node_id")
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    interval: _record_pb2.KeyInterval
+    to_node_id: str
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., to_node_id: _Optional[str] = ...) -> None: ...
+
+class StoreFilePiece(_message.Message):
+    __slots__ = ("name", "data", "done", "epoch")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    data: bytes
+    done: bool
+    epoch: int
+    def __init__(self, name: _Optional[str] = ..., data: _Optional[bytes] = ..., done: _Optional[bool] = ..., epoch: _Optional[int] = ...) -> None: ...

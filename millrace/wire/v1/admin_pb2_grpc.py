@@ -50,6 +50,11 @@ class AdminStub:
                 request_serializer=millrace_dot_wire_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
                 response_deserializer=millrace_dot_wire_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
                 _registered_method=True)
+        self.HandOver = channel.unary_stream(
+                '/millrace.wire.v1.Admin/HandOver',
+                request_serializer=millrace_dot_wire_dot_v1_dot_admin__pb2.HandOverRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_admin__pb2.StoreFilePiece.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -77,6 +82,16 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HandOver(self, request, context):
+        """Stops running an interval that the registry moves to another node, and
+        streams its store's files to that node. FAILED_PRECONDITION when the
+        registry does not move the interval to `to_node_id`; NOT_FOUND when this
+        node has no store of it. Served by nodes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +109,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListDeadLetters,
                     request_deserializer=millrace_dot_wire_dot_v1_dot_admin__pb2.ListDeadLettersRequest.FromString,
                     response_serializer=millrace_dot_wire_dot_v1_dot_admin__pb2.ListDeadLettersResponse.SerializeToString,
+            ),
+            'HandOver': grpc.unary_stream_rpc_method_handler(
+                    servicer.HandOver,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_admin__pb2.HandOverRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_admin__pb2.StoreFilePiece.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +198,33 @@ class Admin:
             '/millrace.wire.v1.Admin/ListDeadLetters',
             millrace_dot_wire_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
             millrace_dot_wire_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HandOver(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/millrace.wire.v1.Admin/HandOver',
+            millrace_dot_wire_dot_v1_dot_admin__pb2.HandOverRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_admin__pb2.StoreFilePiece.FromString,
             options,
             channel_credentials,
             insecure,

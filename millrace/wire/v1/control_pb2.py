@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from millrace.wire.v1 import record_pb2 as millrace_dot_wire_dot_v1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emillrace/wire/v1/control.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"q\n\rIntervalLease\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\"\x9c\x01\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x18\n\x10interval_indexes\x18\x04 \x03(\r\x12\x34\n\rstored_epochs\x18\x05 \x03(\x0b\x32\x1d.millrace.wire.v1.StoredEpoch\"+\n\x0bStoredEpoch\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"G\n\x14RegisterNodeResponse\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\",\n\x14GetAssignmentRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"N\n\nAssignment\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\x12\x0f\n\x07version\x18\x02 \x01(\x03\x32\x9a\x02\n\x07\x43ontrol\x12]\n\x0cRegisterNode\x12%.millrace.wire.v1.RegisterNodeRequest\x1a&.millrace.wire.v1.RegisterNodeResponse\x12U\n\rGetAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment\x12Y\n\x0fWatchAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emillrace/wire/v1/control.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"q\n\rIntervalLease\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\"\x9c\x01\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x18\n\x10interval_indexes\x18\x04 \x03(\r\x12\x34\n\rstored_epochs\x18\x05 \x03(\x0b\x32\x1d.millrace.wire.v1.StoredEpoch\"+\n\x0bStoredEpoch\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"[\n\x14RegisterNodeResponse\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\x12\x12\n\nmoved_away\x18\x02 \x03(\r\"S\n\x0cIntervalMove\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x12\n\nto_node_id\x18\x02 \x01(\t\"Z\n\x13MoveIntervalRequest\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x12\n\nto_node_id\x18\x02 \x01(\t\"v\n\x14MoveIntervalResponse\x12,\n\x04move\x18\x01 \x01(\x0b\x32\x1e.millrace.wire.v1.IntervalMove\x12\x30\n\x07\x63urrent\x18\x02 \x01(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\",\n\x14GetAssignmentRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"}\n\nAssignment\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12-\n\x05moves\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.IntervalMove2\xf9\x02\n\x07\x43ontrol\x12]\n\x0cRegisterNode\x12%.millrace.wire.v1.RegisterNodeRequest\x1a&.millrace.wire.v1.RegisterNodeResponse\x12U\n\rGetAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment\x12Y\n\x0fWatchAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment0\x01\x12]\n\x0cMoveInterval\x12%.millrace.wire.v1.MoveIntervalRequest\x1a&.millrace.wire.v1.MoveIntervalResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,11 +39,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STOREDEPOCH']._serialized_start=357
   _globals['_STOREDEPOCH']._serialized_end=400
   _globals['_REGISTERNODERESPONSE']._serialized_start=402
-  _globals['_REGISTERNODERESPONSE']._serialized_end=473
-  _globals['_GETASSIGNMENTREQUEST']._serialized_start=475
-  _globals['_GETASSIGNMENTREQUEST']._serialized_end=519
-  _globals['_ASSIGNMENT']._serialized_start=521
-  _globals['_ASSIGNMENT']._serialized_end=599
-  _globals['_CONTROL']._serialized_start=602
-  _globals['_CONTROL']._serialized_end=884
+  _globals['_REGISTERNODERESPONSE']._serialized_end=493
+  _globals['_INTERVALMOVE']._serialized_start=495
+  _globals['_INTERVALMOVE']._serialized_end=578
+  _globals['_MOVEINTERVALREQUEST']._serialized_start=580
+  _globals['_MOVEINTERVALREQUEST']._serialized_end=670
+  _globals['_MOVEINTERVALRESPONSE']._serialized_start=672
+  _globals['_MOVEINTERVALRESPONSE']._serialized_end=790
+  _globals['_GETASSIGNMENTREQUEST']._serialized_start=792
+  _globals['_GETASSIGNMENTREQUEST']._serialized_end=836
+  _globals['_ASSIGNMENT']._serialized_start=838
+  _globals['_ASSIGNMENT']._serialized_end=963
+  _globals['_CONTROL']._serialized_start=966
+  _globals['_CONTROL']._serialized_end=1343
 # @@protoc_insertion_point(module_scope)

@@ -42,10 +42,36 @@ class StoredEpoch(_message.Message):
     def __init__(self, index: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("leases",)
+    __slots__ = ("leases", "moved_away")
     LEASES_FIELD_NUMBER: _ClassVar[int]
+    MOVED_AWAY_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[IntervalLease]
-    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ...) -> None: ...
+    moved_away: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., moved_away: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class IntervalMove(_message.Message):
+    __slots__ = ("interval", "to_node_id")
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    interval: _record_pb2.KeyInterval
+    to_node_id: str
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., to_node_id: _Optional[str] = ...) -> None: ...
+
+class MoveIntervalRequest(_message.Message):
+    __slots__ = ("interval", "to_node_id")
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    interval: _record_pb2.KeyInterval
+    to_node_id: str
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., to_node_id: _Optional[str] = ...) -> None: ...
+
+class MoveIntervalResponse(_message.Message):
+    __slots__ = ("move", "current")
+    MOVE_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    move: IntervalMove
+    current: IntervalLease
+    def __init__(self, move: _Optional[_Union[IntervalMove, _Mapping]] = ..., current: _Optional[_Union[IntervalLease, _Mapping]] = ...) -> None: ...
 
 class GetAssignmentRequest(_message.Message):
     __slots__ = ("computations",)
@@ -54,9 +80,11 @@ class GetAssignmentRequest(_message.Message):
     def __init__(self, computations: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("leases", "version")
+    __slots__ = ("leases", "version", "moves")
     LEASES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[IntervalLease]
     version: int
-    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
+    moves: _containers.RepeatedCompositeFieldContainer[IntervalMove]
+    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[IntervalMove, _Mapping]]] = ...) -> None: ...

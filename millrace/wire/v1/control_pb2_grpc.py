@@ -50,6 +50,11 @@ class ControlStub:
                 request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.GetAssignmentRequest.SerializeToString,
                 response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.Assignment.FromString,
                 _registered_method=True)
+        self.MoveInterval = channel.unary_unary(
+                '/millrace.wire.v1.Control/MoveInterval',
+                request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -78,6 +83,16 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MoveInterval(self, request, context):
+        """Records that an interval moves to another node (durably) and returns at
+        once: that node then takes the interval's state from its current owner
+        (Admin.HandOver), which stops running it first, and registers it at a new
+        epoch. FAILED_PRECONDITION for a node of another computation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +110,11 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.WatchAssignment,
                     request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.GetAssignmentRequest.FromString,
                     response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.Assignment.SerializeToString,
+            ),
+            'MoveInterval': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveInterval,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -179,6 +199,33 @@ class Control:
             '/millrace.wire.v1.Control/WatchAssignment',
             millrace_dot_wire_dot_v1_dot_control__pb2.GetAssignmentRequest.SerializeToString,
             millrace_dot_wire_dot_v1_dot_control__pb2.Assignment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveInterval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millrace.wire.v1.Control/MoveInterval',
+            millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,151 @@
+"""``millrace intervals``: where key intervals run, and moving one to another node, live.
+
+``millrace intervals list --config d.toml`` prints every interval's lease (node,
+address, epoch) and the moves the registry holds. ``millrace intervals move --config
+d.toml --computation C --interval I --to NODE`` records the move with the injector's
+registry (``Control.MoveInterval``), then waits until the interval's lease names
+``NODE`` (the node takes the state from the current owner and registers it at a new
+epoch; ``docs/intervals.md``). ``--no-wait`` returns once the move is recorded.
+Exit status 0 when done, 1 when ``--wait-s`` passed first, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import grpc
+
+from millrace.commands._grpc_errors import (
+    EXIT_USAGE,
+    CommandError,
+    add_timeout_argument,
+    injector_service,
+    positive_float,
+    run_command,
+    security_of,
+    talking_to,
+)
+from millrace.commands._options import add_config_argument
+from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
+
+EXIT_NOT_YET = 1
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``intervals`` sub-command (``list``, ``move``)."""
+    parser = subparsers.add_parser(
+        "intervals",
+        help="show where key intervals run; move one to another node, live",
+        description="Show each key interval's lease, or move an interval to another node.",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="every interval's lease and the moves")
+    move = actions.add_parser(
+        "move",
+        help="move an interval to another node of its computation",
+        description=(
+            "Record the move with the injector's registry, then wait until the interval "
+            "runs on NODE (its state taken from the current owner, which stops first)."
+        ),
+    )
+    for sub in (listing, move):
+        add_config_argument(sub, required=False, purpose="finds the injector")
+        sub.add_argument("--injector", metavar="HOST:PORT", help="the injector's address")
+        add_timeout_argument(sub)
+    move.add_argument("--computation", required=True, metavar="NAME")
+    move.add_argument("--interval", required=True, type=int, metavar="INDEX")
+    move.add_argument("--to", required=True, metavar="NODE", help="the node to move it to")
+    move.add_argument("--no-wait", action="store_true", help="return once the move is recorded")
+    move.add_argument(
+        "--wait-s",
+        type=positive_float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for the move to finish (default: 120)",
+    )
+    listing.set_defaults(handler=lambda args: run_command("intervals", lambda: _list(args)))
+    move.set_defaults(handler=lambda args: run_command("intervals", lambda: _move(args)))
+
+
+def _assignment(stub: control_pb2_grpc.ControlStub, timeout: float) -> control_pb2.Assignment:
+    answer: control_pb2.Assignment = stub.GetAssignment(
+        control_pb2.GetAssignmentRequest(), timeout=timeout
+    )
+    return answer
+
+
+def _list(args: argparse.Namespace) -> int:
+    service, deployment = injector_service(args.deployment, args.injector)
+    with security_of(deployment).open_channel(service.address) as channel:
+        stub = control_pb2_grpc.ControlStub(channel)
+        with talking_to(service, "Control.GetAssignment", args.timeout):
+            assignment = _assignment(stub, args.timeout)
+    moves = {(m.interval.computation, m.interval.index): m.to_node_id for m in assignment.moves}
+    print(f"{'interval':<28} {'node':<20} {'epoch':>6}  address / move")
+    for lease in assignment.leases:
+        key = (lease.interval.computation, lease.interval.index)
+        to = moves.pop(key, None)
+        note = lease.address if to in (None, lease.node_id) else f"{lease.address} -> {to}"
+        name = f"{key[0]}/{key[1]}"
+        print(f"{name:<28} {lease.node_id:<20} {lease.epoch:>6}  {note}")
+    for (computation, index), to in sorted(moves.items()):
+        print(f"{computation + '/' + str(index):<28} {'-':<20} {'-':>6}  -> {to}")
+    return 0
+
+
+def _move(args: argparse.Namespace) -> int:
+    if args.interval < 0:
+        raise CommandError("--interval must be 0 or more", exit_code=EXIT_USAGE)
+    service, deployment = injector_service(args.deployment, args.injector)
+    with security_of(deployment).open_channel(service.address) as channel:
+        stub = control_pb2_grpc.ControlStub(channel)
+        with talking_to(service, "Control.GetAssignment", args.timeout):
+            count = next(
+                (
+                    lease.interval.count
+                    for lease in _assignment(stub, args.timeout).leases
+                    if lease.interval.computation == args.computation
+                ),
+                None,
+            )
+        if count is None:
+            raise CommandError(f"no interval of {args.computation!r} is leased yet")
+        request = control_pb2.MoveIntervalRequest(
+            interval=record_pb2.KeyInterval(
+                computation=args.computation, index=args.interval, count=count
+            ),
+            to_node_id=args.to,
+        )
+        try:
+            answer = stub.MoveInterval(request, timeout=args.timeout)
+        except grpc.RpcError as error:
+            if error.code() in (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.FAILED_PRECONDITION,
+            ):
+                raise CommandError(f"refused: {error.details()}", exit_code=EXIT_USAGE) from None
+            with talking_to(service, "Control.MoveInterval", args.timeout):
+                raise
+        where = f"{args.computation}/{args.interval}"
+        holder = answer.current.node_id if answer.HasField("current") else "no node yet"
+        print(f"moving {where}: {holder} -> {args.to}", flush=True)
+        if args.no_wait:
+            return 0
+        started = time.monotonic()
+        deadline = started + args.wait_s
+        while time.monotonic() < deadline:
+            try:
+                leases = list(_assignment(stub, args.timeout).leases)
+            except grpc.RpcError:
+                leases = []  # the injector restarting: ask again
+            for lease in leases:
+                interval = lease.interval
+                here = (interval.computation, interval.index) == (args.computation, args.interval)
+                if here and lease.node_id == args.to:
+                    took = time.monotonic() - started
+                    print(f"moved {where} to {args.to} (epoch {lease.epoch}) in {took:.1f} s")
+                    return 0
+            time.sleep(0.2)
+    print(f"millrace intervals: {where} is not on {args.to} yet after {args.wait_s:g} s")
+    return EXIT_NOT_YET

@@ -1,0 +1,87 @@
+"""Moves in the ownership registry (issue 34): recorded in both journal files before the
+answer, so that whichever single file is lost the interval is still leased only to the
+node it moved to; an old owner that claims it again is told it moved away."""
+
+from __future__ import annotations
+
+import json
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from millrace.injector.control_service import ControlService
+from millrace.injector.ownership import EPOCHS_FILE, OwnershipRegistry
+from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
+from tests.workloads import two_stage_topology
+
+
+def test_a_moved_interval_is_leased_only_to_the_node_it_moved_to(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    [first] = registry.register("a", "counts", "127.0.0.1:1", [0])
+    assert registry.move("counts", 0, "b") == first
+    assert registry.register("a", "counts", "127.0.0.1:1", [0, 1])[0].index == 1
+    assert registry.moved_away("a", "counts", [0, 1]) == [0]
+    [taken] = registry.register("b", "counts", "127.0.0.1:2", [0], {0: 4})
+    assert (taken.node_id, taken.epoch) == ("b", 5), "above the store's epoch"
+    assert registry.moves(["counts"]) == {("counts", 0): "b"}
+    with pytest.raises(ValueError, match="has no interval 9"):
+        registry.move("counts", 9, "b")
+
+
+@pytest.mark.parametrize("lost", ["ownership.json", EPOCHS_FILE])
+def test_a_move_survives_the_loss_of_either_journal_file(tmp_path: Path, lost: str) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0])
+    registry.move("counts", 0, "b")
+    (tmp_path / lost).unlink()
+    reopened = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    assert reopened.moves() == {("counts", 0): "b"}
+    assert reopened.register("a", "counts", "127.0.0.1:1", [0]) == []
+    [lease] = reopened.register("b", "counts", "127.0.0.1:2", [0])
+    assert lease.epoch == 2, "epochs never go back"
+    body = json.loads((tmp_path / EPOCHS_FILE).read_text())
+    assert body["moved"] == [["counts", 0, "b"]]
+
+
+def test_move_interval_over_grpc_checks_the_node_and_shows_the_move(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0])
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    nodes = {"a": "counts", "b": "counts", "t": "totals"}
+    control_pb2_grpc.add_ControlServicer_to_server(ControlService(registry, nodes), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = control_pb2_grpc.ControlStub(channel)
+
+            def move(to: str, index: int = 0, count: int = 2) -> control_pb2.MoveIntervalResponse:
+                interval = record_pb2.KeyInterval(computation="counts", index=index, count=count)
+                request = control_pb2.MoveIntervalRequest(interval=interval, to_node_id=to)
+                answer: control_pb2.MoveIntervalResponse = stub.MoveInterval(request, timeout=5)
+                return answer
+
+            for to, index, count, code, says in (
+                ("t", 0, 2, grpc.StatusCode.FAILED_PRECONDITION, "runs totals"),
+                ("nobody", 0, 2, grpc.StatusCode.INVALID_ARGUMENT, "no node"),
+                ("b", 0, 3, grpc.StatusCode.INVALID_ARGUMENT, "has 2 intervals"),
+                ("b", 5, 2, grpc.StatusCode.INVALID_ARGUMENT, "has no interval 5"),
+            ):
+                with pytest.raises(grpc.RpcError) as refused:
+                    move(to, index, count)
+                assert refused.value.code() == code and says in refused.value.details()
+            assert registry.moves() == {}, "nothing recorded by a refused move"
+            answer = move("b")
+            assert answer.current.node_id == "a" and answer.move.to_node_id == "b"
+            shown = stub.GetAssignment(control_pb2.GetAssignmentRequest(), timeout=5)
+            assert [(m.interval.index, m.to_node_id) for m in shown.moves] == [(0, "b")]
+            request = control_pb2.RegisterNodeRequest(
+                node_id="a", computation="counts", address="127.0.0.1:1", interval_indexes=[0, 1]
+            )
+            registered = stub.RegisterNode(request, timeout=5)
+            assert list(registered.moved_away) == [0]
+            assert [lease.interval.index for lease in registered.leases] == [1]
+    finally:
+        server.stop(None)
