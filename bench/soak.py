@@ -63,12 +63,12 @@ PAGES = [f"/page/{i}" for i in range(40)]
 WEIGHTS = [1 / (i + 1) for i in range(len(PAGES))]
 BASE_MS = 1_700_000_000_000
 STORES = {
-    "page-counts-0": ("page_counts", 0),
-    "page-counts-1": ("page_counts", 1),
-    "user-pages": ("user_pages", 0),
-    "ad-clicks": ("ad_clicks", 0),
+    "page-counts-0": ("page_counts", (0, 1, 2)),
+    "page-counts-1": ("page_counts", (3, 4, 5)),
+    "user-pages": ("user_pages", (0,)),
+    "ad-clicks": ("ad_clicks", (0,)),
 }
-"""Each node's computation and interval (its store: data/nodes/COMPUTATION/INTERVAL)."""
+"""Each node's computation and intervals (a store each: data/nodes/COMPUTATION/INTERVAL)."""
 NODES = tuple(STORES)
 SINKS = ("page_window_counts", "user_top_pages", "ad_clicks")
 JOIN_TOPOLOGY = f"""
@@ -104,12 +104,12 @@ def deployment_text(ports: dict[str, int], retention_ms: int) -> str:
         f"""
 [nodes.{name}]
 computation = "{computation}"
-intervals = [{interval}]
+intervals = [{", ".join(map(str, intervals))}]
 address = "127.0.0.1:{ports[name]}"
 metrics_port = {ports[name + "-metrics"]}
 dedup_retention_ms = {retention_ms}
 """
-        for name, (computation, interval) in STORES.items()
+        for name, (computation, intervals) in STORES.items()
     )
     sinks = "".join(
         f"""
@@ -240,10 +240,14 @@ def sample(
         "page-counts-0": len(PAGES), "page-counts-1": len(PAGES), "user-pages": USERS,
         "ad-clicks": USERS,
     }  # fmt: skip
-    dirs = {node: data / "nodes" / c / str(i) for node, (c, i) in STORES.items()}
-    counted = exact_rows(list(dirs.values()))
-    for node, store_dir in dirs.items():
-        for column, count in counted.get(str(store_dir), {}).items():
+    dirs = {node: [data / "nodes" / c / str(i) for i in held] for node, (c, held) in STORES.items()}
+    counted = exact_rows([d for node_dirs in dirs.values() for d in node_dirs])
+    for node, store_dirs in dirs.items():
+        rows: dict[str, int] = {}
+        for store_dir in store_dirs:
+            for column, count in counted.get(str(store_dir), {}).items():
+                rows[column] = rows.get(column, 0) + count
+        for column, count in rows.items():
             # Not dedup (ids are kept by time: the retention): the rows per key that must
             # not grow are state, timers, outbox and meta.
             if column != "dedup":

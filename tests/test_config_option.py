@@ -37,6 +37,8 @@ OPTIONAL = {
     "finish": ["--stream", "s"],
     "health": [],
     "inject": ["--stream", "s"],
+    "intervals list": [],
+    "intervals move": ["--computation", "c", "--interval", "0", "--to", "n"],
     "security init": [],
     "watermarks": [],
 }

@@ -20,6 +20,7 @@ EXPECTED_SERVICES: dict[str, dict[str, dict[str, tuple[str, str, bool, bool]]]] 
             "Status": ("StatusRequest", "StatusResponse", False, False),
             "GetState": ("GetStateRequest", "GetStateResponse", False, False),
             "ListDeadLetters": ("ListDeadLettersRequest", "ListDeadLettersResponse", False, False),
+            "HandOver": ("HandOverRequest", "StoreFilePiece", False, True),
         },
     },
     "control": {
@@ -27,6 +28,7 @@ EXPECTED_SERVICES: dict[str, dict[str, dict[str, tuple[str, str, bool, bool]]]] 
             "RegisterNode": ("RegisterNodeRequest", "RegisterNodeResponse", False, False),
             "GetAssignment": ("GetAssignmentRequest", "Assignment", False, False),
             "WatchAssignment": ("GetAssignmentRequest", "Assignment", False, True),
+            "MoveInterval": ("MoveIntervalRequest", "MoveIntervalResponse", False, False),
         },
     },
     "delivery": {
@@ -143,9 +145,19 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "repeated StoredEpoch stored_epochs = 5",
         ),
         "StoredEpoch": ("uint32 index = 1", "int64 epoch = 2"),
-        "RegisterNodeResponse": ("repeated IntervalLease leases = 1",),
+        "RegisterNodeResponse": (
+            "repeated IntervalLease leases = 1",
+            "repeated uint32 moved_away = 2",
+        ),
+        "IntervalMove": ("KeyInterval interval = 1", "string to_node_id = 2"),
+        "MoveIntervalRequest": ("KeyInterval interval = 1", "string to_node_id = 2"),
+        "MoveIntervalResponse": ("IntervalMove move = 1", "IntervalLease current = 2"),
         "GetAssignmentRequest": ("repeated string computations = 1",),
-        "Assignment": ("repeated IntervalLease leases = 1", "int64 version = 2"),
+        "Assignment": (
+            "repeated IntervalLease leases = 1",
+            "int64 version = 2",
+            "repeated IntervalMove moves = 3",
+        ),
     },
     "ingest": {
         "IngestRecord": ("bytes key = 1", "bytes value = 2", "int64 event_time_ms = 3"),
@@ -211,6 +223,13 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "bytes after_record_id = 3",
         ),
         "ListDeadLettersResponse": ("repeated DeadLetter dead_letters = 1",),
+        "HandOverRequest": ("KeyInterval interval = 1", "string to_node_id = 2"),
+        "StoreFilePiece": (
+            "string name = 1",
+            "bytes data = 2",
+            "bool done = 3",
+            "int64 epoch = 4",
+        ),
     },
 }
 
