@@ -26,11 +26,12 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         topology: Topology,
         processors: Mapping[tuple[str, int], IntervalProcessor],
         fenced_reason: Callable[[str, int], str] = lambda computation, interval: "",
-        hand_over: Callable[[str, int, str], Iterator[admin_pb2.StoreFilePiece]] | None = None,
+        hand_over: Callable[[admin_pb2.HandOverRequest], Iterator[admin_pb2.StoreFilePiece]]
+        | None = None,
     ) -> None:
         """``fenced_reason``: why the node stopped writing an interval ("" while it owns
-        it); ``hand_over(computation, index, to_node_id)``: stop running an interval
-        moved away and stream its store (raises ``PermissionError`` when the registry
+        it); ``hand_over(request)``: stop running an interval moved away and stream its
+        store (raises ``PermissionError`` when the registry
         does not move it there, ``FileNotFoundError`` when it is not here)."""
         self._node_id = node_id
         self._topology = topology
@@ -111,7 +112,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         if self._hand_over is None:
             abort(context, grpc.StatusCode.FAILED_PRECONDITION, "moves need the injector")
         try:
-            yield from self._hand_over(interval.computation, interval.index, request.to_node_id)
+            yield from self._hand_over(request)
         except PermissionError as exc:
             abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except FileNotFoundError as exc:

@@ -7,9 +7,10 @@ of any process:
 1. The node it moves to (this class, :meth:`IntervalMoves.follow`) sees the move in
    the assignment and calls ``HandOver`` on the interval's current owner (the address
    of its lease).
-2. The owner (:meth:`IntervalMoves.hand_over`) checks the move with the registry, stops
-   running the interval (its worker fenced and stopped, its store closed: nothing
-   commits there again), and streams the store's files.
+2. The owner (:meth:`IntervalMoves.hand_over`) checks the move with the registry and
+   streams the store's immutable files (a copy ahead, while it still runs the
+   interval); then it stops running the interval (its worker fenced and stopped, its
+   store closed: nothing commits there again) and streams the files written since.
 3. The new node writes them down durably (``_store_transfer.py``), opens the store and
    registers the interval: the registry grants an epoch above the store's, which
    fences the old owner everywhere (receivers refuse its deliveries, its store its
@@ -34,7 +35,12 @@ from pathlib import Path
 import grpc
 
 from millrace.deployment.security import Security
-from millrace.node._store_transfer import TransferError, receive_store, store_pieces
+from millrace.node._store_transfer import (
+    TransferError,
+    copy_ahead,
+    receive_store,
+    store_pieces,
+)
 from millrace.statestore import StateStore, StoreConfig
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc, record_pb2
 
@@ -204,13 +210,18 @@ class IntervalMoves:
             )  # fmt: skip
             with self._security.open_channel(holder.address) as channel:
                 stub = admin_pb2_grpc.AdminStub(channel)
-                request = admin_pb2.HandOverRequest(
-                    interval=record_pb2.KeyInterval(
-                        computation=self._computation, index=index, count=0
-                    ),
-                    to_node_id=self._node_id,
+                interval = record_pb2.KeyInterval(computation=self._computation, index=index)
+                # Ahead of the fence, while the owner still runs the interval: its
+                # immutable files, the bulk of a big store. Then the hand-over proper:
+                # the owner stops, and only what was written since crosses.
+                ahead = admin_pb2.HandOverRequest(
+                    interval=interval, to_node_id=self._node_id, before_fence=True
                 )
-                receive_store(stub.HandOver(request, timeout=600), path)
+                have = copy_ahead(stub.HandOver(ahead, timeout=3600), path)
+                request = admin_pb2.HandOverRequest(
+                    interval=interval, to_node_id=self._node_id, have=have
+                )
+                receive_store(stub.HandOver(request, timeout=3600), path, ahead=True)
         store = StateStore.open_rocksdb(path, config=self._store_config)
         try:
             if self._host(index, store):
@@ -223,8 +234,12 @@ class IntervalMoves:
 
     # -- the node it moves from ----------------------------------------------------
 
-    def hand_over(self, index: int, to_node_id: str) -> Iterator[admin_pb2.StoreFilePiece]:
-        """Check the move with the registry, stop running ``index`` and stream its store.
+    def hand_over(
+        self, index: int, to_node_id: str, *, before_fence: bool = False, have: Iterable[str] = ()
+    ) -> Iterator[admin_pb2.StoreFilePiece]:
+        """Check the move with the registry, stop running ``index`` and stream its store
+        (but the immutable files named in ``have``). ``before_fence``: stream only the
+        immutable files, and keep running it.
 
         Raises ``PermissionError`` when the registry does not move it to ``to_node_id``,
         ``FileNotFoundError`` when this node has no store of it."""
@@ -239,21 +254,25 @@ class IntervalMoves:
                 f"{self._computation}/{index} is leased to {holder.node_id}, not to this node"
             )
         path = self.store_path(index)
+        if before_fence:
+            if not path.is_dir():
+                raise FileNotFoundError(f"no store of {self._computation}/{index} here")
+            yield from store_pieces(path, 0, only_immutable=True)
+            return
+        log.info(
+            "handing %s/%s over to %s", self._computation, index, to_node_id,
+            extra={"event": "move_hand_over", "computation": self._computation,
+                   "interval": index},
+        )  # fmt: skip
         with self._lock:
             epoch = self._release(index, f"moving to {to_node_id}")
         if not path.is_dir():
             raise FileNotFoundError(f"no store of {self._computation}/{index} here")
-        # Not running here (restarted mid-move): the store on disk, as the crash left it
-        # (RocksDB replays its log when the new node opens it), its epoch read there.
-        log.info(
-            "handing %s/%s over to %s (epoch %s)",
-            self._computation, index, to_node_id, "on disk" if epoch is None else epoch,
-            extra={"event": "move_hand_over", "computation": self._computation,
-                   "interval": index},
-        )  # fmt: skip
+        # Not running here (restarted mid-move): the store on disk as the crash left it
+        # (RocksDB replays its log when the new node opens it; the epoch is read there).
         # Nothing writes the directory from here on: the store is closed and this node
         # never opens an interval that moved away.
-        yield from store_pieces(path, 0 if epoch is None else epoch)
+        yield from store_pieces(path, 0 if epoch is None else epoch, have=have)
 
 
 def _describe(exc: BaseException) -> str:

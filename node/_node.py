@@ -508,12 +508,13 @@ class Node(WorkerHooks):
         worker = self.workers.get((computation, interval))
         return "handed over" if worker is None else worker.fenced_reason
 
-    def _hand_over(
-        self, computation: str, interval: int, to_node_id: str
-    ) -> Iterator[admin_pb2.StoreFilePiece]:
+    def _hand_over(self, request: admin_pb2.HandOverRequest) -> Iterator[admin_pb2.StoreFilePiece]:
+        computation, interval = request.interval.computation, request.interval.index
         if self._moves is None or computation != self.placement.computation:
             raise FileNotFoundError(f"{computation}/{interval} is not run by node {self.name}")
-        return self._moves.hand_over(interval, to_node_id)
+        return self._moves.hand_over(
+            interval, request.to_node_id, before_fence=request.before_fence, have=request.have
+        )
 
     def _say_conflict(
         self, message: str, computation: str, interval: int, epoch: int, **extra: object

@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from millrace.node._store_transfer import TransferError, receive_store, store_pieces
+from millrace.node._store_transfer import (
+    TransferError,
+    copy_ahead,
+    receive_store,
+    store_pieces,
+)
 from millrace.statestore import StateStore, StoreConfig
 from millrace.wire.v1 import admin_pb2
+from tests.support.store_files import fill_outbox_with_tombstone_files
 
 
 def _store(path: Path, rows: int) -> None:
@@ -67,3 +73,29 @@ def test_a_cut_or_bad_stream_leaves_the_old_store_as_it_was(
     assert (target / "CURRENT").read_text() == "the store that was here"
     assert not (tmp_path / "to.incoming").exists()
     assert not (tmp_path / "escape").exists()
+
+
+def test_a_copy_ahead_then_only_what_changed_makes_the_same_store(tmp_path: Path) -> None:
+    source, target = tmp_path / "from", tmp_path / "to"
+    _store(source, 6000)
+    store = StateStore.open_rocksdb(source)
+    fill_outbox_with_tombstone_files(store, rounds=400)  # flushes: table files on disk
+    store.close()
+    ahead = list(store_pieces(source, 0, only_immutable=True))
+    assert ahead[:-1] and all(p.name.endswith(".sst") for p in ahead[:-1])
+    have = copy_ahead(iter(ahead), target)
+    (target.with_name("to.incoming") / "000001.sst").write_bytes(b"compacted away since")
+    store = StateStore.open_rocksdb(source)  # the owner goes on writing, then stops
+    txn = store.begin(epoch=3)
+    txn.put(b"written-after", b"y")
+    txn.commit()
+    store.close()
+    rest = list(store_pieces(source, 3, have=have))
+    assert not {p.name for p in rest if not p.done} & set(have), "nothing sent twice"
+    assert receive_store(iter(rest), target, ahead=True) == 3
+    assert not (target / "000001.sst").exists(), "a file no longer in the store is dropped"
+    copy = StateStore.open_rocksdb(target)
+    try:
+        assert copy.get(b"k5999") == b"x" * 1000 and copy.get(b"written-after") == b"y"
+    finally:
+        copy.close()

@@ -223,12 +223,18 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "bytes after_record_id = 3",
         ),
         "ListDeadLettersResponse": ("repeated DeadLetter dead_letters = 1",),
-        "HandOverRequest": ("KeyInterval interval = 1", "string to_node_id = 2"),
+        "HandOverRequest": (
+            "KeyInterval interval = 1",
+            "string to_node_id = 2",
+            "bool before_fence = 3",
+            "repeated string have = 4",
+        ),
         "StoreFilePiece": (
             "string name = 1",
             "bytes data = 2",
             "bool done = 3",
             "int64 epoch = 4",
+            "repeated string files = 5",
         ),
     },
 }

@@ -100,21 +100,27 @@ class ListDeadLettersResponse(_message.Message):
     def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
 
 class HandOverRequest(_message.Message):
-    __slots__ = ("interval", "to_node_id")
+    __slots__ = ("interval", "to_node_id", "before_fence", "have")
     INTERVAL_FIELD_NUMBER: _ClassVar[int]
     TO_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FENCE_FIELD_NUMBER: _ClassVar[int]
+    HAVE_FIELD_NUMBER: _ClassVar[int]
     interval: _record_pb2.KeyInterval
     to_node_id: str
-    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., to_node_id: _Optional[str] = ...) -> None: ...
+    before_fence: bool
+    have: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., to_node_id: _Optional[str] = ..., before_fence: _Optional[bool] = ..., have: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StoreFilePiece(_message.Message):
-    __slots__ = ("name", "data", "done", "epoch")
+    __slots__ = ("name", "data", "done", "epoch", "files")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
     name: str
     data: bytes
     done: bool
     epoch: int
-    def __init__(self, name: _Optional[str] = ..., data: _Optional[bytes] = ..., done: _Optional[bool] = ..., epoch: _Optional[int] = ...) -> None: ...
+    files: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., data: _Optional[bytes] = ..., done: _Optional[bool] = ..., epoch: _Optional[int] = ..., files: _Optional[_Iterable[str]] = ...) -> None: ...
