@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,20 @@ def fetch_assignment(
         request, timeout=timeout, wait_for_ready=True
     )
     return assignment
+
+
+def wait_for_assignment(channel: grpc.Channel, computation: str) -> control_pb2.Assignment:
+    """:func:`fetch_assignment`, retried until the registry answers (a node starting
+    before its injector waits for it); ``ValueError`` when it refuses the token."""
+    backoff = 0.1
+    while True:
+        try:
+            return fetch_assignment(channel, computation)
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise ValueError(f"the injector refused: {error.details()}") from error
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
 
 
 def fetch_layout(channel: grpc.Channel, computation: str, timeout: float = 5.0) -> Layout:

@@ -43,15 +43,15 @@ from millrace.node._control_link import LeaseKeeper, register_intervals
 from millrace.node._interval_moves import (
     IntervalMoves,
     Layout,
-    fetch_assignment,
     intervals_to_open,
+    wait_for_assignment,
 )
 from millrace.node._metrics import NodeMetrics
 from millrace.node._stale_refusals import StaleRefusals
 from millrace.node._watermark_link import WatermarkLink
 from millrace.node._worker import IntervalWorker, WorkerHooks
 from millrace.statestore import MAX_EPOCH, StateStore, StoreConfig
-from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2
+from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,10 @@ class Node(WorkerHooks):
         fences the owner that runs.
         """
         computation = self.placement.computation
-        layout = self._fetch_layout()
+        # The registry's moves before anything is opened (None without an injector).
+        layout = (
+            None if self._registry is None else wait_for_assignment(self._registry, computation)
+        )
         local = (
             list(self.placement.intervals)
             if layout is None
@@ -199,21 +202,6 @@ class Node(WorkerHooks):
         self.workers[(computation, interval)] = worker
         return worker
 
-    def _fetch_layout(self) -> control_pb2.Assignment | None:
-        """The registry's assignment (its moves) before anything is opened; None without an
-        injector."""
-        if self._registry is None:
-            return None
-        backoff = 0.1
-        while True:
-            try:
-                return fetch_assignment(self._registry, self.placement.computation)
-            except grpc.RpcError as error:
-                if error.code() == grpc.StatusCode.UNAUTHENTICATED:
-                    raise ValueError(f"the injector refused: {error.details()}") from error
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-
     def _open_stores(self, intervals: list[int]) -> dict[int, StateStore]:
         """Every hosted interval's store (its lock held), or none and the error."""
         stores: dict[int, StateStore] = {}
@@ -230,10 +218,11 @@ class Node(WorkerHooks):
     def _take_over(self, interval: int, store: StateStore) -> bool:
         """Register an interval moved here (its store opened) and run it; False when the
         registry refused it."""
-        if self._stopping:
+        injector = self.deployment.injector
+        if self._stopping or injector is None:
             return False
         leased = register_intervals(
-            self.deployment.injector.address if self.deployment.injector else "",
+            injector.address,
             node_id=self.name,
             computation=self.placement.computation,
             node_address=self.advertised_address,
