@@ -19,6 +19,7 @@ from millrace.deployment._placement import (
     InjectorPlacement,
     NodePlacement,
     Placement,
+    RebalanceSettings,
     apply_environment,
 )
 from millrace.deployment._request_guard import RequestGuard
@@ -46,6 +47,7 @@ __all__ = [
     "InjectorPlacement",
     "NodePlacement",
     "Placement",
+    "RebalanceSettings",
     "RequestGuard",
     "Security",
     "SUPERVISOR_PID_ENV",

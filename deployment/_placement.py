@@ -73,11 +73,31 @@ class InjectorPlacement:
     no append for ``idle_timeout_ms`` and nothing unacknowledged."""
 
 
-TOP_LEVEL_SETTINGS = ("topology", "authority", "injector", "nodes", "sinks", "security")
+@dataclass(frozen=True, kw_only=True)
+class RebalanceSettings:
+    """The ``[rebalance]`` table: whether and how the injector moves intervals by load
+    (docs/intervals.md)."""
+
+    enabled: bool = False
+    period_ms: int = 5_000
+    """How often the rebalancer looks at the loads (and makes at most one move)."""
+    imbalance_percent: int = 30
+    """Move only when the busiest node's load exceeds the least busy one's by this much."""
+    min_records_per_s: int = 200
+    """Below this many records/s on the busiest node, loads are not worth a move."""
+    max_moves_per_minute: int = 2
+    cooldown_ms: int = 60_000
+    """An interval moved stays where it went at least this long."""
+
+
+TOP_LEVEL_SETTINGS = (
+    "topology", "authority", "injector", "nodes", "sinks", "security", "rebalance",
+)  # fmt: skip
 """The settings of the file's top level (docs/configuration.md)."""
 NODE_SETTINGS = tuple(f.name for f in dataclasses.fields(NodePlacement) if f.name != "name")
 """The settings a ``[nodes.NAME]`` table accepts."""
 INJECTOR_SETTINGS = tuple(f.name for f in dataclasses.fields(InjectorPlacement))
+REBALANCE_SETTINGS = tuple(f.name for f in dataclasses.fields(RebalanceSettings))
 """The settings the ``[injector]`` table accepts."""
 SINK_SETTINGS = ("address", "path", "format", "dedup_retention_ms", "external", "metrics_port")
 """The settings a ``[sinks.STREAM]`` table accepts."""
@@ -105,6 +125,7 @@ class Placement:
     """Sink stream -> Prometheus port of its ``millrace sink`` (when set; 0 picks one)."""
     authority: str | None = None
     injector: InjectorPlacement | None = None
+    rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)
     security: Security = field(default_factory=Security)
     """TLS material and the shared token of every process of the deployment."""
     topology_file: Path | None = None
@@ -170,7 +191,7 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
     for name, body in _named_tables(raw, "nodes", problems):
         table = _Table(f"[nodes.{name}]", body, NODE_SETTINGS, problems)
         computation = table.text("computation")
-        intervals = table.integers("intervals")
+        intervals = table.integers("intervals", default=())
         address = table.text("address")
         epoch = table.integer("epoch", default=1, minimum=1)
         metrics_port = table.port("metrics_port")
@@ -215,6 +236,8 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
         injector = _injector(_Table("[injector]", raw["injector"], INJECTOR_SETTINGS, problems))
     authority = top.text("authority", default=None) or (injector.address if injector else None)
     top.text("topology", default=None)  # its type; Deployment.load reads the file
+    rebalance_table = _Table("[rebalance]", raw.get("rebalance", {}), REBALANCE_SETTINGS, problems)
+    rebalance = _rebalance(rebalance_table)
     if problems:
         raise DeploymentError(problems)
     return {
@@ -227,6 +250,7 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
         "sink_metrics_ports": sink_metrics,
         "authority": authority,
         "injector": injector,
+        "rebalance": rebalance,
         "security": security,
     }
 
@@ -248,6 +272,18 @@ def _injector(table: _Table) -> InjectorPlacement | None:
     if address is None:
         return None
     return InjectorPlacement(address=address, **{k: v for k, v in read.items() if v is not None})
+
+
+def _rebalance(table: _Table) -> RebalanceSettings:
+    read: dict[str, Any] = {
+        "enabled": table.boolean("enabled", default=False),
+        "period_ms": table.integer("period_ms", minimum=100),
+        "imbalance_percent": table.integer("imbalance_percent", minimum=1),
+        "min_records_per_s": table.integer("min_records_per_s", minimum=0),
+        "max_moves_per_minute": table.integer("max_moves_per_minute", minimum=1),
+        "cooldown_ms": table.integer("cooldown_ms", minimum=0),
+    }
+    return RebalanceSettings(**{k: v for k, v in read.items() if v is not None})
 
 
 _REQUIRED: Any = object()
@@ -302,8 +338,8 @@ class _Table:
         self.problems.append(f"{self.where} {name} must be true or false, not {value!r}")
         return default
 
-    def integers(self, name: str) -> tuple[int, ...] | None:
-        value = self._value(name, _REQUIRED)
+    def integers(self, name: str, *, default: Any = _REQUIRED) -> tuple[int, ...] | None:
+        value = self._value(name, default)
         if value is None:
             return None
         if isinstance(value, list) and all(

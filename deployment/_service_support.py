@@ -89,12 +89,15 @@ class StopSignals:
         self._received.append(signum)
         self._stopping.set()
 
-    def wait(self) -> None:
-        """Block until SIGTERM or SIGINT, then log which one (the drain starts)."""
+    def wait(self, until: threading.Event | None = None) -> None:
+        """Block until SIGTERM or SIGINT, then log which one (the drain starts); or
+        until ``until`` is set (the service decided to stop by itself)."""
         # Never an unbounded wait: the kernel may deliver the signal to any thread, and
         # Python runs handlers only when the main thread wakes; a plain ``wait()`` could
         # sleep forever.
         while not self._stopping.wait(0.2):
+            if until is not None and until.is_set():
+                return
             if self._supervisor is not None and os.getppid() != self._supervisor:
                 logging.getLogger("millrace").warning(
                     "the supervisor (pid %d) is gone: draining",

@@ -6,9 +6,13 @@ from collections.abc import Iterator, Mapping
 
 import grpc
 
-from millrace.deployment import abort, brief
-from millrace.injector.ownership import Lease, OwnershipRegistry
+from millrace.deployment import NodePlacement, abort, brief
+from millrace.injector.ownership import MAX_NAME, Lease, OwnershipRegistry
+from millrace.injector.rebalance import IntervalSample, LoadTable, interval_places, plan_drain
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
+
+MAX_REPORTED_INTERVALS = 65_536
+"""Most intervals one load report may carry."""
 
 
 def _to_proto(lease: Lease) -> control_pb2.IntervalLease:
@@ -39,14 +43,24 @@ def _moves_to_proto(
 
 class ControlService(control_pb2_grpc.ControlServicer):
     """RegisterNode hands out fresh epochs; GetAssignment/WatchAssignment show the leases
-    and the moves; MoveInterval records a move."""
+    and the moves; MoveInterval records a move; ReportLoad takes the nodes' heartbeats
+    and load; DrainNode drains a node; GetLayout shows the layout, loads and changes."""
 
     def __init__(
-        self, registry: OwnershipRegistry, node_computations: Mapping[str, str] | None = None
+        self,
+        registry: OwnershipRegistry,
+        nodes: Mapping[str, NodePlacement] | None = None,
+        *,
+        loads: LoadTable | None = None,
+        rebalancing: bool = False,
     ) -> None:
-        """``node_computations``: each node of the deployment -> its computation."""
+        """``nodes``: the deployment's nodes; ``loads``: where load reports go;
+        ``rebalancing``: whether the rebalancer runs (shown by GetLayout)."""
         self._registry = registry
-        self._node_computations = dict(node_computations or {})
+        self._nodes = dict(nodes or {})
+        self._node_computations = {name: node.computation for name, node in self._nodes.items()}
+        self._loads = LoadTable() if loads is None else loads
+        self._rebalancing = rebalancing
 
     def RegisterNode(
         self, request: control_pb2.RegisterNodeRequest, context: grpc.ServicerContext
@@ -119,10 +133,16 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self, request: control_pb2.GetAssignmentRequest, context: grpc.ServicerContext
     ) -> control_pb2.Assignment:
         version, leases = self._registry.leases(request.computations)
+        return self._assignment(version, leases, request)
+
+    def _assignment(
+        self, version: int, leases: list[Lease], request: control_pb2.GetAssignmentRequest
+    ) -> control_pb2.Assignment:
         return control_pb2.Assignment(
             leases=[_to_proto(lease) for lease in leases],
             version=version,
             moves=_moves_to_proto(self._registry, list(request.computations)),
+            draining=sorted(self._registry.draining()),
         )
 
     def WatchAssignment(
@@ -133,9 +153,148 @@ class ControlService(control_pb2_grpc.ControlServicer):
             current, leases = self._registry.leases(request.computations)
             if current != version:
                 version = current
-                yield control_pb2.Assignment(
-                    leases=[_to_proto(lease) for lease in leases],
-                    version=version,
-                    moves=_moves_to_proto(self._registry, list(request.computations)),
-                )
+                yield self._assignment(version, leases, request)
             self._registry.wait_for_change(version, 0.2)
+
+    def ReportLoad(
+        self, request: control_pb2.ReportLoadRequest, context: grpc.ServicerContext
+    ) -> control_pb2.ReportLoadResponse:
+        placed = self._node_computations.get(request.node_id)
+        if placed is None:
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"no node {brief(request.node_id)} in the deployment",
+            )
+        if placed != request.computation:
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"node {request.node_id} runs {placed}, not {brief(request.computation)}",
+            )
+        if len(request.intervals) > MAX_REPORTED_INTERVALS:
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"a report carries at most {MAX_REPORTED_INTERVALS} intervals",
+            )
+        self._loads.report(
+            request.node_id,
+            request.computation,
+            [
+                IntervalSample(i.index, i.epoch, i.records_committed, i.busy_seconds)
+                for i in request.intervals
+            ],
+        )
+        return control_pb2.ReportLoadResponse()
+
+    def DrainNode(
+        self, request: control_pb2.DrainNodeRequest, context: grpc.ServicerContext
+    ) -> control_pb2.DrainNodeResponse:
+        node_id = request.node_id
+        computation = self._node_computations.get(node_id)
+        if computation is None or len(node_id) > MAX_NAME:
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"no node {brief(node_id)} in the deployment",
+            )
+        assert computation is not None
+        try:
+            if request.resume:
+                self._registry.resume(node_id)
+                return control_pb2.DrainNodeResponse()
+            places = interval_places(self._registry, self._nodes, computation)
+            targets = (
+                (
+                    {name for name, c in self._node_computations.items() if c == computation}
+                    & self._loads.live_nodes(computation)
+                )
+                - self._registry.draining()
+                - {node_id}
+            )
+            owners = {index: place.owner for index, place in places.items()}
+            plan = plan_drain(node_id, owners, self._loads.rates(computation), targets)
+            if not targets and any(owner == node_id for owner in owners.values()):
+                abort(
+                    context,
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"no other live node of {computation} can take {node_id}'s intervals "
+                    "(a node is live while it reports to the injector)",
+                )
+            self._registry.drain(node_id, {(computation, i): to for i, to in plan.items()})
+        except ValueError as exc:
+            abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            raise
+        except OSError as exc:
+            abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"the ownership journal cannot be written: {exc}",
+            )
+            raise
+        counts = self._registry.interval_counts()
+        return control_pb2.DrainNodeResponse(
+            moves=[
+                control_pb2.IntervalMove(
+                    interval=record_pb2.KeyInterval(
+                        computation=computation, index=index, count=counts[computation]
+                    ),
+                    to_node_id=to,
+                )
+                for index, to in sorted(plan.items())
+            ]
+        )
+
+    def GetLayout(
+        self, request: control_pb2.GetLayoutRequest, context: grpc.ServicerContext
+    ) -> control_pb2.Layout:
+        wanted = set(request.computations)
+        counts = self._registry.interval_counts()
+        computations = sorted(c for c in counts if not wanted or c in wanted)
+        intervals: list[control_pb2.IntervalState] = []
+        for computation in computations:
+            rates, busy = self._loads.rates(computation), self._loads.busy(computation)
+            places = interval_places(self._registry, self._nodes, computation)
+            for index, place in places.items():
+                intervals.append(
+                    control_pb2.IntervalState(
+                        interval=record_pb2.KeyInterval(
+                            computation=computation, index=index, count=counts[computation]
+                        ),
+                        node_id=place.holder,
+                        epoch=place.epoch,
+                        records_per_second=rates.get(index, 0.0),
+                        busy=busy.get(index, 0.0),
+                        moving_to=place.owner if place.moving else "",
+                    )
+                )
+        drained = self._registry.draining()
+        nodes = [
+            control_pb2.NodeState(
+                node_id=name,
+                computation=computation,
+                live=self._loads.is_live(name),
+                draining=name in drained,
+            )
+            for name, computation in sorted(self._node_computations.items())
+            if computation in computations
+        ]
+        changes = [
+            control_pb2.LayoutChange(
+                at_ms=change.at_ms,
+                interval=record_pb2.KeyInterval(
+                    computation=change.computation,
+                    index=change.index,
+                    count=counts.get(change.computation, 0),
+                ),
+                from_node_id=change.from_node,
+                to_node_id=change.to_node,
+                reason=change.reason,
+            )
+            for change in list(self._registry.changes)
+            if change.computation in computations
+        ]
+        return control_pb2.Layout(
+            intervals=intervals, nodes=nodes, changes=changes, rebalancing=self._rebalancing
+        )

@@ -18,14 +18,18 @@ records the move in both files before it answers, and from then on leases the in
 only to that node (a node that claims it otherwise is told it moved away). The node it
 moves to takes the state from the current owner and registers it at a new epoch, which
 fences the old owner; the move stays recorded, as that interval's placement, until the
-interval moves again.
+interval moves again. A node being drained (:meth:`drain`) has each of its intervals
+moved away at once and takes none until it is resumed; the registry keeps the
+newest changes (:attr:`changes`) for ``millrace status``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,13 +53,45 @@ class Lease:
     address: str
 
 
+@dataclass(frozen=True, slots=True)
+class LayoutChange:
+    """One recorded move of an interval."""
+
+    at_ms: int
+    computation: str
+    index: int
+    from_node: str
+    """The node holding its lease when the move was recorded ("" if none)."""
+    to_node: str
+    reason: str
+    """"operator", "drain" or "rebalance: ..." (the loads that decided it)."""
+
+
+MAX_CHANGES = 100
+"""How many of the newest changes the registry keeps in memory."""
+
+
 class OwnershipRegistry:
     """Thread-safe leases with a durable journal."""
 
-    def __init__(self, topology: Topology, journal_path: Path) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        journal_path: Path,
+        *,
+        clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
         """``journal_path``: ``ownership.json``; the second record of the epochs granted
-        (``epochs.json``) lives beside it."""
+        (``epochs.json``) lives beside it. ``clock``: when changes happen (ms)."""
         self._topology = topology
+        self._clock = clock
+        self.changes: deque[LayoutChange] = deque(maxlen=MAX_CHANGES)
+        """The newest moves recorded since the registry started, oldest first."""
+        self.changes_recorded = 0
+        """How many moves were recorded since the registry started."""
+        self.moves_by_reason: Counter[tuple[str, str]] = Counter()
+        """(computation, "operator" | "drain" | "rebalance") -> moves recorded."""
+        self._draining: set[str] = set()
         self._path = journal_path
         self._epochs_path = journal_path.with_name(EPOCHS_FILE)
         self._cond = threading.Condition()
@@ -70,7 +106,9 @@ class OwnershipRegistry:
                 self._leases[(lease.computation, lease.index)] = lease
             self.version = int(body["version"])
             self._moved.update(_moves_of(body))
-        epochs, moved = _read_epochs(self._epochs_path)
+            self._draining.update(_draining_of(body))
+        epochs, moved, draining = _read_epochs(self._epochs_path)
+        self._draining.update(draining)
         for (computation, index), epoch in epochs.items():
             self.raise_floor(computation, index, epoch)
         for key, node_id in moved.items():
@@ -118,8 +156,10 @@ class OwnershipRegistry:
             leases = dict(self._leases)
             for index in wanted:
                 key = (computation, index)
-                if self._moved.get(key, node_id) != node_id:
-                    continue  # moved to another node: see moved_away
+                if self._moved.get(key, node_id) != node_id or (
+                    node_id in self._draining and key not in self._moved
+                ):
+                    continue  # moved to another node (see moved_away), or draining
                 previous = leases.get(key)
                 known = max(
                     0 if previous is None else previous.epoch,
@@ -135,22 +175,64 @@ class OwnershipRegistry:
             self._commit(leases, self._moved)
         return granted
 
-    def move(self, computation: str, index: int, node_id: str) -> Lease | None:
+    def move(
+        self, computation: str, index: int, node_id: str, *, reason: str = "operator"
+    ) -> Lease | None:
         """Record (durably) that ``computation``/``index`` runs on ``node_id`` from now
         on; returns its current lease (None if never leased). Raises ``ValueError`` for
-        an unknown interval or a bad node id."""
+        an unknown interval, a bad node id or a node being drained."""
+        self._check_interval(computation, index)
+        if not node_id or len(node_id) > MAX_NAME:
+            raise ValueError(f"node_id must have 1..{MAX_NAME} characters, not {len(node_id)}")
+        with self._cond:
+            if node_id in self._draining:
+                raise ValueError(f"node {node_id} is being drained: it takes no interval")
+            key = (computation, index)
+            if self._moved.get(key) != node_id:
+                self._commit(self._leases, {**self._moved, key: node_id})
+                self._note_change(key, node_id, reason)
+            return self._leases.get(key)
+
+    def drain(self, node_id: str, moves: Mapping[tuple[str, int], str]) -> None:
+        """Record (durably, at once) that ``node_id`` is drained and each interval of
+        ``moves`` moves to the node given; from then on ``node_id`` is leased nothing."""
+        for (computation, index), to in moves.items():
+            self._check_interval(computation, index)
+            if to == node_id:
+                raise ValueError(f"a drain cannot move {computation}/{index} to {node_id} itself")
+        with self._cond:
+            unavailable = sorted(set(moves.values()) & self._draining)
+            if unavailable:
+                raise ValueError(f"nodes {unavailable} are being drained themselves")
+            self._commit(self._leases, {**self._moved, **moves}, self._draining | {node_id})
+            for key, to in sorted(moves.items()):
+                self._note_change(key, to, "drain")
+
+    def resume(self, node_id: str) -> None:
+        """``node_id`` may take intervals again (durably); nothing moves back by itself."""
+        with self._cond:
+            if node_id in self._draining:
+                self._commit(self._leases, self._moved, self._draining - {node_id})
+
+    def draining(self) -> frozenset[str]:
+        """The nodes being drained."""
+        with self._cond:
+            return frozenset(self._draining)
+
+    def _check_interval(self, computation: str, index: int) -> None:
         spec = self._topology.computations.get(computation)
         if spec is None:
             raise ValueError(f"unknown computation {brief(computation)}")
         if not 0 <= index < spec.intervals:
             raise ValueError(f"{computation!r} has no interval {index}")
-        if not node_id or len(node_id) > MAX_NAME:
-            raise ValueError(f"node_id must have 1..{MAX_NAME} characters, not {len(node_id)}")
-        with self._cond:
-            key = (computation, index)
-            if self._moved.get(key) != node_id:
-                self._commit(self._leases, {**self._moved, key: node_id})
-            return self._leases.get(key)
+
+    def _note_change(self, key: tuple[str, int], to: str, reason: str) -> None:
+        """Remember a recorded move (lock held)."""
+        lease = self._leases.get(key)
+        from_node = "" if lease is None else lease.node_id
+        self.changes.append(LayoutChange(self._clock(), *key, from_node, to, reason))
+        self.changes_recorded += 1
+        self.moves_by_reason[(key[0], reason.partition(":")[0])] += 1
 
     def moves(self, computations: Iterable[str] = ()) -> dict[tuple[str, int], str]:
         """Every recorded move (of ``computations``, or all): interval -> node id."""
@@ -168,13 +250,19 @@ class OwnershipRegistry:
             return [i for i in indexes if self._moved.get((computation, i), node_id) != node_id]
 
     def _commit(
-        self, leases: dict[tuple[str, int], Lease], moved: dict[tuple[str, int], str]
+        self,
+        leases: dict[tuple[str, int], Lease],
+        moved: dict[tuple[str, int], str],
+        draining: set[str] | None = None,
     ) -> None:
-        """Journal ``leases`` and ``moved`` (both files), then make them current."""
-        _write_epochs(self._epochs_path, self._floors, leases, moved)
-        self._save(self.version + 1, leases, moved)
+        """Journal ``leases``, ``moved`` and ``draining`` (both files; None: as they are),
+        then make them current."""
+        draining = self._draining if draining is None else draining
+        _write_epochs(self._epochs_path, self._floors, leases, moved, draining)
+        self._save(self.version + 1, leases, moved, draining)
         self._leases = leases
         self._moved = moved
+        self._draining = draining
         self.version += 1
         self._cond.notify_all()
 
@@ -221,11 +309,13 @@ class OwnershipRegistry:
         version: int,
         leases: dict[tuple[str, int], Lease],
         moved: Mapping[tuple[str, int], str],
+        draining: set[str],
     ) -> None:
         body = {
             "version": version,
             "leases": [_as_dict(lease) for lease in leases.values()],
             "moved": _moves_as_list(moved),
+            "draining": sorted(draining),
         }
         write_json_durably(self._path, body)
 
@@ -233,14 +323,17 @@ class OwnershipRegistry:
 EPOCHS_FILE = "epochs.json"
 
 
-def _read_epochs(path: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
-    """``epochs.json``: the highest epoch granted per interval, and the moves ({} when
-    missing)."""
+def _read_epochs(
+    path: Path,
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str], set[str]]:
+    """``epochs.json``: the highest epoch granted per interval, the moves and the nodes
+    drained (empty when missing)."""
     if not path.exists():
-        return {}, {}
+        return {}, {}, set()
     try:
         body = json.loads(path.read_text())
-        return {(str(c), int(i)): int(e) for c, i, e in body["granted"]}, _moves_of(body)
+        granted = {(str(c), int(i)): int(e) for c, i, e in body["granted"]}
+        return granted, _moves_of(body), _draining_of(body)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ValueError(
             f"{path}: malformed ({exc}); move it aside to start without it (ownership.json "
@@ -253,15 +346,18 @@ def _write_epochs(
     floors: Mapping[tuple[str, int], int],
     leases: Mapping[tuple[str, int], Lease],
     moved: Mapping[tuple[str, int], str],
+    draining: set[str],
 ) -> None:
     """``epochs.json``: per interval, the highest epoch known (a floor, or its lease's),
-    and the moves (so that either file alone still knows where each interval runs)."""
+    the moves and the nodes drained (so that either file alone still knows where each
+    interval runs)."""
     epochs = dict(floors)
     for key, lease in leases.items():
         epochs[key] = max(epochs.get(key, 0), lease.epoch)
     body = {
         "granted": [[c, i, e] for (c, i), e in sorted(epochs.items())],
         "moved": _moves_as_list(moved),
+        "draining": sorted(draining),
     }
     write_json_durably(path, body)
 
@@ -271,6 +367,13 @@ def _moves_of(body: Mapping[str, object]) -> dict[tuple[str, int], str]:
     if not isinstance(raw, list):
         raise ValueError("'moved' is not a list")
     return {(str(c), int(i)): str(n) for c, i, n in raw}
+
+
+def _draining_of(body: Mapping[str, object]) -> set[str]:
+    raw = body.get("draining", [])
+    if not isinstance(raw, list):
+        raise ValueError("'draining' is not a list")
+    return {str(n) for n in raw}
 
 
 def _moves_as_list(moved: Mapping[tuple[str, int], str]) -> list[list[object]]:

@@ -43,6 +43,7 @@ from millrace.injector.ingest_stream import IngestStream
 from millrace.injector.injector_metrics import InjectorMetrics
 from millrace.injector.log import LogConfig, StreamLog
 from millrace.injector.ownership import OwnershipRegistry
+from millrace.injector.rebalance import LayoutMetrics, LoadTable, Rebalancer
 from millrace.injector.watermark_authority import WatermarkAuthority
 from millrace.statestore import Clock, monotonic_ms, wall_clock_ms
 from millrace.wire.v1 import (
@@ -114,7 +115,16 @@ class Injector:
             elapsed_clock = monotonic_ms if clock is wall_clock_ms else clock
         self._elapsed_clock = elapsed_clock
         self._metrics_port = metrics_port
-        self.ownership = OwnershipRegistry(deployment.topology, self.log_dir / "ownership.json")
+        self.ownership = OwnershipRegistry(
+            deployment.topology, self.log_dir / "ownership.json", clock=clock
+        )
+        self.loads = LoadTable()
+        """What the nodes report of their intervals' work (``Control.ReportLoad``)."""
+        self.rebalancer = (
+            Rebalancer(self.ownership, self.loads, deployment.nodes, deployment.rebalance)
+            if deployment.rebalance.enabled
+            else None
+        )
         self.authority = WatermarkAuthority(
             deployment.topology, clock=clock, leased_epoch=self.ownership.epoch_of
         )
@@ -141,6 +151,7 @@ class Injector:
         self.metrics = InjectorMetrics(
             self.streams, self.file_sources, self.authority, archiver=self.archiver
         )
+        self.metrics.registry.register(LayoutMetrics(self.ownership, self.loads, deployment.nodes))
         self._server: grpc.Server | None = None
         self._stopping = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="injector-watermarks", daemon=True)
@@ -260,10 +271,13 @@ class Injector:
         watermark_pb2_grpc.add_WatermarkAuthorityServicer_to_server(
             WatermarkAuthorityServicer(self.authority), server
         )
-        nodes = {name: node.computation for name, node in self.deployment.nodes.items()}
-        control_pb2_grpc.add_ControlServicer_to_server(
-            ControlService(self.ownership, nodes), server
+        control = ControlService(
+            self.ownership,
+            self.deployment.nodes,
+            loads=self.loads,
+            rebalancing=self.rebalancer is not None,
         )
+        control_pb2_grpc.add_ControlServicer_to_server(control, server)
         services = (
             ingest_pb2.DESCRIPTOR.services_by_name["Ingest"].full_name,
             watermark_pb2.DESCRIPTOR.services_by_name["WatermarkAuthority"].full_name,
@@ -294,6 +308,8 @@ class Injector:
             _TickerTask("journal watermarks", 1, self._journal),
             _TickerTask("seal quiet segments", every_10_s, self._seal_old_segments),
         ]
+        if self.rebalancer is not None:
+            tasks.append(_TickerTask("rebalance", round(1 / TICK_S), self.rebalancer.tick))
         retention_ms = self.config.retention_ms
         if retention_ms is not None:
             retain = lambda: self._apply_retention(self._clock() - retention_ms)  # noqa: E731

@@ -23,6 +23,7 @@ class ChildState(Enum):
     STARTING = "starting"  # spawned, ready line not seen yet
     RUNNING = "running"
     WAITING = "waiting"  # exited; restart scheduled
+    FINISHED = "finished"  # exited with 0 by itself once running (a drained node): done
 
 
 @dataclass

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "watermarks": "watermarks",
     "status": "status",
     "intervals": "intervals",
+    "nodes": "nodes",
     "state": "state",
     "deadletters": "deadletters",
     "up": "up",

@@ -3,7 +3,8 @@
 A :class:`Supervisor` owns a set of named children. :meth:`Supervisor.start`
 starts them in the order they were added, each only once the previous one
 printed its ready line (the first line on its stdout). A watcher thread then
-restarts any child that exits, with exponential backoff. :meth:`Supervisor.stop`
+restarts any child that exits, with exponential backoff, but one that ran and exited
+with 0 by itself (a drained node: its work is done). :meth:`Supervisor.stop`
 stops supervising and terminates the children tier by tier: every child of
 the highest tier gets SIGTERM together, the supervisor waits for them (SIGKILL
 after ``stop_timeout_s``), then the next tier down, and so on.
@@ -142,7 +143,11 @@ class Supervisor:
         """The current process id of ``name`` (None while it is down)."""
         with self._lock:
             child = self._children[name]
-            if child.process is None or child.state in (ChildState.IDLE, ChildState.WAITING):
+            if child.process is None or child.state in (
+                ChildState.IDLE,
+                ChildState.WAITING,
+                ChildState.FINISHED,
+            ):
                 return None
             return child.process.pid
 
@@ -340,8 +345,18 @@ class Supervisor:
             )
 
     def _exited(self, child: SupervisedChild, code: int, now: float) -> None:
-        """Schedule the restart of a child that exited on its own (lock held)."""
+        """Schedule the restart of a child that exited on its own (lock held); one
+        that ran and exited with 0 (a drained node) finished its work: not restarted."""
         child.last_exit = describe_exit(code)
+        line = child.ready_line if child.ready.is_set() else None
+        was_ready = child.state is ChildState.RUNNING or (
+            line is not None and line.startswith(child.ready_prefix)
+        )
+        if code == 0 and was_ready:
+            self._mark(child, "finished (exit 0): not restarted")
+            log.info("%s finished (exit 0): not restarted", child.name)
+            child.state = ChildState.FINISHED
+            return
         self._mark(child, f"exited ({child.last_exit})")
         if now - child.spawned_at >= self.stable_after_s:
             child.backoff_s = self.min_backoff_s

@@ -98,6 +98,18 @@ def intervals_to_open(placed: Iterable[int], layout: Layout, node_id: str) -> li
     ]
 
 
+def is_drained(assignment: control_pb2.Assignment, node_id: str, computation: str) -> bool:
+    """True when the registry drains ``node_id`` and no interval of ``computation`` is
+    leased to it or moves to it (the nodes that took them registered them, so every
+    hand-over from it is complete)."""
+    if node_id not in assignment.draining:
+        return False
+    layout = Layout.of(assignment, computation)
+    return node_id not in layout.moves.values() and all(
+        holder.node_id != node_id for holder in layout.holders.values()
+    )
+
+
 def fetch_assignment(
     channel: grpc.Channel, computation: str, timeout: float = 5.0
 ) -> control_pb2.Assignment:

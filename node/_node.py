@@ -10,6 +10,7 @@ drains: the server stops taking work, workers finish their turn, stores close.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent import futures
@@ -44,14 +45,16 @@ from millrace.node._interval_moves import (
     IntervalMoves,
     Layout,
     intervals_to_open,
+    is_drained,
     wait_for_assignment,
 )
+from millrace.node._load_reports import LoadReporter
 from millrace.node._metrics import NodeMetrics
 from millrace.node._stale_refusals import StaleRefusals
 from millrace.node._watermark_link import WatermarkLink
 from millrace.node._worker import IntervalWorker, WorkerHooks
 from millrace.statestore import MAX_EPOCH, StateStore, StoreConfig
-from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
+from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,21 @@ class Node(WorkerHooks):
         self._registry = None if injector is None else self.security.open_channel(injector.address)
         """A channel to the injector's registry (moves, hand-overs); None without one."""
         self._stale = StaleRefusals()
+        self._busy_s: dict[int, float] = {}
+        """Per interval running here: seconds its worker spent on batches (load reports)."""
+        self._reporter = (
+            None
+            if self._registry is None
+            else LoadReporter(
+                self._registry,
+                node_id=name,
+                computation=self.placement.computation,
+                sample=self._interval_loads,
+            )
+        )
+        self.drained = threading.Event()
+        """Set once the registry drained this node and another node holds all its
+        intervals: nothing is pending here, the process may stop."""
         self._stopping = False
         self.port = 0
         self.metrics_port = 0
@@ -160,7 +178,9 @@ class Node(WorkerHooks):
         if self._keeper is not None:
             self._keeper.start()
         if self._moves is not None and layout is not None:
-            self._moves.follow(layout)
+            self._on_assignment(layout)
+        if self._reporter is not None:
+            self._reporter.start()
         if self.placement.metrics_port is not None:
             server, _ = start_http_server(
                 self.placement.metrics_port,
@@ -198,6 +218,7 @@ class Node(WorkerHooks):
             extra={"event": "recovered", **recovered},
         )
         worker = IntervalWorker(processor, self)
+        self._busy_s[interval] = 0.0
         self.processors[(computation, interval)] = processor
         self.workers[(computation, interval)] = worker
         return worker
@@ -304,7 +325,7 @@ class Node(WorkerHooks):
             on_routes=self._follow_routes,
             own_address=self.advertised_address,
             on_conflict=self._conflict,
-            on_assignment=self._moves.follow,
+            on_assignment=self._on_assignment,
             security=self.security,
         )
         return leased
@@ -375,6 +396,8 @@ class Node(WorkerHooks):
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop taking work, finish in-flight turns, close the stores."""
         self._stopping = True
+        if self._reporter is not None:
+            self._reporter.stop()
         if self._moves is not None:
             self._moves.stop()
         if self._server is not None:
@@ -431,6 +454,36 @@ class Node(WorkerHooks):
 
     def committed(self, worker: IntervalWorker, outcome: BatchOutcome, seconds: float) -> None:
         self.metrics.committed(worker.processor.name, outcome, seconds)
+        interval = worker.processor.interval
+        self._busy_s[interval] = self._busy_s.get(interval, 0.0) + seconds
+
+    def _interval_loads(self) -> list[control_pb2.IntervalLoad]:
+        """What the load reporter sends: each interval's counters since it opened here."""
+        return [
+            control_pb2.IntervalLoad(
+                index=processor.interval,
+                epoch=processor.epoch,
+                records_committed=processor.records_committed,
+                busy_seconds=self._busy_s.get(processor.interval, 0.0),
+            )
+            for processor in list(self.processors.values())
+        ]
+
+    def _on_assignment(self, assignment: control_pb2.Assignment) -> None:
+        """Take over what moves here; notice that a drain is complete."""
+        if self._moves is not None:
+            self._moves.follow(assignment)
+        computation = self.placement.computation
+        if (
+            not self.drained.is_set()
+            and not self.processors
+            and is_drained(assignment, self.name, computation)
+        ):
+            log.info(
+                "node %s drained: its intervals run elsewhere, nothing pending here", self.name,
+                extra={"event": "drained", "node": self.name},
+            )  # fmt: skip
+            self.drained.set()
 
     # -- sender callbacks ----------------------------------------------------------
 

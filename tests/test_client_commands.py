@@ -283,7 +283,11 @@ def test_status_shows_the_node_and_its_leases(
     assert injector_line.split()[:3] == ["injector", cluster.injector_address, "healthy"]
     assert "assignment version" in injector_line
     header = rest.index("leases (from the injector)")
-    nodes, leases = rest[: header - 1], rest[header + 1 :]
+    layout_at = rest.index("layout  (rebalancer off)")
+    nodes, leases = rest[: header - 1], rest[header + 1 : layout_at - 1]
+    layout = rest[layout_at + 1 :]
+    assert layout[0].split() == ["interval", "node", "rec/s", "busy", "note"]
+    assert [row.split()[:2] for row in layout[1:]] == [["count/0", "p"], ["count/1", "p"]]
     assert nodes[0].split()[:4] == ["node", "address", "state", "computation"]
     assert nodes[1].split()[:5] == ["p", cluster.node_address, "healthy", "count", "0/2"]
     assert nodes[2].split()[:2] == ["count", "1/2"]

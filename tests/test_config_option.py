@@ -39,6 +39,9 @@ OPTIONAL = {
     "inject": ["--stream", "s"],
     "intervals list": [],
     "intervals move": ["--computation", "c", "--interval", "0", "--to", "n"],
+    "nodes list": [],
+    "nodes drain": ["n"],
+    "nodes resume": ["n"],
     "security init": [],
     "watermarks": [],
 }

@@ -20,10 +20,17 @@ from typing import Any
 import pytest
 
 from millrace.computations._topology import COMPUTATION_SETTINGS, ComputationSpec, Topology
-from millrace.deployment import Deployment, InjectorPlacement, NodePlacement, apply_environment
+from millrace.deployment import (
+    Deployment,
+    InjectorPlacement,
+    NodePlacement,
+    RebalanceSettings,
+    apply_environment,
+)
 from millrace.deployment._placement import (
     INJECTOR_SETTINGS,
     NODE_SETTINGS,
+    REBALANCE_SETTINGS,
     SINK_SETTINGS,
     TOP_LEVEL_SETTINGS,
 )
@@ -66,15 +73,17 @@ EXPECTED: dict[str, Callable[[], set[str]]] = {
     "`[nodes.NAME]`": lambda: fields_of(NodePlacement, without=("name",)),
     "`[sinks.STREAM]`": lambda: set(SINK_SETTINGS),
     "`[security]`": lambda: set(SECURITY_SETTINGS),
+    "`[rebalance]`": lambda: fields_of(RebalanceSettings),
     "`[computations.NAME]`": lambda: set(COMPUTATION_SETTINGS),
 }
 
 
 def test_the_setting_lists_are_what_the_tables_become() -> None:
     """The loader refuses what these lists lack; they must match the dataclasses."""
-    assert {"topology", "authority", "nodes", "sinks", "injector", "security"} == set(
-        TOP_LEVEL_SETTINGS
-    )
+    assert {
+        "topology", "authority", "nodes", "sinks", "injector", "security", "rebalance",
+    } == set(TOP_LEVEL_SETTINGS)  # fmt: skip
+    assert set(REBALANCE_SETTINGS) == fields_of(RebalanceSettings)
     assert set(INJECTOR_SETTINGS) == fields_of(InjectorPlacement)
     assert set(NODE_SETTINGS) == fields_of(NodePlacement, without=("name",))
     assert {"address", "path", "format", "dedup_retention_ms", "external", "metrics_port"} == set(
@@ -166,6 +175,7 @@ def test_the_complete_example_sets_every_setting() -> None:
     assert fields_of(NodePlacement, without=("name",)) <= set().union(*raw["nodes"].values())
     assert set(SINK_SETTINGS) <= set().union(*raw["sinks"].values())
     assert set(SECURITY_SETTINGS) <= set(raw["security"])
+    assert set(REBALANCE_SETTINGS) <= set(raw["rebalance"])
     computations = tomllib.loads(topology_block())["computations"].values()
     assert set(COMPUTATION_SETTINGS) <= set().union(*computations)
 

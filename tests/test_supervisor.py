@@ -109,6 +109,21 @@ def test_supervisor_backs_off_exponentially_and_caps_crash_loops(
     assert ["crash loop" in m for m in messages[:6]] == [False] * 3 + [True] * 3
 
 
+def test_a_child_that_ran_and_exited_0_by_itself_is_not_restarted(tmp_path: Path) -> None:
+    supervisor = Supervisor(min_backoff_s=0.1, poll_interval_s=0.02)
+    done = 'import sys, time; print("ready", flush=True); time.sleep(0.3); sys.exit(0)'
+    failed = 'import sys, time; print("ready", flush=True); time.sleep(0.3); sys.exit(1)'
+    supervisor.add("done", python_child(done), tmp_path / "done.log")
+    supervisor.add("failed", python_child(failed), tmp_path / "failed.log")
+    supervisor.start()
+    try:
+        wait_until(lambda: supervisor.restarts["failed"] >= 2, 20, "the failed child restarted")
+        assert supervisor.restarts["done"] == 0 and supervisor.pid("done") is None
+        assert "finished (exit 0): not restarted" in (tmp_path / "done.log").read_text()
+    finally:
+        supervisor.stop()
+
+
 def test_supervisor_start_failures_name_the_child_and_its_log(tmp_path: Path) -> None:
     good = Supervisor(stop_timeout_s=5)
     good.add("first", python_child(SLEEPER), tmp_path / "first.log", ready_prefix="ready")

@@ -24,6 +24,7 @@ from millrace.deployment import Deployment, DeploymentError, Placement
 from millrace.deployment.security import Security
 
 _Read = TypeVar("_Read", Deployment, Placement)
+T = TypeVar("T")
 
 EXIT_USAGE = 2
 """Usage errors, bad deployment files and unreachable services."""
@@ -161,6 +162,17 @@ def talking_to(service: Service, rpc: str, timeout_s: float) -> Iterator[None]:
     try:
         yield
     except grpc.RpcError as error:
+        raise CommandError(explain(error, service, rpc, timeout_s)) from None
+
+
+def refusals_as_usage(service: Service, rpc: str, timeout_s: float, call: Callable[[], T]) -> T:
+    """``call()``; a refusal (INVALID_ARGUMENT, FAILED_PRECONDITION) becomes a usage
+    error that says why, any other error one that explains it (:func:`talking_to`)."""
+    try:
+        return call()
+    except grpc.RpcError as error:
+        if error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+            raise CommandError(f"refused: {error.details()}", exit_code=EXIT_USAGE) from None
         raise CommandError(explain(error, service, rpc, timeout_s)) from None
 
 

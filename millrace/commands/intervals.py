@@ -1,12 +1,13 @@
 """``millrace intervals``: where key intervals run, and moving one to another node, live.
 
-``millrace intervals list --config d.toml`` prints every interval's lease (node,
-address, epoch) and the moves the registry holds. ``millrace intervals move --config
-d.toml --computation C --interval I --to NODE`` records the move with the injector's
-registry (``Control.MoveInterval``), then waits until the interval's lease names
-``NODE`` (the node takes the state from the current owner and registers it at a new
-epoch; ``docs/intervals.md``). ``--no-wait`` returns once the move is recorded.
-Exit status 0 when done, 1 when ``--wait-s`` passed first, 2 for bad arguments.
+``millrace intervals list --config d.toml`` prints every interval's node, epoch and
+load (records/s, worker busy share), the moves under way and the newest changes.
+``millrace intervals move --config d.toml --computation C --interval I --to NODE``
+records the move with the injector's registry (``Control.MoveInterval``), then waits
+until the interval's lease names ``NODE`` (the node takes the state from the current
+owner and registers it at a new epoch; ``docs/intervals.md``). ``--no-wait`` returns
+once the move is recorded. Exit status 0 when done, 1 when ``--wait-s`` passed first,
+2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from millrace.commands._grpc_errors import (
     add_timeout_argument,
     injector_service,
     positive_float,
+    refusals_as_usage,
     run_command,
     security_of,
     talking_to,
 )
 from millrace.commands._options import add_config_argument
+from millrace.commands.nodes import describe_change, read_layout
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
 
 EXIT_NOT_YET = 1
@@ -40,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Show each key interval's lease, or move an interval to another node.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="every interval's lease and the moves")
+    listing = actions.add_parser(
+        "list", help="every interval's node and load, the moves under way, the last changes"
+    )
     move = actions.add_parser(
         "move",
         help="move an interval to another node of its computation",
@@ -76,21 +81,18 @@ def _assignment(stub: control_pb2_grpc.ControlStub, timeout: float) -> control_p
 
 
 def _list(args: argparse.Namespace) -> int:
-    service, deployment = injector_service(args.deployment, args.injector)
-    with security_of(deployment).open_channel(service.address) as channel:
-        stub = control_pb2_grpc.ControlStub(channel)
-        with talking_to(service, "Control.GetAssignment", args.timeout):
-            assignment = _assignment(stub, args.timeout)
-    moves = {(m.interval.computation, m.interval.index): m.to_node_id for m in assignment.moves}
-    print(f"{'interval':<28} {'node':<20} {'epoch':>6}  address / move")
-    for lease in assignment.leases:
-        key = (lease.interval.computation, lease.interval.index)
-        to = moves.pop(key, None)
-        note = lease.address if to in (None, lease.node_id) else f"{lease.address} -> {to}"
-        name = f"{key[0]}/{key[1]}"
-        print(f"{name:<28} {lease.node_id:<20} {lease.epoch:>6}  {note}")
-    for (computation, index), to in sorted(moves.items()):
-        print(f"{computation + '/' + str(index):<28} {'-':<20} {'-':>6}  -> {to}")
+    layout = read_layout(args)
+    print(f"{'interval':<28} {'node':<20} {'epoch':>6} {'rec/s':>9} {'busy':>5}  move")
+    for state in layout.intervals:
+        name = f"{state.interval.computation}/{state.interval.index}"
+        node = state.node_id or "-"
+        move = f"-> {state.moving_to}" if state.moving_to else ""
+        print(
+            f"{name:<28} {node:<20} {state.epoch:>6} {state.records_per_second:>9.0f} "
+            f"{state.busy:>5.0%}  {move}"
+        )
+    for change in layout.changes[-10:]:
+        print(describe_change(change))
     return 0
 
 
@@ -117,16 +119,10 @@ def _move(args: argparse.Namespace) -> int:
             ),
             to_node_id=args.to,
         )
-        try:
-            answer = stub.MoveInterval(request, timeout=args.timeout)
-        except grpc.RpcError as error:
-            if error.code() in (
-                grpc.StatusCode.INVALID_ARGUMENT,
-                grpc.StatusCode.FAILED_PRECONDITION,
-            ):
-                raise CommandError(f"refused: {error.details()}", exit_code=EXIT_USAGE) from None
-            with talking_to(service, "Control.MoveInterval", args.timeout):
-                raise
+        answer: control_pb2.MoveIntervalResponse = refusals_as_usage(
+            service, "Control.MoveInterval", args.timeout,
+            lambda: stub.MoveInterval(request, timeout=args.timeout),
+        )  # fmt: skip
         where = f"{args.computation}/{args.interval}"
         holder = answer.current.node_id if answer.HasField("current") else "no node yet"
         print(f"moving {where}: {holder} -> {args.to}", flush=True)

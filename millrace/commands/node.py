@@ -83,7 +83,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the node, print where it listens, serve until signalled, drain, exit 0."""
+    """Start the node, print where it listens, serve until signalled (or drained by
+    ``millrace nodes drain``), stop, exit 0."""
     tune_threads()
     configure_logging()
     enable_stack_dumps()
@@ -124,8 +125,10 @@ def run(args: argparse.Namespace) -> int:
         f"{list(placement.intervals)} on {node.address}{metrics}",
         flush=True,
     )
-    signals.wait()
+    signals.wait(until=node.drained)
     node.stop()
+    if node.drained.is_set():
+        print(f"node {resolved.name} drained: its intervals run on other nodes", flush=True)
     return 0
 
 

@@ -16,6 +16,7 @@ import json
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -32,6 +33,7 @@ from millrace.commands._grpc_errors import (
     status_of,
 )
 from millrace.commands._options import add_config_argument
+from millrace.commands.nodes import describe_change
 from millrace.commands.watermarks import iso_utc
 from millrace.deployment import Deployment, NodePlacement
 from millrace.deployment.security import Security
@@ -71,6 +73,8 @@ class Answer:
     response: Any = None
     health: str = "unknown"
     error: grpc.RpcError | None = None
+    layout: Any = None
+    """The injector's ``Control.GetLayout`` (None: another service, or not answered)."""
 
     @property
     def ok(self) -> bool:
@@ -143,6 +147,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if not args.json and assignment is not None and assignment.ok:
         out.write("\n")
         _print_leases(out, deployment, assignment.response.leases, answers)
+        if assignment.layout is not None:
+            _print_layout(out, assignment.layout)
     out.flush()
 
     failed = [a for a in ([assignment] if assignment else []) + answers + sink_answers if not a.ok]
@@ -172,7 +178,9 @@ def _as_json(
     if assignment is not None:
         injector = {"address": assignment.service.address, "state": assignment.state(),
                     "leases": [fields(lease) for lease in assignment.response.leases]
-                    if assignment.ok else None}  # fmt: skip
+                    if assignment.ok else None,
+                    "layout": None if assignment.layout is None
+                    else fields(assignment.layout)}  # fmt: skip
     return {
         "injector": injector,
         "nodes": [
@@ -259,8 +267,36 @@ def _ask_injector(service: Service, timeout_s: float, security: Security) -> Ans
         except grpc.RpcError as error:
             answer.error = error
             return answer
+        with suppress(grpc.RpcError):  # the leases alone still show where intervals run
+            answer.layout = control_pb2_grpc.ControlStub(channel).GetLayout(
+                control_pb2.GetLayoutRequest(), timeout=timeout_s
+            )
         answer.health = _health(channel, timeout_s)
     return answer
+
+
+def _print_layout(out: TextIO, layout: Any) -> None:
+    """The load per interval, the nodes drained, the newest layout changes."""
+    out.write(f"\nlayout  (rebalancer {'on' if layout.rebalancing else 'off'})\n")
+    rows = [
+        (
+            f"{state.interval.computation}/{state.interval.index}",
+            state.node_id or "-",
+            f"{state.records_per_second:.0f}",
+            f"{state.busy:.0%}",
+            f"moving to {state.moving_to}" if state.moving_to else "",
+        )
+        for state in layout.intervals
+    ]
+    _table(out, ("interval", "node", "rec/s", "busy", "note"), rows)
+    for node in layout.nodes:
+        if node.draining or not node.live:
+            state = ("live" if node.live else "not reporting") + (
+                ", draining" if node.draining else ""
+            )
+            out.write(f"node {node.node_id}: {state}\n")
+    for change in list(layout.changes)[-10:]:
+        out.write(describe_change(change) + "\n")
 
 
 def _table(out: TextIO, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from millrace.deployment import NodePlacement
 from millrace.injector.control_service import ControlService
 from millrace.injector.ownership import EPOCHS_FILE, OwnershipRegistry
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
@@ -49,7 +50,10 @@ def test_move_interval_over_grpc_checks_the_node_and_shows_the_move(tmp_path: Pa
     registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
     registry.register("a", "counts", "127.0.0.1:1", [0])
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    nodes = {"a": "counts", "b": "counts", "t": "totals"}
+    nodes = {
+        name: NodePlacement(name=name, computation=c, intervals=(), address="127.0.0.1:1")
+        for name, c in {"a": "counts", "b": "counts", "t": "totals"}.items()
+    }
     control_pb2_grpc.add_ControlServicer_to_server(ControlService(registry, nodes), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -83,5 +87,66 @@ def test_move_interval_over_grpc_checks_the_node_and_shows_the_move(tmp_path: Pa
             registered = stub.RegisterNode(request, timeout=5)
             assert list(registered.moved_away) == [0]
             assert [lease.interval.index for lease in registered.leases] == [1]
+    finally:
+        server.stop(None)
+
+
+def test_load_reports_and_drains_over_grpc_refuse_what_they_cannot_do(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0, 1])
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    nodes = {
+        name: NodePlacement(name=name, computation=c, intervals=placed, address="127.0.0.1:1")
+        for name, (c, placed) in {
+            "a": ("counts", (0, 1)), "b": ("counts", ()), "t": ("totals", (0,)),
+        }.items()
+    }  # fmt: skip
+    control_pb2_grpc.add_ControlServicer_to_server(ControlService(registry, nodes), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = control_pb2_grpc.ControlStub(channel)
+
+            def report(node: str, computation: str = "counts") -> None:
+                load = control_pb2.IntervalLoad(index=0, epoch=1, records_committed=5)
+                request = control_pb2.ReportLoadRequest(
+                    node_id=node, computation=computation, intervals=[load]
+                )
+                stub.ReportLoad(request, timeout=5)
+
+            def refused(call: object, code: grpc.StatusCode, says: str) -> None:
+                with pytest.raises(grpc.RpcError) as error:
+                    call()  # type: ignore[operator]
+                assert error.value.code() == code and says in error.value.details()
+
+            refused(lambda: report("nobody"), grpc.StatusCode.INVALID_ARGUMENT, "no node")
+            refused(lambda: report("t"), grpc.StatusCode.INVALID_ARGUMENT, "runs totals")
+            drain_a = control_pb2.DrainNodeRequest(node_id="a")
+            refused(
+                lambda: stub.DrainNode(drain_a, timeout=5),
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "no other live node of counts",
+            )
+            assert registry.draining() == frozenset(), "a refused drain records nothing"
+            report("b")  # b is live now: it can take a's intervals
+            drained = stub.DrainNode(drain_a, timeout=5)
+            assert [(m.interval.index, m.to_node_id) for m in drained.moves] == [(0, "b"), (1, "b")]
+            layout = stub.GetLayout(control_pb2.GetLayoutRequest(computations=["counts"]), 5)
+            assert [(s.node_id, s.moving_to) for s in layout.intervals] == [("a", "b"), ("a", "b")]
+            assert {(n.node_id, n.live, n.draining) for n in layout.nodes} == {
+                ("a", False, True),
+                ("b", True, False),
+            }
+            assert [c.reason for c in layout.changes] == ["drain", "drain"]
+            assignment = stub.GetAssignment(control_pb2.GetAssignmentRequest(), timeout=5)
+            assert list(assignment.draining) == ["a"]
+            refused(
+                lambda: stub.DrainNode(control_pb2.DrainNodeRequest(node_id="b"), timeout=5),
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "no other live node",
+            )
+            stub.DrainNode(control_pb2.DrainNodeRequest(node_id="a", resume=True), timeout=5)
+            assert registry.draining() == frozenset()
     finally:
         server.stop(None)

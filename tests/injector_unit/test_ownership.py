@@ -116,6 +116,7 @@ def test_the_journal_is_replaced_durably(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "epochs.json").read_text()) == {
         "granted": [["counts", 0, 1], ["counts", 1, 1]],
         "moved": [],
+        "draining": [],
     }
     assert len(json.loads(path.read_text())["leases"]) == 2
 

@@ -80,11 +80,113 @@ class GetAssignmentRequest(_message.Message):
     def __init__(self, computations: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("leases", "version", "moves")
+    __slots__ = ("leases", "version", "moves", "draining")
     LEASES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MOVES_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[IntervalLease]
     version: int
     moves: _containers.RepeatedCompositeFieldContainer[IntervalMove]
-    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[IntervalMove, _Mapping]]] = ...) -> None: ...
+    draining: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[IntervalMove, _Mapping]]] = ..., draining: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class IntervalLoad(_message.Message):
+    __slots__ = ("index", "epoch", "records_committed", "busy_seconds")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    epoch: int
+    records_committed: int
+    busy_seconds: float
+    def __init__(self, index: _Optional[int] = ..., epoch: _Optional[int] = ..., records_committed: _Optional[int] = ..., busy_seconds: _Optional[float] = ...) -> None: ...
+
+class ReportLoadRequest(_message.Message):
+    __slots__ = ("node_id", "computation", "intervals")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPUTATION_FIELD_NUMBER: _ClassVar[int]
+    INTERVALS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    computation: str
+    intervals: _containers.RepeatedCompositeFieldContainer[IntervalLoad]
+    def __init__(self, node_id: _Optional[str] = ..., computation: _Optional[str] = ..., intervals: _Optional[_Iterable[_Union[IntervalLoad, _Mapping]]] = ...) -> None: ...
+
+class ReportLoadResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DrainNodeRequest(_message.Message):
+    __slots__ = ("node_id", "resume")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    resume: bool
+    def __init__(self, node_id: _Optional[str] = ..., resume: _Optional[bool] = ...) -> None: ...
+
+class DrainNodeResponse(_message.Message):
+    __slots__ = ("moves",)
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    moves: _containers.RepeatedCompositeFieldContainer[IntervalMove]
+    def __init__(self, moves: _Optional[_Iterable[_Union[IntervalMove, _Mapping]]] = ...) -> None: ...
+
+class GetLayoutRequest(_message.Message):
+    __slots__ = ("computations",)
+    COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    computations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, computations: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class IntervalState(_message.Message):
+    __slots__ = ("interval", "node_id", "epoch", "records_per_second", "busy", "moving_to")
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    MOVING_TO_FIELD_NUMBER: _ClassVar[int]
+    interval: _record_pb2.KeyInterval
+    node_id: str
+    epoch: int
+    records_per_second: float
+    busy: float
+    moving_to: str
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., records_per_second: _Optional[float] = ..., busy: _Optional[float] = ..., moving_to: _Optional[str] = ...) -> None: ...
+
+class NodeState(_message.Message):
+    __slots__ = ("node_id", "computation", "live", "draining")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPUTATION_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    computation: str
+    live: bool
+    draining: bool
+    def __init__(self, node_id: _Optional[str] = ..., computation: _Optional[str] = ..., live: _Optional[bool] = ..., draining: _Optional[bool] = ...) -> None: ...
+
+class LayoutChange(_message.Message):
+    __slots__ = ("at_ms", "interval", "from_node_id", "to_node_id", "reason")
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    FROM_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    at_ms: int
+    interval: _record_pb2.KeyInterval
+    from_node_id: str
+    to_node_id: str
+    reason: str
+    def __init__(self, at_ms: _Optional[int] = ..., interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., from_node_id: _Optional[str] = ..., to_node_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Layout(_message.Message):
+    __slots__ = ("intervals", "nodes", "changes", "rebalancing")
+    INTERVALS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    REBALANCING_FIELD_NUMBER: _ClassVar[int]
+    intervals: _containers.RepeatedCompositeFieldContainer[IntervalState]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeState]
+    changes: _containers.RepeatedCompositeFieldContainer[LayoutChange]
+    rebalancing: bool
+    def __init__(self, intervals: _Optional[_Iterable[_Union[IntervalState, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeState, _Mapping]]] = ..., changes: _Optional[_Iterable[_Union[LayoutChange, _Mapping]]] = ..., rebalancing: _Optional[bool] = ...) -> None: ...

@@ -55,6 +55,21 @@ class ControlStub:
                 request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalRequest.SerializeToString,
                 response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalResponse.FromString,
                 _registered_method=True)
+        self.ReportLoad = channel.unary_unary(
+                '/millrace.wire.v1.Control/ReportLoad',
+                request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.ReportLoadRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.ReportLoadResponse.FromString,
+                _registered_method=True)
+        self.DrainNode = channel.unary_unary(
+                '/millrace.wire.v1.Control/DrainNode',
+                request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.DrainNodeRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.DrainNodeResponse.FromString,
+                _registered_method=True)
+        self.GetLayout = channel.unary_unary(
+                '/millrace.wire.v1.Control/GetLayout',
+                request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.GetLayoutRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.Layout.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -93,6 +108,31 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportLoad(self, request, context):
+        """A node's heartbeat with its intervals' work: what the rebalancer and drains
+        read (a node counts as live while it reports).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainNode(self, request, context):
+        """Drains a node: records (durably) a move of each of its intervals to the live
+        node of its computation with the fewest, and marks it draining; the node
+        stops once another node holds them all. FAILED_PRECONDITION when no other
+        node of its computation is live. With resume: it may take intervals again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetLayout(self, request, context):
+        """The layout of intervals on nodes with their load, and the recent changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -115,6 +155,21 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.MoveInterval,
                     request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalRequest.FromString,
                     response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalResponse.SerializeToString,
+            ),
+            'ReportLoad': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportLoad,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.ReportLoadRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.ReportLoadResponse.SerializeToString,
+            ),
+            'DrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainNode,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.DrainNodeRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.DrainNodeResponse.SerializeToString,
+            ),
+            'GetLayout': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLayout,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.GetLayoutRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.Layout.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -226,6 +281,87 @@ class Control:
             '/millrace.wire.v1.Control/MoveInterval',
             millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalRequest.SerializeToString,
             millrace_dot_wire_dot_v1_dot_control__pb2.MoveIntervalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millrace.wire.v1.Control/ReportLoad',
+            millrace_dot_wire_dot_v1_dot_control__pb2.ReportLoadRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_control__pb2.ReportLoadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millrace.wire.v1.Control/DrainNode',
+            millrace_dot_wire_dot_v1_dot_control__pb2.DrainNodeRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_control__pb2.DrainNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLayout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millrace.wire.v1.Control/GetLayout',
+            millrace_dot_wire_dot_v1_dot_control__pb2.GetLayoutRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_control__pb2.Layout.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,120 @@
+"""``Rebalancer``: the injector's load policy, run on its ticker (MillWheel's master).
+
+Every ``period_ms`` it looks at each computation whose moves are all done: the live
+nodes that are not drained, where each interval runs and the records/s the nodes
+report, and records at most one move (:func:`plan_move`) through the registry, which
+the nodes then carry out like any other move. It moves no more than
+``max_moves_per_minute`` in all, and an interval it (or anyone) moved stays put for
+``cooldown_ms``. A move whose node stopped reporting before it took the interval
+goes back to the interval's holder (which runs it, or stopped only to hand it over).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from millrace.deployment import NodePlacement, RebalanceSettings
+from millrace.injector.ownership import OwnershipRegistry
+from millrace.injector.rebalance._layout import interval_places
+from millrace.injector.rebalance._loads import LoadTable
+from millrace.injector.rebalance._policy import plan_move
+
+log = logging.getLogger(__name__)
+
+
+class Rebalancer:
+    """Call :meth:`tick` often (every second); it acts every ``period_ms``."""
+
+    def __init__(
+        self,
+        registry: OwnershipRegistry,
+        loads: LoadTable,
+        nodes: Mapping[str, NodePlacement],
+        settings: RebalanceSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._registry = registry
+        self._loads = loads
+        self._nodes = nodes
+        self._settings = settings
+        self._clock = clock
+        self._next_at = clock() + settings.period_ms / 1000
+        self._recent: deque[float] = deque()
+        """When each of the moves of the last minute was recorded."""
+        self._moved_at: dict[tuple[str, int], float] = {}
+        self._changes_seen = 0
+
+    def tick(self) -> None:
+        """Make at most one move per computation, when the period is up."""
+        now = self._clock()
+        if now < self._next_at:
+            return
+        self._next_at = now + self._settings.period_ms / 1000
+        self._note_changes(now)
+        for computation in sorted({node.computation for node in self._nodes.values()}):
+            while self._recent and now - self._recent[0] >= 60:
+                self._recent.popleft()
+            if len(self._recent) >= self._settings.max_moves_per_minute:
+                return
+            self._balance(computation, now)
+
+    def _note_changes(self, now: float) -> None:
+        """Cool down every interval moved since the last look (by anyone)."""
+        changes = list(self._registry.changes)
+        recorded = self._registry.changes_recorded
+        new = min(recorded - self._changes_seen, len(changes))
+        for change in changes[len(changes) - new :]:
+            self._moved_at[(change.computation, change.index)] = now
+        self._changes_seen = recorded
+
+    def _balance(self, computation: str, now: float) -> None:
+        places = interval_places(self._registry, self._nodes, computation)
+        drained = self._registry.draining()
+        live = self._loads.live_nodes(computation) - drained
+        for index, place in places.items():
+            if place.moving and place.owner not in live and place.holder in live:
+                # The node it moves to is down (or never came): the holder, which runs
+                # it or stopped only to hand it over, takes it back.
+                self._record(computation, index, place.owner, place.holder,
+                             f"rebalance: {place.owner} stopped reporting", now)  # fmt: skip
+                return
+        if any(place.moving for place in places.values()):
+            return  # one change at a time: wait for the moves under way
+        candidates = {name for name, n in self._nodes.items() if n.computation == computation}
+        cooldown_s = self._settings.cooldown_ms / 1000
+        movable = {
+            index
+            for index in places
+            if now - self._moved_at.get((computation, index), -1e18) >= cooldown_s
+        }
+        proposal = plan_move(
+            {index: place.owner for index, place in places.items()},
+            self._loads.rates(computation),
+            live & candidates,
+            movable=movable,
+            imbalance_percent=self._settings.imbalance_percent,
+            min_records_per_s=self._settings.min_records_per_s,
+        )
+        if proposal is not None:
+            self._record(computation, proposal.index, proposal.from_node, proposal.to_node,
+                         proposal.reason, now)  # fmt: skip
+
+    def _record(  # noqa: PLR0917 -- one move's fields, private
+        self, computation: str, index: int, source: str, to: str, reason: str, now: float
+    ) -> None:
+        try:
+            self._registry.move(computation, index, to, reason=reason)
+        except ValueError as exc:  # drained meanwhile
+            log.info("rebalance move of %s/%s not made: %s", computation, index, exc)
+            return
+        self._recent.append(now)
+        self._moved_at[(computation, index)] = now
+        log.info(
+            "moving %s/%s from %s to %s (%s)", computation, index, source, to, reason,
+            extra={"event": "rebalance_move", "computation": computation,
+                   "interval": index, "from": source, "to": to},
+        )  # fmt: skip

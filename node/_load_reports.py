@@ -1,0 +1,64 @@
+"""``LoadReporter``: the node's heartbeat to the injector, with its intervals' work.
+
+About once a second it sends ``Control.ReportLoad``: the node's id and computation
+and, per interval it runs, the records committed and the seconds its worker was busy
+since the interval opened here. The injector counts a node that reports as live (a
+node with no interval too: it can take work) and turns the counters into the rates
+its rebalancer and ``millrace status`` read. A report that fails is dropped; the next
+one carries the counters on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import grpc
+
+from millrace.wire.v1 import control_pb2, control_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+REPORT_EVERY_S = 1.0
+
+
+class LoadReporter:
+    """Sends ``sample()``'s loads every :data:`REPORT_EVERY_S` from its own thread."""
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        *,
+        node_id: str,
+        computation: str,
+        sample: Callable[[], list[control_pb2.IntervalLoad]],
+    ) -> None:
+        self._stub = control_pb2_grpc.ControlStub(channel)
+        self._node_id = node_id
+        self._computation = computation
+        self._sample = sample
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-reports", daemon=True)
+
+    def start(self) -> None:
+        """Report now and every second."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Report no more."""
+        self._stopping.set()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            request = control_pb2.ReportLoadRequest(
+                node_id=self._node_id, computation=self._computation, intervals=self._sample()
+            )
+            try:
+                self._stub.ReportLoad(request, timeout=2.0)
+            except grpc.RpcError as error:
+                if error.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    log.warning("the injector refused this node's load report: %s", error.details())
+                else:
+                    log.debug("load report failed: %s", error.code())
+            self._stopping.wait(REPORT_EVERY_S)

@@ -1,0 +1,159 @@
+"""The rebalancer's decisions (pure functions), its load table, and drains' records."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from millrace.deployment import NodePlacement
+from millrace.injector.ownership import EPOCHS_FILE, OwnershipRegistry
+from millrace.injector.rebalance import (
+    IntervalSample,
+    LayoutMetrics,
+    LoadTable,
+    plan_drain,
+    plan_move,
+)
+from tests.workloads import two_stage_topology
+
+
+def _move(owners: dict[int, str], rates: dict[int, float], nodes: set[str], **kw: object):  # type: ignore[no-untyped-def]
+    settings = {"movable": set(owners), "imbalance_percent": 30, "min_records_per_s": 100}
+    settings.update(kw)
+    return plan_move(owners, rates, nodes, **settings)  # type: ignore[arg-type]
+
+
+def test_a_node_with_no_interval_takes_one_from_the_fullest() -> None:
+    owners = {0: "a", 1: "a", 2: "a", 3: "b"}
+    proposal = _move(owners, {}, {"a", "b", "c"})
+    assert proposal is not None
+    assert (proposal.from_node, proposal.to_node) == ("a", "c")
+    assert proposal.index in (0, 1, 2)
+
+
+def test_balanced_or_light_loads_move_nothing() -> None:
+    owners = {0: "a", 1: "a", 2: "b", 3: "b"}
+    assert _move(owners, {0: 500, 1: 500, 2: 450, 3: 450}, {"a", "b"}) is None
+    assert _move(owners, {0: 40, 1: 40, 2: 0, 3: 0}, {"a", "b"}) is None, "under the minimum"
+    assert _move({0: "a", 1: "b"}, {0: 9000, 1: 0}, {"a", "b"}) is None, "one interval each"
+
+
+def test_the_move_that_narrows_the_gap_most_is_chosen() -> None:
+    owners = {0: "a", 1: "a", 2: "a", 3: "b"}
+    rates = {0: 1000.0, 1: 400.0, 2: 100.0, 3: 300.0}
+    proposal = _move(owners, rates, {"a", "b"})
+    assert proposal is not None and proposal.index == 1 and proposal.to_node == "b"
+    assert "rebalance: a 1500 rec/s, b 300 rec/s" in proposal.reason
+
+
+def test_intervals_cooling_down_stay() -> None:
+    owners = {0: "a", 1: "a", 2: "b"}
+    rates = {0: 1000.0, 1: 800.0, 2: 100.0}
+    assert _move(owners, rates, {"a", "b"}, movable={0}) is not None
+    assert _move(owners, rates, {"a", "b"}, movable=set()) is None
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_load_move_always_lowers_the_busier_nodes_load(seed: int) -> None:
+    rng = random.Random(seed)
+    nodes = {f"n{i}" for i in range(rng.randint(2, 4))}
+    owners = {i: rng.choice(sorted(nodes)) for i in range(rng.randint(2, 12))}
+    rates = {i: rng.paretovariate(1.3) * 100 for i in owners}
+    proposal = _move(owners, rates, nodes)
+    if proposal is None:
+        return
+    load = {n: sum(r for i, r in rates.items() if owners[i] == n) for n in nodes}
+    moved = rates.get(proposal.index, 0.0)
+    assert owners[proposal.index] == proposal.from_node != proposal.to_node
+    if any(owners[i] == proposal.to_node for i in owners):
+        before = max(load[proposal.from_node], load[proposal.to_node])
+        after = max(load[proposal.from_node] - moved, load[proposal.to_node] + moved)
+        assert after < before
+
+
+def test_a_drain_spreads_the_intervals_over_the_others() -> None:
+    owners = {0: "a", 1: "a", 2: "a", 3: "b", 4: "c", 5: "c"}
+    plan = plan_drain("a", owners, {0: 10, 1: 500, 2: 20}, {"b", "c"})
+    assert set(plan) == {0, 1, 2}
+    assert plan[1] == "b", "the busiest first, to the node with the fewest"
+    counts = {n: sum(1 for o in owners.values() if o == n) for n in "bc"}
+    for target in plan.values():
+        counts[target] += 1
+    assert abs(counts["b"] - counts["c"]) <= 1
+    assert plan_drain("a", owners, {}, set()) == {}
+
+
+def test_loads_become_rates_and_carry_over_a_move() -> None:
+    now = [100.0]
+    table = LoadTable(clock=lambda: now[0])
+    table.report("a", "counts", [IntervalSample(0, 1, 0, 0.0)])
+    now[0] += 1
+    table.report("a", "counts", [IntervalSample(0, 1, 1000, 0.5)])
+    assert table.rates("counts") == {0: 500.0}
+    assert table.busy("counts") == {0: 0.25}
+    now[0] += 1
+    table.report("b", "counts", [IntervalSample(0, 2, 0, 0.0)])
+    assert table.rates("counts") == {0: 500.0}, "the new owner's counters start again"
+    now[0] += 1
+    table.report("b", "counts", [IntervalSample(0, 2, 1000, 0.0)])
+    assert table.rates("counts") == {0: 750.0}
+    assert table.live_nodes("counts") == {"a", "b"}
+    now[0] += 10
+    assert table.live_nodes("counts") == set() and not table.is_live("a")
+
+
+def test_a_drain_is_journaled_in_both_files_and_refuses_the_drained(tmp_path: Path) -> None:
+    path = tmp_path / "ownership.json"
+    registry = OwnershipRegistry(two_stage_topology(), path)
+    registry.register("a", "counts", "127.0.0.1:1", [0, 1])
+    registry.drain("a", {("counts", 0): "b", ("counts", 1): "b"})
+    assert [(c.index, c.from_node, c.to_node, c.reason) for c in registry.changes] == [
+        (0, "a", "b", "drain"),
+        (1, "a", "b", "drain"),
+    ]
+    with pytest.raises(ValueError, match="being drained"):
+        registry.move("counts", 0, "a")
+    for lost in ("ownership.json", EPOCHS_FILE):
+        kept = tmp_path / "kept"
+        kept.mkdir(exist_ok=True)
+        for name in ("ownership.json", EPOCHS_FILE):
+            (kept / name).write_bytes((tmp_path / name).read_bytes())
+        (kept / lost).unlink()
+        reopened = OwnershipRegistry(two_stage_topology(), kept / "ownership.json")
+        assert reopened.draining() == {"a"}
+        assert reopened.register("a", "counts", "127.0.0.1:1", [0, 1]) == []
+    registry.resume("a")
+    assert registry.draining() == frozenset()
+    registry.move("counts", 0, "a")
+    assert registry.moves_by_reason == {("counts", "drain"): 2, ("counts", "operator"): 1}
+
+
+def test_the_layout_metrics_show_moves_loads_and_nodes(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0, 1])
+    registry.move("counts", 1, "b", reason="rebalance: a 900 rec/s, b 0 rec/s")
+    now = [0.0]
+    loads = LoadTable(clock=lambda: now[0])
+    loads.report("a", "counts", [IntervalSample(0, 1, 0, 0.0)])
+    now[0] = 2.0
+    loads.report("a", "counts", [IntervalSample(0, 1, 800, 0.0)])
+    nodes = {
+        name: NodePlacement(name=name, computation="counts", intervals=placed, address="h:1")
+        for name, placed in {"a": (0, 1), "b": ()}.items()
+    }
+    metrics = CollectorRegistry()
+    metrics.register(LayoutMetrics(registry, loads, nodes))
+    text = generate_latest(metrics).decode()
+    for line in (
+        'millrace_interval_moves_total{computation="counts",reason="rebalance"} 1.0',
+        'millrace_interval_records_per_second{computation="counts",interval="0",node="a"} 200.0',
+        'millrace_interval_moving{computation="counts",interval="1"} 1.0',
+        'millrace_interval_moving{computation="counts",interval="0"} 0.0',
+        'millrace_node_state{node="a",state="live"} 1.0',
+        'millrace_node_state{node="b",state="live"} 0.0',
+        'millrace_node_state{node="b",state="draining"} 0.0',
+    ):
+        assert line in text, f"{line} not in\n{text}"

@@ -1,0 +1,72 @@
+"""Issue 34: a node with no placement takes work from the rebalancer; a drained node
+hands its intervals away and stops; on real processes, with records flowing.
+
+``counts`` has 4 intervals, all placed on ``counts-0``; ``counts-1`` starts with none.
+With ``[rebalance] enabled``, the injector moves intervals to ``counts-1`` until the
+two carry about the same load. Then ``millrace nodes drain counts-1`` moves them back,
+and ``counts-1`` exits 0 by itself. The sink equals the exact totals throughout, and
+every lease shown had one node per epoch.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import wait_until
+from tests.support.move_cluster import Ingest, LeaseWatch, deployment_file, running_cluster
+
+pytestmark = pytest.mark.slow
+
+REBALANCE = """
+[rebalance]
+enabled = true
+period_ms = 500
+min_records_per_s = 50
+cooldown_ms = 2000
+max_moves_per_minute = 20
+"""
+
+
+def test_an_empty_node_gets_work_and_a_drained_node_hands_it_back(tmp_path: Path) -> None:
+    placements = {"counts-0": [0, 1, 2, 3], "counts-1": []}
+    deployment, at = deployment_file(tmp_path, placements, intervals=4, extra=REBALANCE)
+    with running_cluster(tmp_path, deployment, at) as cluster:
+        watch = LeaseWatch(cluster.injector_address)
+        watch.start()
+        with Ingest(cluster) as ingest:
+
+            def balanced() -> bool:
+                held = list(cluster.holders("counts").values())
+                return held.count("counts-0") == 2 and held.count("counts-1") == 2
+
+            wait_until(balanced, 120, "two intervals on each counts node")
+            reasons = [change.reason for change in cluster.layout().changes]
+            assert any("has no interval" in r for r in reasons), reasons
+            assert any(r.startswith("rebalance: counts-0") for r in reasons), reasons
+            listed = cluster.run("nodes", "list")
+            assert "counts-1" in listed and "live" in listed and "rebalancer: on" in listed
+            status = cluster.run("status")
+            assert "layout  (rebalancer on)" in status and "moved counts/" in status, status
+            time.sleep(3.0)  # settled: no more moves while the loads stay even
+            assert balanced(), cluster.holders("counts")
+
+            drained = cluster.run("nodes", "drain", "counts-1", "--wait-s", "120")
+            assert "drained counts-1" in drained, drained
+            assert set(cluster.holders("counts").values()) == {"counts-0"}
+            node = cluster.processes["counts-1"].process
+            assert node is not None
+            assert node.wait(timeout=60) == 0, "a drained node stops by itself with 0"
+            time.sleep(2.0)  # the rebalancer moves nothing to a drained node
+            assert set(cluster.holders("counts").values()) == {"counts-0"}
+        ingest.finish_and_check()
+        watch.check()
+
+        def shown(name: str) -> tuple[bool, bool]:
+            node = next(n for n in cluster.layout().nodes if n.node_id == name)
+            return node.live, node.draining
+
+        assert shown("counts-1")[1], "draining"
+        wait_until(lambda: shown("counts-1") == (False, True), 30, "counts-1 no longer live")
