@@ -16,14 +16,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from examples.nexmark.__main__ import result
 from examples.nexmark.events import generate
 from examples.nexmark.oracle import answers
-from examples.nexmark.queries import QUERIES
 from millrace.computations import MAX_TIME
 from tests.support import (
     ROOT,
@@ -36,32 +34,13 @@ from tests.support import (
     free_port,
     wait_until,
 )
+from tests.support.nexmark_topology import SOURCES, renamed, topology_toml
 from tests.support.watermarks import wait_for_watermarks
 
 pytestmark = pytest.mark.slow
 
-SOURCES = ("persons", "auctions", "bids")
 RUN = ("q4", "q5")
 MIN_KILLS = chaos_kills(8)
-
-
-def renamed(query: str) -> dict[str, dict[str, Any]]:
-    """The query's computations, every stream but the sources prefixed by its name."""
-
-    def name(stream: str) -> str:
-        return stream if stream in SOURCES else f"{query}_{stream}"
-
-    computations = {}
-    for computation, spec in QUERIES[query]().items():
-        params = {k: name(v) if k in ("output", "late_output") else v
-                  for k, v in spec["params"].items()}  # fmt: skip
-        computations[f"{query}_{computation}"] = {
-            **spec,
-            "inputs": {name(s): key for s, key in spec["inputs"].items()},
-            "outputs": [name(s) for s in spec["outputs"]],
-            "params": params,
-        }
-    return computations
 
 
 def write_files(tmp_path: Path, sink: str, ports: dict[str, int]) -> Path:
@@ -77,25 +56,8 @@ def write_files(tmp_path: Path, sink: str, ports: dict[str, int]) -> Path:
                   f'address = "127.0.0.1:{ports[name]}"']  # fmt: skip
     lines += [f'[sinks.{q}_out]\naddress = "{sink}"' for q in RUN]
     (tmp_path / "deployment.toml").write_text("\n".join(lines) + "\n")
-    (tmp_path / "topology.toml").write_text(_toml(topology))
+    (tmp_path / "topology.toml").write_text(topology_toml(topology))
     return tmp_path / "deployment.toml"
-
-
-def _toml(topology: dict[str, Any]) -> str:
-    """The topology as TOML (inline tables: every value is a string, int or table)."""
-
-    def value(v: Any) -> str:
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f'"{k}" = {value(x)}' for k, x in v.items()) + " }"
-        if isinstance(v, list):
-            return "[" + ", ".join(value(x) for x in v) + "]"
-        return json.dumps(v)
-
-    out = [f'[streams."{s}"]' for s in topology["streams"]]
-    for name, spec in topology["computations"].items():
-        out.append(f'[computations."{name}"]')
-        out += [f"{k} = {value(v)}" for k, v in spec.items()]
-    return "\n".join(out) + "\n"
 
 
 def test_nexmark_q4_and_q5_on_real_processes_are_exact_under_sigkill(tmp_path: Path) -> None:

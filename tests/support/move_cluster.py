@@ -73,17 +73,7 @@ class Cluster:
 
     def holders(self, computation: str) -> dict[int, str]:
         """Each interval's lease holder ({}: the injector is down)."""
-        try:
-            with grpc.insecure_channel(self.injector_address) as channel:
-                stub = control_pb2_grpc.ControlStub(channel)
-                leases = stub.GetAssignment(control_pb2.GetAssignmentRequest(), timeout=5).leases
-        except grpc.RpcError:
-            return {}
-        return {
-            lease.interval.index: str(lease.node_id)
-            for lease in leases
-            if lease.interval.computation == computation
-        }
+        return lease_holders(self.injector_address, computation)
 
     def layout(self) -> control_pb2.Layout:
         """The injector's ``Control.GetLayout``."""
@@ -91,6 +81,22 @@ class Cluster:
             stub = control_pb2_grpc.ControlStub(channel)
             layout: control_pb2.Layout = stub.GetLayout(control_pb2.GetLayoutRequest(), timeout=5)
             return layout
+
+
+def lease_holders(injector_address: str, computation: str) -> dict[int, str]:
+    """Each interval of ``computation`` -> the node its lease names ({}: the injector is
+    down)."""
+    try:
+        with grpc.insecure_channel(injector_address) as channel:
+            stub = control_pb2_grpc.ControlStub(channel)
+            leases = stub.GetAssignment(control_pb2.GetAssignmentRequest(), timeout=5).leases
+    except grpc.RpcError:
+        return {}
+    return {
+        lease.interval.index: str(lease.node_id)
+        for lease in leases
+        if lease.interval.computation == computation
+    }
 
 
 def deployment_file(
