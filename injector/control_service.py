@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 import grpc
 
@@ -13,6 +14,21 @@ from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
 
 MAX_REPORTED_INTERVALS = 65_536
 """Most intervals one load report may carry."""
+
+
+@contextmanager
+def _journal_answers(context: grpc.ServicerContext, refused: grpc.StatusCode) -> Iterator[None]:
+    """A ``ValueError`` of the registry (nothing recorded) ends the call with ``refused``;
+    an ``OSError`` (its journal cannot be written: a full disk; nothing granted) with
+    UNAVAILABLE, which clients retry."""
+    try:
+        yield
+    except ValueError as exc:
+        abort(context, refused, str(exc))
+    except OSError as exc:
+        abort(
+            context, grpc.StatusCode.UNAVAILABLE, f"the ownership journal cannot be written: {exc}"
+        )
 
 
 def _to_proto(lease: Lease) -> control_pb2.IntervalLease:
@@ -65,7 +81,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
     def RegisterNode(
         self, request: control_pb2.RegisterNodeRequest, context: grpc.ServicerContext
     ) -> control_pb2.RegisterNodeResponse:
-        try:
+        with _journal_answers(context, grpc.StatusCode.INVALID_ARGUMENT):
             leases = self._registry.register(
                 request.node_id,
                 request.computation,
@@ -73,16 +89,6 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 request.interval_indexes,
                 {stored.index: stored.epoch for stored in request.stored_epochs},
             )
-        except ValueError as exc:
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise
-        except OSError as exc:  # the journal cannot be written (a full disk): nothing granted
-            abort(
-                context,
-                grpc.StatusCode.UNAVAILABLE,
-                f"the ownership journal cannot be written: {exc}",
-            )
-            raise
         moved_away = self._registry.moved_away(
             request.node_id, request.computation, request.interval_indexes
         )
@@ -112,18 +118,8 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"{interval.computation} has {count} intervals, not {interval.count}",
             )
-        try:
+        with _journal_answers(context, grpc.StatusCode.INVALID_ARGUMENT):
             current = self._registry.move(interval.computation, interval.index, to)
-        except ValueError as exc:
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise
-        except OSError as exc:
-            abort(
-                context,
-                grpc.StatusCode.UNAVAILABLE,
-                f"the ownership journal cannot be written: {exc}",
-            )
-            raise
         return control_pb2.MoveIntervalResponse(
             move=control_pb2.IntervalMove(interval=interval, to_node_id=to),
             current=None if current is None else _to_proto(current),
@@ -200,7 +196,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 f"no node {brief(node_id)} in the deployment",
             )
         assert computation is not None
-        try:
+        with _journal_answers(context, grpc.StatusCode.FAILED_PRECONDITION):
             if request.resume:
                 self._registry.resume(node_id)
                 return control_pb2.DrainNodeResponse()
@@ -223,16 +219,6 @@ class ControlService(control_pb2_grpc.ControlServicer):
                     "(a node is live while it reports to the injector)",
                 )
             self._registry.drain(node_id, {(computation, i): to for i, to in plan.items()})
-        except ValueError as exc:
-            abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-            raise
-        except OSError as exc:
-            abort(
-                context,
-                grpc.StatusCode.UNAVAILABLE,
-                f"the ownership journal cannot be written: {exc}",
-            )
-            raise
         counts = self._registry.interval_counts()
         return control_pb2.DrainNodeResponse(
             moves=[

@@ -36,31 +36,13 @@ from tests.support import (
     wait_until,
 )
 from tests.support.move_cluster import LeaseWatch, lease_holders
-from tests.support.nexmark_topology import SOURCES, renamed, topology_toml
+from tests.support.nexmark_topology import renamed, write_files, write_inputs
 
 pytestmark = pytest.mark.slow
 
 MOVED = ("q4_offers", "q4_winner")
 """The computations whose intervals move: the join and the window read from the record."""
 MOVES = 8
-
-
-def write_files(tmp_path: Path, sink: str, ports: dict[str, int]) -> Path:
-    computations = renamed("q4")
-    for name in MOVED:
-        computations[name]["intervals"] = 2
-    streams = {s for c in computations.values() for s in [*c["inputs"], *c["outputs"]]}
-    topology = {"streams": {s: {} for s in sorted(streams)}, "computations": computations}
-    (tmp_path / "topology.toml").write_text(topology_toml(topology))
-    lines = ['topology = "topology.toml"', "[injector]",
-             f'address = "127.0.0.1:{ports["injector"]}"', "out_of_orderness_ms = 1000",
-             "idle_timeout_ms = 3600000"]  # fmt: skip
-    for node, (computation, intervals) in nodes_of(computations).items():
-        lines += [f"[nodes.{node}]", f'computation = "{computation}"',
-                  f"intervals = {intervals}", f'address = "127.0.0.1:{ports[node]}"']  # fmt: skip
-    lines += [f'[sinks.q4_out]\naddress = "{sink}"']
-    (tmp_path / "deployment.toml").write_text("\n".join(lines) + "\n")
-    return tmp_path / "deployment.toml"
 
 
 def nodes_of(computations: Iterable[str]) -> dict[str, tuple[str, list[int]]]:
@@ -83,12 +65,10 @@ def test_q4_is_exact_through_moves_of_its_join_with_kills(tmp_path: Path) -> Non
     computations = renamed("q4")
     names = list(nodes_of(computations))
     ports = {name: free_port() for name in ["injector", *names]}
-    deployment = write_files(tmp_path, sink.address, ports)
-    for stream in SOURCES:
-        (tmp_path / f"{stream}.jsonl").write_text("".join(
-            json.dumps({"key": "", "value": value, "ts": value["dateTime"]}) + "\n"
-            for s, value in events if s == stream
-        ))  # fmt: skip
+    for name in MOVED:
+        computations[name]["intervals"] = 2
+    deployment = write_files(tmp_path, computations, nodes_of(computations), sink.address, ports)
+    write_inputs(tmp_path, events)
     injector_address = f"127.0.0.1:{ports['injector']}"
     injector = InjectorProcess(deployment, tmp_path / "log", tmp_path / "injector.log")
     nodes = {n: NodeProcess(deployment, n, tmp_path / n, tmp_path) for n in names}

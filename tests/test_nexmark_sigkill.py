@@ -34,30 +34,13 @@ from tests.support import (
     free_port,
     wait_until,
 )
-from tests.support.nexmark_topology import SOURCES, renamed, topology_toml
+from tests.support.nexmark_topology import renamed, write_files, write_inputs
 from tests.support.watermarks import wait_for_watermarks
 
 pytestmark = pytest.mark.slow
 
 RUN = ("q4", "q5")
 MIN_KILLS = chaos_kills(8)
-
-
-def write_files(tmp_path: Path, sink: str, ports: dict[str, int]) -> Path:
-    computations = {n: c for q in RUN for n, c in renamed(q).items()}
-    streams = {s for c in computations.values() for s in [*c["inputs"], *c["outputs"]]}
-    topology = {"streams": {s: {} for s in sorted(streams)}, "computations": computations}
-    (tmp_path / "topology.json").write_text(json.dumps(topology))
-    lines = ['topology = "topology.toml"', "[injector]",
-             f'address = "127.0.0.1:{ports["injector"]}"', "out_of_orderness_ms = 1000",
-             "idle_timeout_ms = 3600000"]  # fmt: skip
-    for name in computations:
-        lines += [f"[nodes.{name}]", f'computation = "{name}"', "intervals = [0]",
-                  f'address = "127.0.0.1:{ports[name]}"']  # fmt: skip
-    lines += [f'[sinks.{q}_out]\naddress = "{sink}"' for q in RUN]
-    (tmp_path / "deployment.toml").write_text("\n".join(lines) + "\n")
-    (tmp_path / "topology.toml").write_text(topology_toml(topology))
-    return tmp_path / "deployment.toml"
 
 
 def test_nexmark_q4_and_q5_on_real_processes_are_exact_under_sigkill(tmp_path: Path) -> None:
@@ -67,12 +50,10 @@ def test_nexmark_q4_and_q5_on_real_processes_are_exact_under_sigkill(tmp_path: P
     sink = CollectingSink()
     names = [n for q in RUN for n in renamed(q)]
     ports = {name: free_port() for name in ["injector", *names]}
-    deployment = write_files(tmp_path, sink.address, ports)
-    for stream in SOURCES:
-        (tmp_path / f"{stream}.jsonl").write_text("".join(
-            json.dumps({"key": "", "value": value, "ts": value["dateTime"]}) + "\n"
-            for s, value in events if s == stream
-        ))  # fmt: skip
+    computations = {n: c for q in RUN for n, c in renamed(q).items()}
+    placements = {name: (name, [0]) for name in computations}
+    deployment = write_files(tmp_path, computations, placements, sink.address, ports)
+    write_inputs(tmp_path, events)
     injector = InjectorProcess(deployment, tmp_path / "log", tmp_path / "injector.log")
     nodes = {n: NodeProcess(deployment, n, tmp_path / "data", tmp_path) for n in names}
     processes: dict[str, InjectorProcess | NodeProcess] = {"injector": injector, **nodes}

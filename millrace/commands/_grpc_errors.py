@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import grpc
 
+from millrace.commands._options import add_config_argument
 from millrace.deployment import Deployment, DeploymentError, Placement
 from millrace.deployment.security import Security
 
@@ -222,6 +223,26 @@ def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"deadline of each gRPC call (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def add_injector_client_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE`` (it finds the injector), ``--injector HOST:PORT`` and ``--timeout``:
+    what a command that only calls the injector's ``Control`` service takes."""
+    add_config_argument(parser, required=False, purpose="finds the injector")
+    parser.add_argument("--injector", metavar="HOST:PORT", help="the injector's address")
+    add_timeout_argument(parser)
+
+
+def add_wait_argument(parser: argparse.ArgumentParser, *, default_s: float, what: str) -> None:
+    """``--no-wait`` and ``--wait-s SECONDS`` (how long to wait for ``what``)."""
+    parser.add_argument("--no-wait", action="store_true", help="return once it is recorded")
+    parser.add_argument(
+        "--wait-s",
+        type=positive_float,
+        default=default_s,
+        metavar="SECONDS",
+        help=f"how long to wait for {what} (default: {default_s:g})",
     )
 
 

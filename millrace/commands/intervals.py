@@ -20,15 +20,14 @@ import grpc
 from millrace.commands._grpc_errors import (
     EXIT_USAGE,
     CommandError,
-    add_timeout_argument,
+    add_injector_client_arguments,
+    add_wait_argument,
     injector_service,
-    positive_float,
     refusals_as_usage,
     run_command,
     security_of,
     talking_to,
 )
-from millrace.commands._options import add_config_argument
 from millrace.commands.nodes import describe_change, read_layout
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
 
@@ -55,20 +54,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     for sub in (listing, move):
-        add_config_argument(sub, required=False, purpose="finds the injector")
-        sub.add_argument("--injector", metavar="HOST:PORT", help="the injector's address")
-        add_timeout_argument(sub)
+        add_injector_client_arguments(sub)
     move.add_argument("--computation", required=True, metavar="NAME")
     move.add_argument("--interval", required=True, type=int, metavar="INDEX")
     move.add_argument("--to", required=True, metavar="NODE", help="the node to move it to")
-    move.add_argument("--no-wait", action="store_true", help="return once the move is recorded")
-    move.add_argument(
-        "--wait-s",
-        type=positive_float,
-        default=120.0,
-        metavar="SECONDS",
-        help="how long to wait for the move to finish (default: 120)",
-    )
+    add_wait_argument(move, default_s=120.0, what="the move to finish")
     listing.set_defaults(handler=lambda args: run_command("intervals", lambda: _list(args)))
     move.set_defaults(handler=lambda args: run_command("intervals", lambda: _move(args)))
 

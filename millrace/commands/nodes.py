@@ -19,15 +19,14 @@ import time
 import grpc
 
 from millrace.commands._grpc_errors import (
-    add_timeout_argument,
+    add_injector_client_arguments,
+    add_wait_argument,
     injector_service,
-    positive_float,
     refusals_as_usage,
     run_command,
     security_of,
     talking_to,
 )
-from millrace.commands._options import add_config_argument
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
 
 EXIT_NOT_YET = 1
@@ -53,19 +52,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     resume = actions.add_parser("resume", help="let a drained node take intervals again")
     for sub in (listing, drain, resume):
-        add_config_argument(sub, required=False, purpose="finds the injector")
-        sub.add_argument("--injector", metavar="HOST:PORT", help="the injector's address")
-        add_timeout_argument(sub)
+        add_injector_client_arguments(sub)
     for sub in (drain, resume):
         sub.add_argument("name", metavar="NAME", help="the node ([nodes.NAME])")
-    drain.add_argument("--no-wait", action="store_true", help="return once the moves are recorded")
-    drain.add_argument(
-        "--wait-s",
-        type=positive_float,
-        default=300.0,
-        metavar="SECONDS",
-        help="how long to wait for the node to hold no interval (default: 300)",
-    )
+    add_wait_argument(drain, default_s=300.0, what="the node to hold no interval")
     listing.set_defaults(handler=lambda args: run_command("nodes", lambda: _list(args)))
     drain.set_defaults(handler=lambda args: run_command("nodes", lambda: _drain(args)))
     resume.set_defaults(handler=lambda args: run_command("nodes", lambda: _resume(args)))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from examples.nexmark.queries import QUERIES
@@ -44,3 +46,43 @@ def topology_toml(topology: dict[str, Any]) -> str:
         out.append(f'[computations."{name}"]')
         out += [f"{k} = {value(v)}" for k, v in spec.items()]
     return "\n".join(out) + "\n"
+
+
+Placements = Mapping[str, tuple[str, Sequence[int]]]
+"""Node name -> (its computation, its placed intervals)."""
+
+
+def write_files(
+    tmp_path: Path,
+    computations: dict[str, dict[str, Any]],
+    placements: Placements,
+    sink: str,
+    ports: Mapping[str, int],
+) -> Path:
+    """``topology.toml`` and ``deployment.toml`` in ``tmp_path`` (every query's output
+    stream to the sink at ``sink``); the deployment file."""
+    streams = {s for c in computations.values() for s in [*c["inputs"], *c["outputs"]]}
+    topology = {"streams": {s: {} for s in sorted(streams)}, "computations": computations}
+    (tmp_path / "topology.toml").write_text(topology_toml(topology))
+    lines = ['topology = "topology.toml"', "[injector]",
+             f'address = "127.0.0.1:{ports["injector"]}"', "out_of_orderness_ms = 1000",
+             "idle_timeout_ms = 3600000"]  # fmt: skip
+    for node, (computation, intervals) in placements.items():
+        address = f"127.0.0.1:{ports[node]}"
+        lines += [f"[nodes.{node}]", f'computation = "{computation}"',
+                  f"intervals = {list(intervals)}", f'address = "{address}"']  # fmt: skip
+    read = {s for c in computations.values() for s in c["inputs"]}
+    outputs = sorted({s for c in computations.values() for s in c["outputs"]} - read)
+    lines += [f'[sinks.{stream}]\naddress = "{sink}"' for stream in outputs]
+    (tmp_path / "deployment.toml").write_text("\n".join(lines) + "\n")
+    return tmp_path / "deployment.toml"
+
+
+def write_inputs(tmp_path: Path, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """Each source stream's events as ``STREAM.jsonl`` for ``millrace inject``."""
+    events = list(events)
+    for stream in SOURCES:
+        (tmp_path / f"{stream}.jsonl").write_text("".join(
+            json.dumps({"key": "", "value": value, "ts": value["dateTime"]}) + "\n"
+            for s, value in events if s == stream
+        ))  # fmt: skip
