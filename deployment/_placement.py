@@ -191,7 +191,7 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
     for name, body in _named_tables(raw, "nodes", problems):
         table = _Table(f"[nodes.{name}]", body, NODE_SETTINGS, problems)
         computation = table.text("computation")
-        intervals = table.integers("intervals", default=())
+        intervals = table.integers("intervals", default=[])
         address = table.text("address")
         epoch = table.integer("epoch", default=1, minimum=1)
         metrics_port = table.port("metrics_port")

@@ -142,3 +142,19 @@ def test_a_placement_does_not_read_the_topology(tmp_path: Path) -> None:
     """What clients read: addresses and security, with no user code imported."""
     path = write(tmp_path, GOOD, TOPOLOGY.replace("tests.workloads:Poison", "nowhere:Nothing"))
     assert Placement.load(path).sinks == {"out": "127.0.0.1:3"}
+
+
+@pytest.mark.usefixtures("clean_millrace_environment")
+def test_a_node_may_have_no_intervals_and_rebalancing_is_read(tmp_path: Path) -> None:
+    spare = '[nodes.c-spare]\ncomputation = "c"\naddress = "127.0.0.1:4"\n'
+    rebalance = "[rebalance]\nenabled = true\nperiod_ms = 2000\n"
+    deployment = Deployment.load(write(tmp_path, GOOD + spare + rebalance))
+    assert deployment.nodes["c-spare"].intervals == ()
+    assert deployment.rebalance.enabled and deployment.rebalance.period_ms == 2000
+    assert deployment.rebalance.max_moves_per_minute == 2, "the rest keep their defaults"
+    assert not Deployment.load(write(tmp_path, GOOD)).rebalance.enabled, "off by default"
+    problems = problems_of(write(tmp_path, GOOD + "[rebalance]\nperiod_ms = 5\nenable = true\n"))
+    assert problems == [
+        "[rebalance] has unknown setting 'enable' (did you mean 'enabled'?)",
+        "[rebalance] period_ms must be an integer >= 100, not 5",
+    ]

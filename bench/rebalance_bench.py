@@ -1,0 +1,192 @@
+"""The rebalancer under skewed keys: throughput before and after it settles (issue 34).
+
+A ``counts`` computation (per-key tumbling-window counts) with 8 key intervals, all
+placed on node ``a``; node ``b`` has none. Keys follow a Zipf law (s = 1.3 over 10,000
+keys, the hottest about a quarter of the load). An ingest client pushes 1,000-record
+requests as fast as the pipeline takes them. Two runs, interleaved, ``--runs`` times:
+
+- ``off``: the rebalancer off: ``a`` runs everything, ``b`` idles (the single-node
+  rate);
+- ``on``: ``[rebalance] enabled``: the injector moves intervals to ``b`` (one per
+  second at most) until the loads are within 20 %; the time from the first record to
+  the last move is the time to settle.
+
+Throughput is the sum of the records/s the nodes report for their intervals
+(``Control.GetLayout``), the median of one-second samples over the run's last 10 s.
+Both runs share the machine with the injector, the client and the sink (2 cores here).
+
+    .venv/bin/python bench/rebalance_bench.py --runs 3
+
+Prints a table and ``RESULT bench=rebalance`` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from examples.clickstream.demo import free_port  # noqa: E402
+from millrace.injector.client import IngestClient  # noqa: E402
+from millrace.local_cluster import start, stop  # noqa: E402
+from millrace.wire.v1 import control_pb2, control_pb2_grpc  # noqa: E402
+
+INTERVALS = 8
+KEYS = 10_000
+ZIPF_S = 1.3
+BATCH = 1_000
+TOPOLOGY = f"""
+[streams.events]
+[streams.counts_out]
+
+[computations.counts]
+handler = "millrace.dataflow:WindowedAggregation"
+intervals = {INTERVALS}
+inputs = {{ events = "key" }}
+outputs = ["counts_out"]
+
+[computations.counts.params]
+window = "tumbling:1000"
+aggregate = "count"
+output = "counts_out"
+"""
+
+
+def zipf_keys(count: int, rng: random.Random) -> list[bytes]:
+    """``count`` keys drawn from a Zipf law over :data:`KEYS` keys."""
+    weights = [1 / (rank**ZIPF_S) for rank in range(1, KEYS + 1)]
+    names = [b"user-%05d" % rank for rank in range(KEYS)]
+    return rng.choices(names, weights=weights, k=count)
+
+
+def write_deployment(work: Path, rebalance: bool) -> tuple[Path, dict[str, str]]:
+    (work / "topology.toml").write_text(TOPOLOGY)
+    at = {name: f"127.0.0.1:{free_port()}" for name in ("injector", "a", "b", "sink")}
+    path = work / "deployment.toml"
+    path.write_text(
+        f"""
+topology = "topology.toml"
+[injector]
+address = "{at["injector"]}"
+[nodes.a]
+computation = "counts"
+intervals = {list(range(INTERVALS))}
+address = "{at["a"]}"
+[nodes.b]
+computation = "counts"
+address = "{at["b"]}"
+[sinks.counts_out]
+address = "{at["sink"]}"
+path = "out.jsonl"
+[rebalance]
+enabled = {"true" if rebalance else "false"}
+period_ms = 1000
+imbalance_percent = 20
+min_records_per_s = 100
+max_moves_per_minute = 60
+cooldown_ms = 5000
+"""
+    )
+    return path, at
+
+
+def one_run(rebalance: bool, seconds: float, keys: list[bytes]) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="millrace-rebalance-") as tmp:
+        work = Path(tmp)
+        deployment, at = write_deployment(work, rebalance)
+        d = str(deployment)
+        processes = [
+            start(["injector", "--config", d, "--log-dir", str(work / "log")],
+                  "injector serving", "injector", log=work / "injector.log", cwd=work),
+        ]  # fmt: skip
+        try:
+            for name in ("a", "b"):
+                args = ["node", "--config", d, "--name", name, "--data-dir", str(work / name)]
+                processes.append(
+                    start(args, f"node {name} serving", name, log=work / f"{name}.log", cwd=work)
+                )
+            processes.append(
+                start(["sink", "--config", d, "--stream", "counts_out"], "sink ", "sink",
+                      log=work / "sink.log", cwd=work)
+            )  # fmt: skip
+            return measure(at["injector"], seconds, keys)
+        finally:
+            stop(processes)
+
+
+def measure(injector: str, seconds: float, keys: list[bytes]) -> dict[str, float]:
+    client = IngestClient(injector, timeout_s=30)
+    stopping = threading.Event()
+
+    def ingest() -> None:
+        sent = 0
+        while not stopping.is_set():
+            start_at = sent % (len(keys) - BATCH)
+            rows = [(k, b"1", 1_700_000_000_000 + sent + i)
+                    for i, k in enumerate(keys[start_at : start_at + BATCH])]  # fmt: skip
+            client.ingest("events", rows, idempotency_key=f"b{sent}", give_up_after_s=60)
+            sent += BATCH
+
+    feeder = threading.Thread(target=ingest, daemon=True)
+    started = time.monotonic()
+    feeder.start()
+    samples: list[tuple[float, float]] = []
+    last_move = 0.0
+    moves = 0
+    with grpc.insecure_channel(injector) as channel:
+        stub = control_pb2_grpc.ControlStub(channel)
+        while time.monotonic() - started < seconds:
+            time.sleep(1.0)
+            layout = stub.GetLayout(control_pb2.GetLayoutRequest(), timeout=10)
+            now = time.monotonic() - started
+            samples.append((now, sum(s.records_per_second for s in layout.intervals)))
+            if len(layout.changes) > moves:
+                moves, last_move = len(layout.changes), now
+    stopping.set()
+    feeder.join(60)
+    tail = [rate for at, rate in samples if at >= seconds - 10]
+    return {"rate": statistics.median(tail), "settled_s": last_move, "moves": moves}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=40.0, help="length of one run")
+    args = parser.parse_args()
+    keys = zipf_keys(200_000, random.Random(13))
+    rows: list[tuple[int, dict[str, float], dict[str, float]]] = []
+    for run in range(1, args.runs + 1):
+        off = one_run(False, args.seconds, keys)
+        on = one_run(True, args.seconds, keys)
+        rows.append((run, off, on))
+        note = f"{on['moves']:.0f} moves, settled at {on['settled_s']:.0f} s"
+        print(f"run {run}: off {off['rate']:.0f} rec/s, on {on['rate']:.0f} rec/s ({note})",
+              flush=True)  # fmt: skip
+    header = ("run", "off rec/s", "on rec/s", "on/off", "moves", "settled s")
+    print(" ".join(f"{h:>10}" for h in header))
+    for run, off, on in rows:
+        cells = (run, off["rate"], on["rate"], on["rate"] / off["rate"], on["moves"],
+                 on["settled_s"])  # fmt: skip
+        print(" ".join(f"{c:>10.2f}" if i == 3 else f"{c:>10.0f}" for i, c in enumerate(cells)))
+    ratio = statistics.median(on["rate"] / off["rate"] for _, off, on in rows)
+    print(
+        f"RESULT bench=rebalance off_rps={statistics.median(o['rate'] for _, o, _ in rows):.0f} "
+        f"on_rps={statistics.median(n['rate'] for _, _, n in rows):.0f} ratio={ratio:.2f} "
+        f"settled_s={statistics.median(n['settled_s'] for _, _, n in rows):.0f} "
+        f"moves={statistics.median(n['moves'] for _, _, n in rows):.0f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
