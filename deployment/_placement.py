@@ -82,9 +82,10 @@ class RebalanceSettings:
     period_ms: int = 5_000
     """How often the rebalancer looks at the loads (and makes at most one move)."""
     imbalance_percent: int = 30
-    """Move only when the busiest node's load exceeds the least busy one's by this much."""
+    """Move only when the busiest node's load (the CPU its intervals' workers use, summed)
+    exceeds the least busy one's by this much."""
     min_records_per_s: int = 200
-    """Below this many records/s on the busiest node, loads are not worth a move."""
+    """Below this many records/s committed on the busiest node, no move is worth it."""
     max_moves_per_minute: int = 2
     cooldown_ms: int = 60_000
     """An interval moved stays where it went at least this long."""

@@ -178,7 +178,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
             request.node_id,
             request.computation,
             [
-                IntervalSample(i.index, i.epoch, i.records_committed, i.busy_seconds)
+                IntervalSample(i.index, i.epoch, i.records_committed, i.cpu_seconds)
                 for i in request.intervals
             ],
         )
@@ -240,7 +240,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         computations = sorted(c for c in counts if not wanted or c in wanted)
         intervals: list[control_pb2.IntervalState] = []
         for computation in computations:
-            rates, busy = self._loads.rates(computation), self._loads.busy(computation)
+            rates, cpu = self._loads.rates(computation), self._loads.cpu(computation)
             places = interval_places(self._registry, self._nodes, computation)
             for index, place in places.items():
                 intervals.append(
@@ -251,7 +251,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
                         node_id=place.holder,
                         epoch=place.epoch,
                         records_per_second=rates.get(index, 0.0),
-                        busy=busy.get(index, 0.0),
+                        cpu=cpu.get(index, 0.0),
                         moving_to=place.owner if place.moving else "",
                     )
                 )

@@ -114,8 +114,6 @@ class Node(WorkerHooks):
         self._registry = None if injector is None else self.security.open_channel(injector.address)
         """A channel to the injector's registry (moves, hand-overs); None without one."""
         self._stale = StaleRefusals()
-        self._busy_s: dict[int, float] = {}
-        """Per interval running here: seconds its worker spent on batches (load reports)."""
         self._reporter = (
             None
             if self._registry is None
@@ -123,7 +121,7 @@ class Node(WorkerHooks):
                 self._registry,
                 node_id=name,
                 computation=self.placement.computation,
-                sample=self._interval_loads,
+                running=self.workers.values,
             )
         )
         self.drained = threading.Event()
@@ -218,7 +216,6 @@ class Node(WorkerHooks):
             extra={"event": "recovered", **recovered},
         )
         worker = IntervalWorker(processor, self)
-        self._busy_s[interval] = 0.0
         self.processors[(computation, interval)] = processor
         self.workers[(computation, interval)] = worker
         return worker
@@ -454,20 +451,6 @@ class Node(WorkerHooks):
 
     def committed(self, worker: IntervalWorker, outcome: BatchOutcome, seconds: float) -> None:
         self.metrics.committed(worker.processor.name, outcome, seconds)
-        interval = worker.processor.interval
-        self._busy_s[interval] = self._busy_s.get(interval, 0.0) + seconds
-
-    def _interval_loads(self) -> list[control_pb2.IntervalLoad]:
-        """What the load reporter sends: each interval's counters since it opened here."""
-        return [
-            control_pb2.IntervalLoad(
-                index=processor.interval,
-                epoch=processor.epoch,
-                records_committed=processor.records_committed,
-                busy_seconds=self._busy_s.get(processor.interval, 0.0),
-            )
-            for processor in list(self.processors.values())
-        ]
 
     def _on_assignment(self, assignment: control_pb2.Assignment) -> None:
         """Take over what moves here; notice that a drain is complete."""

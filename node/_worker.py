@@ -112,6 +112,9 @@ class IntervalWorker:
         self._weak_threshold_s = spec.weak_threshold_ms / 1000
         name = f"{processor.name}-{processor.interval}"
         self._thread = threading.Thread(target=self._run, name=f"worker-{name}", daemon=True)
+        self.cpu_seconds = 0.0
+        """CPU seconds this worker's thread used (batches, timers, upkeep), as of its last
+        turn: the interval's cost, for the load reports (waiting does not count)."""
         # Weak productions are sent before their commit: nothing to gain by deferring.
         self._after_sync = (
             AfterSync(processor.make_durable, f"after-sync-{name}")
@@ -196,6 +199,7 @@ class IntervalWorker:
                     "interval %s/%s failed a turn", self.origin.computation, self.origin.interval
                 )
                 time.sleep(self._tick_s)
+            self.cpu_seconds = time.thread_time()
 
     def _drain(self) -> list[InboxItem]:
         try:

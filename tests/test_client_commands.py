@@ -286,7 +286,7 @@ def test_status_shows_the_node_and_its_leases(
     layout_at = rest.index("layout  (rebalancer off)")
     nodes, leases = rest[: header - 1], rest[header + 1 : layout_at - 1]
     layout = rest[layout_at + 1 :]
-    assert layout[0].split() == ["interval", "node", "rec/s", "busy", "note"]
+    assert layout[0].split() == ["interval", "node", "rec/s", "cpu", "note"]
     assert [row.split()[:2] for row in layout[1:]] == [["count/0", "p"], ["count/1", "p"]]
     assert nodes[0].split()[:4] == ["node", "address", "state", "computation"]
     assert nodes[1].split()[:5] == ["p", cluster.node_address, "healthy", "count", "0/2"]

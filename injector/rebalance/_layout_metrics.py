@@ -39,18 +39,26 @@ class LayoutMetrics(Collector):
             "Records committed per second by each interval, as its node reports (smoothed)",
             labels=["computation", "interval", "node"],
         )
+        cpu = GaugeMetricFamily(
+            "millrace_interval_cpu_ratio",
+            "CPU seconds per second each interval's worker thread uses, as its node reports "
+            "(smoothed; what the rebalancer weighs)",
+            labels=["computation", "interval", "node"],
+        )
         moving = GaugeMetricFamily(
             "millrace_interval_moving",
             "1 while a recorded move of the interval is under way",
             labels=["computation", "interval"],
         )
         for computation in sorted({node.computation for node in self._nodes.values()}):
-            rates = self._loads.rates(computation)
+            rates, shares = self._loads.rates(computation), self._loads.cpu(computation)
             for index, place in interval_places(self._registry, self._nodes, computation).items():
                 labels = [computation, str(index)]
                 rate.add_metric([*labels, place.holder], rates.get(index, 0.0))
+                cpu.add_metric([*labels, place.holder], shares.get(index, 0.0))
                 moving.add_metric(labels, 1.0 if place.moving else 0.0)
         yield rate
+        yield cpu
         yield moving
         nodes = GaugeMetricFamily(
             "millrace_node_state",

@@ -1,8 +1,9 @@
 """``LoadTable``: what the nodes report of their intervals' work, as rates.
 
 Each node reports about once a second (``Control.ReportLoad``): its computation and,
-per interval it runs, the records committed and the seconds its worker was busy since
-the interval opened there (counters that only grow while it runs there at one epoch).
+per interval it runs, the records committed and the CPU seconds its worker thread used
+since the interval opened there (counters that only grow while it runs there at one
+epoch).
 The table turns consecutive reports into smoothed rates; an interval that moves or
 restarts starts its counters again, and its rate carries over until the new owner's
 second report (the keys it holds are the same, so is its load).
@@ -28,7 +29,7 @@ class IntervalSample:
     index: int
     epoch: int
     records_committed: int
-    busy_seconds: float
+    cpu_seconds: float
 
 
 @dataclass(slots=True)
@@ -36,10 +37,10 @@ class _Rate:
     node_id: str
     epoch: int
     records: int
-    busy: float
+    cpu: float
     at: float
     records_per_s: float = 0.0
-    busy_share: float = 0.0
+    cpu_share: float = 0.0
 
 
 class LoadTable:
@@ -65,22 +66,22 @@ class LoadTable:
         rate = self._rates.get(key)
         if rate is None:
             self._rates[key] = _Rate(
-                node_id, sample.epoch, sample.records_committed, sample.busy_seconds, now
+                node_id, sample.epoch, sample.records_committed, sample.cpu_seconds, now
             )
             return
         same_run = rate.node_id == node_id and rate.epoch == sample.epoch
         elapsed = now - rate.at
         if same_run and sample.records_committed >= rate.records and elapsed > 0:
             measured = (sample.records_committed - rate.records) / elapsed
-            busy = max(0.0, min(1.0, (sample.busy_seconds - rate.busy) / elapsed))
+            cpu = max(0.0, (sample.cpu_seconds - rate.cpu) / elapsed)
             rate.records_per_s += SMOOTHING * (measured - rate.records_per_s)
-            rate.busy_share += SMOOTHING * (busy - rate.busy_share)
+            rate.cpu_share += SMOOTHING * (cpu - rate.cpu_share)
         elif same_run and elapsed <= 0:
             return
         # The next measurement starts here (on another run -- moved, restarted -- the
         # counters start again and the rate so far carries over).
         rate.node_id, rate.epoch = node_id, sample.epoch
-        rate.records, rate.busy, rate.at = sample.records_committed, sample.busy_seconds, now
+        rate.records, rate.cpu, rate.at = sample.records_committed, sample.cpu_seconds, now
 
     def live_nodes(self, computation: str) -> set[str]:
         """The nodes of ``computation`` that reported within :data:`LIVE_S`."""
@@ -104,7 +105,7 @@ class LoadTable:
         with self._lock:
             return {i: r.records_per_s for (c, i), r in self._rates.items() if c == computation}
 
-    def busy(self, computation: str) -> dict[int, float]:
-        """Interval index -> share of time its worker was busy (0..1, smoothed)."""
+    def cpu(self, computation: str) -> dict[int, float]:
+        """Interval index -> CPU seconds its worker uses per second (smoothed)."""
         with self._lock:
-            return {i: r.busy_share for (c, i), r in self._rates.items() if c == computation}
+            return {i: r.cpu_share for (c, i), r in self._rates.items() if c == computation}

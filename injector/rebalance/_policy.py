@@ -1,11 +1,13 @@
 """The rebalancer's decisions, as pure functions of a computation's layout and loads.
 
-A node's load is the sum of its intervals' records/s. At most one move at a time:
+A node's load is the sum of its intervals' costs: the CPU each interval's worker thread
+uses (what it demands; records/s only show what a saturated node manages, and would
+make the node that keeps up look the busier). At most one move at a time:
 
 - a live node with no interval takes one from the node with the most (so a node
   started with no placement gets work even before there is load);
 - otherwise, when the busiest node (of those with two intervals or more) carries more
-  than ``imbalance_percent`` above the least busy one, and at least
+  than ``imbalance_percent`` above the least busy one and commits at least
   ``min_records_per_s``, the interval whose move narrows the gap the most moves; a
   move that would narrow it by less than a fifth is not worth its pause.
 
@@ -30,63 +32,71 @@ class Proposal:
     from_node: str
     to_node: str
     reason: str
+    by_load: bool = True
+    """A move for load (the caller waits for a second look to agree); False: a node
+    with no interval takes one (nothing to wait for)."""
 
 
 def plan_move(
     owners: Mapping[int, str],
-    rates: Mapping[int, float],
+    cost: Mapping[int, float],
     nodes: Collection[str],
     *,
+    rates: Mapping[int, float] | None = None,
     movable: Collection[int],
     imbalance_percent: int,
     min_records_per_s: float,
 ) -> Proposal | None:
     """The one move that balances ``nodes`` (live, not drained) best, or None.
 
-    ``owners``: interval -> the node it runs on (or moves to); ``movable``: the
+    ``owners``: interval -> the node it runs on (or moves to); ``cost``: what each
+    interval weighs (the CPU its worker uses: what it demands, where records/s only
+    show what a saturated node manages); ``rates``: its records/s (default ``cost``),
+    which the busiest node must reach for a move to be worth it; ``movable``: the
     intervals that may move now (not cooling down)."""
+    rates = cost if rates is None else rates
     if len(nodes) < 2:
         return None
     held: dict[str, list[int]] = {node: [] for node in sorted(nodes)}
     for index, node in owners.items():
         if node in held:
             held[node].append(index)
-    load = {node: sum(rates.get(i, 0.0) for i in indexes) for node, indexes in held.items()}
+    load = {node: sum(cost.get(i, 0.0) for i in indexes) for node, indexes in held.items()}
     empty = [node for node, indexes in held.items() if not indexes]
     fullest = max(held, key=lambda node: (len(held[node]), load[node]))
     if empty and len(held[fullest]) >= 2:
         candidates = [i for i in held[fullest] if i in movable]
         if candidates:
-            index = min(candidates, key=lambda i: (rates.get(i, 0.0), i))
-            return Proposal(index, fullest, empty[0], f"rebalance: {empty[0]} has no interval")
+            index = min(candidates, key=lambda i: (cost.get(i, 0.0), i))
+            reason = f"rebalance: {empty[0]} has no interval"
+            return Proposal(index, fullest, empty[0], reason, by_load=False)
     busiest = max(
         (node for node, indexes in held.items() if len(indexes) >= 2),
         key=lambda node: load[node],
         default=None,
     )
     idlest = min(held, key=lambda node: load[node])
-    if busiest is None or busiest == idlest or load[busiest] < min_records_per_s:
+    if busiest is None or busiest == idlest:
+        return None
+    if sum(rates.get(i, 0.0) for i in held[busiest]) < min_records_per_s:
         return None
     if load[busiest] <= load[idlest] * (1 + imbalance_percent / 100):
         return None
     gap = load[busiest] - load[idlest]
+    lowest, highest = MIN_NARROWING / 2 * gap, (1 - MIN_NARROWING / 2) * gap
     best: tuple[float, int] | None = None
     for index in held[busiest]:
-        rate = rates.get(index, 0.0)
-        if (
-            index not in movable
-            or not MIN_NARROWING / 2 * gap <= rate <= (1 - MIN_NARROWING / 2) * gap
-        ):
-            continue
-        left = abs(gap - 2 * rate)
-        if best is None or (left, index) < best:
-            best = (left, index)
+        weight = cost.get(index, 0.0)
+        if index in movable and lowest <= weight <= highest:
+            left = abs(gap - 2 * weight)
+            if best is None or (left, index) < best:
+                best = (left, index)
     if best is None:
         return None
     index = best[1]
     reason = (
-        f"rebalance: {busiest} {load[busiest]:.0f} rec/s, {idlest} {load[idlest]:.0f} rec/s, "
-        f"interval {index} {rates.get(index, 0.0):.0f} rec/s"
+        f"rebalance: {busiest} {load[busiest]:.2f} cpu, {idlest} {load[idlest]:.2f} cpu, "
+        f"interval {index} {cost.get(index, 0.0):.2f} cpu ({rates.get(index, 0.0):.0f} rec/s)"
     )
     return Proposal(index, busiest, idlest, reason)
 

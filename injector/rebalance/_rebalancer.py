@@ -1,12 +1,14 @@
 """``Rebalancer``: the injector's load policy, run on its ticker (MillWheel's master).
 
 Every ``period_ms`` it looks at each computation whose moves are all done: the live
-nodes that are not drained, where each interval runs and the records/s the nodes
-report, and records at most one move (:func:`plan_move`) through the registry, which
-the nodes then carry out like any other move. It moves no more than
-``max_moves_per_minute`` in all, and an interval it (or anyone) moved stays put for
-``cooldown_ms``. A move whose node stopped reporting before it took the interval
-goes back to the interval's holder (which runs it, or stopped only to hand it over).
+nodes that are not drained, where each interval runs and the load the nodes report,
+and records at most one move (:func:`plan_move`) through the registry, which the
+nodes then carry out like any other move. It moves no more than
+``max_moves_per_minute`` in all, an interval it (or anyone) moved stays put for
+``cooldown_ms``, and a load move is made only when two looks in a row propose one
+from the same node to the same node (a load that swings for a moment moves nothing).
+A move whose node stopped reporting before it took the interval goes back to the
+interval's holder (which runs it, or stopped only to hand it over).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class Rebalancer:
         """When each of the moves of the last minute was recorded."""
         self._moved_at: dict[tuple[str, int], float] = {}
         self._changes_seen = 0
+        self._proposed: dict[str, tuple[str, str]] = {}
+        """Per computation: the nodes between which the last look proposed a load move (one
+        is made if this look proposes one between the same two, the same way)."""
 
     def tick(self) -> None:
         """Make at most one move per computation, when the period is up."""
@@ -93,15 +98,23 @@ class Rebalancer:
         }
         proposal = plan_move(
             {index: place.owner for index, place in places.items()},
-            self._loads.rates(computation),
+            self._loads.cpu(computation),
             live & candidates,
+            rates=self._loads.rates(computation),
             movable=movable,
             imbalance_percent=self._settings.imbalance_percent,
             min_records_per_s=self._settings.min_records_per_s,
         )
-        if proposal is not None:
+        if proposal is None:
+            self._proposed.pop(computation, None)
+            return
+        seen = (proposal.from_node, proposal.to_node)
+        if not proposal.by_load or self._proposed.get(computation) == seen:
+            self._proposed.pop(computation, None)
             self._record(computation, proposal.index, proposal.from_node, proposal.to_node,
                          proposal.reason, now)  # fmt: skip
+        else:
+            self._proposed[computation] = seen
 
     def _record(  # noqa: PLR0917 -- one move's fields, private
         self, computation: str, index: int, source: str, to: str, reason: str, now: float

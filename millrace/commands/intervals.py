@@ -1,7 +1,7 @@
 """``millrace intervals``: where key intervals run, and moving one to another node, live.
 
 ``millrace intervals list --config d.toml`` prints every interval's node, epoch and
-load (records/s, worker busy share), the moves under way and the newest changes.
+load (records/s, the CPU share its worker uses), the moves under way and the newest changes.
 ``millrace intervals move --config d.toml --computation C --interval I --to NODE``
 records the move with the injector's registry (``Control.MoveInterval``), then waits
 until the interval's lease names ``NODE`` (the node takes the state from the current
@@ -72,14 +72,14 @@ def _assignment(stub: control_pb2_grpc.ControlStub, timeout: float) -> control_p
 
 def _list(args: argparse.Namespace) -> int:
     layout = read_layout(args)
-    print(f"{'interval':<28} {'node':<20} {'epoch':>6} {'rec/s':>9} {'busy':>5}  move")
+    print(f"{'interval':<28} {'node':<20} {'epoch':>6} {'rec/s':>9} {'cpu':>5}  move")
     for state in layout.intervals:
         name = f"{state.interval.computation}/{state.interval.index}"
         node = state.node_id or "-"
         move = f"-> {state.moving_to}" if state.moving_to else ""
         print(
             f"{name:<28} {node:<20} {state.epoch:>6} {state.records_per_second:>9.0f} "
-            f"{state.busy:>5.0%}  {move}"
+            f"{state.cpu:>5.0%}  {move}"
         )
     for change in layout.changes[-10:]:
         print(describe_change(change))

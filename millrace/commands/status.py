@@ -283,12 +283,12 @@ def _print_layout(out: TextIO, layout: Any) -> None:
             f"{state.interval.computation}/{state.interval.index}",
             state.node_id or "-",
             f"{state.records_per_second:.0f}",
-            f"{state.busy:.0%}",
+            f"{state.cpu:.0%}",
             f"moving to {state.moving_to}" if state.moving_to else "",
         )
         for state in layout.intervals
     ]
-    _table(out, ("interval", "node", "rec/s", "busy", "note"), rows)
+    _table(out, ("interval", "node", "rec/s", "cpu", "note"), rows)
     for node in layout.nodes:
         if node.draining or not node.live:
             state = ("live" if node.live else "not reporting") + (

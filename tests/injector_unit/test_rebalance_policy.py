@@ -46,7 +46,9 @@ def test_the_move_that_narrows_the_gap_most_is_chosen() -> None:
     rates = {0: 1000.0, 1: 400.0, 2: 100.0, 3: 300.0}
     proposal = _move(owners, rates, {"a", "b"})
     assert proposal is not None and proposal.index == 1 and proposal.to_node == "b"
-    assert "rebalance: a 1500 rec/s, b 300 rec/s" in proposal.reason
+    assert proposal.reason == (
+        "rebalance: a 1500.00 cpu, b 300.00 cpu, interval 1 400.00 cpu (400 rec/s)"
+    )
 
 
 def test_intervals_cooling_down_stay() -> None:
@@ -93,7 +95,7 @@ def test_loads_become_rates_and_carry_over_a_move() -> None:
     now[0] += 1
     table.report("a", "counts", [IntervalSample(0, 1, 1000, 0.5)])
     assert table.rates("counts") == {0: 500.0}
-    assert table.busy("counts") == {0: 0.25}
+    assert table.cpu("counts") == {0: 0.25}
     now[0] += 1
     table.report("b", "counts", [IntervalSample(0, 2, 0, 0.0)])
     assert table.rates("counts") == {0: 500.0}, "the new owner's counters start again"
@@ -150,6 +152,7 @@ def test_the_layout_metrics_show_moves_loads_and_nodes(tmp_path: Path) -> None:
     for line in (
         'millrace_interval_moves_total{computation="counts",reason="rebalance"} 1.0',
         'millrace_interval_records_per_second{computation="counts",interval="0",node="a"} 200.0',
+        'millrace_interval_cpu_ratio{computation="counts",interval="0",node="a"} 0.0',
         'millrace_interval_moving{computation="counts",interval="1"} 1.0',
         'millrace_interval_moving{computation="counts",interval="0"} 0.0',
         'millrace_node_state{node="a",state="live"} 1.0',

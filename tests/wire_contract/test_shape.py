@@ -166,7 +166,7 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "uint32 index = 1",
             "int64 epoch = 2",
             "uint64 records_committed = 3",
-            "double busy_seconds = 4",
+            "double cpu_seconds = 4",
         ),
         "ReportLoadRequest": (
             "string node_id = 1",
@@ -182,7 +182,7 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "string node_id = 2",
             "int64 epoch = 3",
             "double records_per_second = 4",
-            "double busy = 5",
+            "double cpu = 5",
             "string moving_to = 6",
         ),
         "NodeState": (

@@ -92,16 +92,16 @@ class Assignment(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[IntervalMove, _Mapping]]] = ..., draining: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class IntervalLoad(_message.Message):
-    __slots__ = ("index", "epoch", "records_committed", "busy_seconds")
+    __slots__ = ("index", "epoch", "records_committed", "cpu_seconds")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     RECORDS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
-    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     index: int
     epoch: int
     records_committed: int
-    busy_seconds: float
-    def __init__(self, index: _Optional[int] = ..., epoch: _Optional[int] = ..., records_committed: _Optional[int] = ..., busy_seconds: _Optional[float] = ...) -> None: ...
+    cpu_seconds: float
+    def __init__(self, index: _Optional[int] = ..., epoch: _Optional[int] = ..., records_committed: _Optional[int] = ..., cpu_seconds: _Optional[float] = ...) -> None: ...
 
 class ReportLoadRequest(_message.Message):
     __slots__ = ("node_id", "computation", "intervals")
@@ -138,20 +138,20 @@ class GetLayoutRequest(_message.Message):
     def __init__(self, computations: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class IntervalState(_message.Message):
-    __slots__ = ("interval", "node_id", "epoch", "records_per_second", "busy", "moving_to")
+    __slots__ = ("interval", "node_id", "epoch", "records_per_second", "cpu", "moving_to")
     INTERVAL_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     RECORDS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
-    BUSY_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
     MOVING_TO_FIELD_NUMBER: _ClassVar[int]
     interval: _record_pb2.KeyInterval
     node_id: str
     epoch: int
     records_per_second: float
-    busy: float
+    cpu: float
     moving_to: str
-    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., records_per_second: _Optional[float] = ..., busy: _Optional[float] = ..., moving_to: _Optional[str] = ...) -> None: ...
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., records_per_second: _Optional[float] = ..., cpu: _Optional[float] = ..., moving_to: _Optional[str] = ...) -> None: ...
 
 class NodeState(_message.Message):
     __slots__ = ("node_id", "computation", "live", "draining")
