@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from millrace.deployment import NodePlacement
+from millrace.deployment import NodePlacement, RebalanceSettings
 from millrace.injector.ownership import EPOCHS_FILE, OwnershipRegistry
 from millrace.injector.rebalance import (
     IntervalSample,
     LayoutMetrics,
     LoadTable,
+    Rebalancer,
     plan_drain,
     plan_move,
 )
@@ -160,3 +161,68 @@ def test_the_layout_metrics_show_moves_loads_and_nodes(tmp_path: Path) -> None:
         'millrace_node_state{node="b",state="draining"} 0.0',
     ):
         assert line in text, f"{line} not in\n{text}"
+
+
+def _rebalancer(tmp_path: Path) -> tuple[Rebalancer, OwnershipRegistry, LoadTable, list[float]]:
+    """A rebalancer over ``counts`` (2 intervals, both placed on ``a``; ``b`` has none)
+    on a clock the test moves."""
+    now = [1000.0]
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0, 1])
+    loads = LoadTable(clock=lambda: now[0])
+    nodes = {
+        name: NodePlacement(name=name, computation="counts", intervals=placed, address="h:1")
+        for name, placed in {"a": (0, 1), "b": ()}.items()
+    }
+    settings = RebalanceSettings(enabled=True, period_ms=1000, min_records_per_s=0)
+    return Rebalancer(registry, loads, nodes, settings, clock=lambda: now[0]), registry, loads, now
+
+
+def test_a_move_to_a_node_that_stopped_reporting_goes_back_to_its_holder(
+    tmp_path: Path,
+) -> None:
+    rebalancer, registry, loads, now = _rebalancer(tmp_path)
+    registry.move("counts", 1, "b")  # b never reports: it is down
+    loads.report("a", "counts", [IntervalSample(0, 1, 0, 0.0), IntervalSample(1, 1, 0, 0.0)])
+    now[0] += 1.5
+    loads.report("a", "counts", [IntervalSample(0, 1, 10, 0.0), IntervalSample(1, 1, 10, 0.0)])
+    rebalancer.tick()
+    assert registry.moves() == {("counts", 1): "a"}
+    assert registry.changes[-1].reason == "rebalance: b stopped reporting"
+
+
+def test_a_load_move_waits_for_a_second_look_that_agrees(tmp_path: Path) -> None:
+    now = [1000.0]
+    registry = OwnershipRegistry(two_stage_topology((3, 1)), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0, 1])
+    registry.register("b", "counts", "127.0.0.1:2", [2])
+    loads = LoadTable(clock=lambda: now[0])
+    nodes = {
+        name: NodePlacement(name=name, computation="counts", intervals=placed, address="h:1")
+        for name, placed in {"a": (0, 1), "b": (2,)}.items()
+    }
+    settings = RebalanceSettings(enabled=True, period_ms=1000, min_records_per_s=0)
+    rebalancer = Rebalancer(registry, loads, nodes, settings, clock=lambda: now[0])
+    used = {0: 0.0, 1: 0.0, 2: 0.0}
+
+    def look(shares: dict[int, float]) -> None:
+        """One second on which each interval's worker used ``shares`` of a core."""
+        now[0] += 1.0
+        for index, share in shares.items():
+            used[index] += share
+        loads.report("a", "counts", [IntervalSample(i, 1, 0, used[i]) for i in (0, 1)])
+        loads.report("b", "counts", [IntervalSample(2, 1, 0, used[2])])
+        now[0] += 0.1
+        rebalancer.tick()
+
+    look({0: 0, 1: 0, 2: 0})
+    look({0: 0.4, 1: 0.4, 2: 0.1})  # a is busier, once: nothing yet
+    assert registry.changes_recorded == 0
+    look({0: 0.1, 1: 0.1, 2: 0.4})  # the other way: the first look does not count
+    assert registry.changes_recorded == 0
+    for _ in range(6):
+        look({0: 0.5, 1: 0.5, 2: 0.05})
+    assert registry.changes_recorded == 1, "a second look agreed: one move, then cool-down"
+    [change] = registry.changes
+    assert (change.from_node, change.to_node) == ("a", "b")
+    assert change.reason.startswith("rebalance: a ")
