@@ -216,7 +216,8 @@ class ControlService(control_pb2_grpc.ControlServicer):
                     context,
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"no other live node of {computation} can take {node_id}'s intervals "
-                    "(a node is live while it reports to the injector)",
+                    "(a node is live while it reports to the injector, every second; right "
+                    "after the injector starts, ask again in a few seconds)",
                 )
             self._registry.drain(node_id, {(computation, i): to for i, to in plan.items()})
         counts = self._registry.interval_counts()
