@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from examples.clickstream.demo import free_port  # noqa: E402
 from millrace.computations import interval_of  # noqa: E402
 from millrace.injector.client import IngestClient  # noqa: E402
-from millrace.local_cluster import millrace, start, stop  # noqa: E402
+from millrace.local_cluster import millrace, start_services, stop  # noqa: E402
 from millrace.statestore import StateStore, StoreConfig  # noqa: E402
 
 TOPOLOGY = """
@@ -175,20 +175,8 @@ def one_size(size_mb: int, work: Path) -> dict[str, float]:
     stored_mb = du_mb(store)
     floor = copy_floor_s(store, work / "copy")
     d = str(deployment)
-    injector = ["injector", "--config", d, "--log-dir", str(work / "log")]
-    processes = [
-        start(injector, "injector serving", "injector", log=work / "injector.log", cwd=work)
-    ]
+    processes = start_services(deployment, work, nodes=("a", "b"), sinks=("echo_out",))
     try:
-        for name in ("a", "b"):
-            args = ["node", "--config", d, "--name", name, "--data-dir", str(work / name)]
-            processes.append(
-                start(args, f"node {name} serving", name, log=work / f"{name}.log", cwd=work)
-            )
-        processes.append(
-            start(["sink", "--config", d, "--stream", "echo_out"], "sink ", "sink",
-                  log=work / "sink.log", cwd=work)
-        )  # fmt: skip
         client = IngestClient(at["injector"], timeout_s=10)
         stopping = threading.Event()
         sent_at: dict[int, tuple[float, bytes]] = {}

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from examples.clickstream.demo import free_port  # noqa: E402
 from millrace.injector.client import IngestClient  # noqa: E402
-from millrace.local_cluster import start, stop  # noqa: E402
+from millrace.local_cluster import start_services, stop  # noqa: E402
 from millrace.wire.v1 import control_pb2, control_pb2_grpc  # noqa: E402
 
 INTERVALS = 8
@@ -106,21 +106,8 @@ def one_run(rebalance: bool, seconds: float, keys: list[bytes]) -> dict[str, flo
     with tempfile.TemporaryDirectory(prefix="millrace-rebalance-") as tmp:
         work = Path(tmp)
         deployment, at = write_deployment(work, rebalance)
-        d = str(deployment)
-        processes = [
-            start(["injector", "--config", d, "--log-dir", str(work / "log")],
-                  "injector serving", "injector", log=work / "injector.log", cwd=work),
-        ]  # fmt: skip
+        processes = start_services(deployment, work, nodes=("a", "b"), sinks=("counts_out",))
         try:
-            for name in ("a", "b"):
-                args = ["node", "--config", d, "--name", name, "--data-dir", str(work / name)]
-                processes.append(
-                    start(args, f"node {name} serving", name, log=work / f"{name}.log", cwd=work)
-                )
-            processes.append(
-                start(["sink", "--config", d, "--stream", "counts_out"], "sink ", "sink",
-                      log=work / "sink.log", cwd=work)
-            )  # fmt: skip
             return measure(at["injector"], seconds, keys)
         finally:
             stop(processes)

@@ -48,6 +48,35 @@ def stop(processes: Sequence[subprocess.Popen[str]], timeout: float = 30) -> Non
             process.kill()
 
 
+def start_services(
+    deployment: Path, work: Path, *, nodes: Sequence[str], sinks: Sequence[str]
+) -> list[subprocess.Popen[str]]:
+    """The injector (its log under ``work/log``), then each node of ``nodes`` (its data
+    under ``work/NAME``), then a ``millrace sink`` per stream of ``sinks``, each started
+    in ``work`` with its stderr in ``work/WHAT.log``; the processes, in that order. If
+    one fails to start, those started are stopped and the error raised."""
+    config = str(deployment)
+    processes: list[subprocess.Popen[str]] = []
+    try:
+        injector = ["injector", "--config", config, "--log-dir", str(work / "log")]
+        processes.append(
+            start(injector, "injector serving", "injector", log=work / "injector.log", cwd=work)
+        )
+        for name in nodes:
+            args = ["node", "--config", config, "--name", name, "--data-dir", str(work / name)]
+            processes.append(
+                start(args, f"node {name} serving", name, log=work / f"{name}.log", cwd=work)
+            )
+        for stream in sinks:
+            args = ["sink", "--config", config, "--stream", stream]
+            log = work / f"sink-{stream}.log"
+            processes.append(start(args, "sink ", f"sink {stream}", log=log, cwd=work))
+    except BaseException:
+        stop(processes)
+        raise
+    return processes
+
+
 def pid_of(deployment: Path, service: str) -> int | None:
     """The pid of a service ``millrace up`` runs for ``deployment`` (``"injector"``, a
     node's name or ``"sink-STREAM"``); None while there is none (between a kill and its
