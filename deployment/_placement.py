@@ -13,14 +13,14 @@ problems of a file are reported together (:class:`DeploymentError`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import tomllib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from millrace.deployment._settings_tables import SettingsTable, named_tables, tables_of
 from millrace.deployment.security import Security
 
 ENV_PREFIX = "MILLRACE__"
@@ -98,8 +98,9 @@ TOP_LEVEL_SETTINGS = (
 NODE_SETTINGS = tuple(f.name for f in dataclasses.fields(NodePlacement) if f.name != "name")
 """The settings a ``[nodes.NAME]`` table accepts."""
 INJECTOR_SETTINGS = tuple(f.name for f in dataclasses.fields(InjectorPlacement))
-REBALANCE_SETTINGS = tuple(f.name for f in dataclasses.fields(RebalanceSettings))
 """The settings the ``[injector]`` table accepts."""
+REBALANCE_SETTINGS = tuple(f.name for f in dataclasses.fields(RebalanceSettings))
+"""The settings the ``[rebalance]`` table accepts."""
 SINK_SETTINGS = ("address", "path", "format", "dedup_retention_ms", "external", "metrics_port")
 """The settings a ``[sinks.STREAM]`` table accepts."""
 
@@ -164,7 +165,7 @@ def read_deployment_file(path: Path) -> tuple[dict[str, Any], Security]:
     with open(path, "rb") as handle:
         raw = tomllib.load(handle)
     apply_environment(raw, os.environ)
-    for body in _tables(raw.get("sinks")):
+    for body in tables_of(raw.get("sinks")):
         if isinstance(body.get("path"), str):
             body["path"] = str(path.parent / body["path"])
     injector = raw.get("injector")
@@ -187,10 +188,10 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
     """The :class:`Placement` fields of a deployment given as plain data, every
     problem of it raised together."""
     problems: list[str] = []
-    top = _Table("the top level", raw, TOP_LEVEL_SETTINGS, problems)
+    top = SettingsTable("the top level", raw, TOP_LEVEL_SETTINGS, problems)
     nodes: dict[str, NodePlacement] = {}
-    for name, body in _named_tables(raw, "nodes", problems):
-        table = _Table(f"[nodes.{name}]", body, NODE_SETTINGS, problems)
+    for name, body in named_tables(raw, "nodes", problems):
+        table = SettingsTable(f"[nodes.{name}]", body, NODE_SETTINGS, problems)
         computation = table.text("computation")
         intervals = table.integers("intervals", default=[])
         address = table.text("address")
@@ -213,8 +214,8 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
     sink_retention: dict[str, int] = {}
     external: set[str] = set()
     sink_metrics: dict[str, int] = {}
-    for stream, body in _named_tables(raw, "sinks", problems):
-        table = _Table(f"[sinks.{stream}]", body, SINK_SETTINGS, problems)
+    for stream, body in named_tables(raw, "sinks", problems):
+        table = SettingsTable(f"[sinks.{stream}]", body, SINK_SETTINGS, problems)
         if (address := table.text("address")) is not None:
             sinks[stream] = address
         if (path := table.text("path", default=None)) is not None:
@@ -234,10 +235,14 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
             sink_metrics[stream] = port
     injector = None
     if "injector" in raw:
-        injector = _injector(_Table("[injector]", raw["injector"], INJECTOR_SETTINGS, problems))
+        injector = _injector(
+            SettingsTable("[injector]", raw["injector"], INJECTOR_SETTINGS, problems)
+        )
     authority = top.text("authority", default=None) or (injector.address if injector else None)
     top.text("topology", default=None)  # its type; Deployment.load reads the file
-    rebalance_table = _Table("[rebalance]", raw.get("rebalance", {}), REBALANCE_SETTINGS, problems)
+    rebalance_table = SettingsTable(
+        "[rebalance]", raw.get("rebalance", {}), REBALANCE_SETTINGS, problems
+    )
     rebalance = _rebalance(rebalance_table)
     if problems:
         raise DeploymentError(problems)
@@ -256,7 +261,7 @@ def placement_settings(raw: Mapping[str, Any], security: Security) -> dict[str, 
     }
 
 
-def _injector(table: _Table) -> InjectorPlacement | None:
+def _injector(table: SettingsTable) -> InjectorPlacement | None:
     address = table.text("address")
     read: dict[str, Any] = {  # every setting read (its problems reported); unset: defaults
         "out_of_orderness_ms": table.integer("out_of_orderness_ms", minimum=0),
@@ -275,7 +280,7 @@ def _injector(table: _Table) -> InjectorPlacement | None:
     return InjectorPlacement(address=address, **{k: v for k, v in read.items() if v is not None})
 
 
-def _rebalance(table: _Table) -> RebalanceSettings:
+def _rebalance(table: SettingsTable) -> RebalanceSettings:
     read: dict[str, Any] = {
         "enabled": table.boolean("enabled", default=False),
         "period_ms": table.integer("period_ms", minimum=100),
@@ -285,104 +290,6 @@ def _rebalance(table: _Table) -> RebalanceSettings:
         "cooldown_ms": table.integer("cooldown_ms", minimum=0),
     }
     return RebalanceSettings(**{k: v for k, v in read.items() if v is not None})
-
-
-_REQUIRED: Any = object()
-
-
-class _Table:
-    """One table of the file, read setting by setting; each problem names the table."""
-
-    def __init__(self, where: str, body: Any, known: Collection[str], problems: list[str]) -> None:
-        self.where = where
-        self.problems = problems
-        self.body: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
-        if not isinstance(body, Mapping):
-            problems.append(f"{where} must be a table")
-        for unknown in sorted(set(self.body) - set(known)):
-            close = difflib.get_close_matches(unknown, list(known), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"{where} has unknown setting {unknown!r}{hint}")
-
-    def _value(self, name: str, default: Any) -> Any:
-        if name not in self.body and default is _REQUIRED:
-            self.problems.append(f"{self.where} is missing setting {name!r}")
-        return self.body.get(name, None if default is _REQUIRED else default)
-
-    def text(self, name: str, default: Any = _REQUIRED) -> str | None:
-        value = self._value(name, default)
-        if value is None or isinstance(value, str):
-            return value
-        self.problems.append(f"{self.where} {name} must be a string, not {value!r}")
-        return None
-
-    def integer(self, name: str, *, default: Any = None, minimum: int = 0) -> int | None:
-        value = self._value(name, default)
-        if value is None:
-            return None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
-            return value
-        self.problems.append(f"{self.where} {name} must be an integer >= {minimum}, not {value!r}")
-        return None
-
-    def port(self, name: str) -> int | None:
-        value = self.integer(name)
-        if value is not None and value > 65535:
-            self.problems.append(f"{self.where} {name} must be a port (0..65535), not {value}")
-            return None
-        return value
-
-    def boolean(self, name: str, *, default: bool) -> bool:
-        value = self._value(name, default)
-        if isinstance(value, bool):
-            return value
-        self.problems.append(f"{self.where} {name} must be true or false, not {value!r}")
-        return default
-
-    def integers(self, name: str, *, default: Any = _REQUIRED) -> tuple[int, ...] | None:
-        value = self._value(name, default)
-        if value is None:
-            return None
-        if isinstance(value, list) and all(
-            isinstance(item, int) and not isinstance(item, bool) for item in value
-        ):
-            return tuple(value)
-        self.problems.append(f"{self.where} {name} must be an array of integers, not {value!r}")
-        return None
-
-    def names(self, name: str) -> tuple[str, ...] | None:
-        value = self._value(name, None)
-        if value is None:
-            return None
-        if isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return tuple(value)
-        self.problems.append(f"{self.where} {name} must be an array of stream names, not {value!r}")
-        return None
-
-    def directories(self, name: str) -> dict[str, str]:
-        value = self._value(name, {})
-        if isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
-            return {str(k): v for k, v in value.items()}
-        self.problems.append(f"{self.where} {name} must be a table of stream = directory")
-        return {}
-
-
-def _named_tables(
-    raw: Mapping[str, Any], section: str, problems: list[str]
-) -> list[tuple[str, Any]]:
-    tables = raw.get(section, {})
-    if not isinstance(tables, Mapping):
-        problems.append(f"[{section}] must hold one table per name ([{section}.NAME])")
-        return []
-    return [(str(name), body) for name, body in tables.items()]
-
-
-def _tables(value: Any) -> list[dict[str, Any]]:
-    return (
-        [body for body in value.values() if isinstance(body, dict)]
-        if isinstance(value, dict)
-        else []
-    )
 
 
 def apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:

@@ -8,8 +8,14 @@ from contextlib import contextmanager
 import grpc
 
 from millrace.deployment import NodePlacement, abort, brief
-from millrace.injector.ownership import MAX_NAME, Lease, OwnershipRegistry
-from millrace.injector.rebalance import IntervalSample, LoadTable, interval_places, plan_drain
+from millrace.injector.ownership import Lease, OwnershipRegistry
+from millrace.injector.rebalance import (
+    IntervalSample,
+    LoadTable,
+    interval_places,
+    plan_drain,
+    takers,
+)
 from millrace.wire.v1 import control_pb2, control_pb2_grpc, record_pb2
 
 MAX_REPORTED_INTERVALS = 65_536
@@ -189,7 +195,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
     ) -> control_pb2.DrainNodeResponse:
         node_id = request.node_id
         computation = self._node_computations.get(node_id)
-        if computation is None or len(node_id) > MAX_NAME:
+        if computation is None:
             abort(
                 context,
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -201,14 +207,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 self._registry.resume(node_id)
                 return control_pb2.DrainNodeResponse()
             places = interval_places(self._registry, self._nodes, computation)
-            targets = (
-                (
-                    {name for name, c in self._node_computations.items() if c == computation}
-                    & self._loads.live_nodes(computation)
-                )
-                - self._registry.draining()
-                - {node_id}
-            )
+            targets = takers(self._registry, self._loads, computation) - {node_id}
             owners = {index: place.owner for index, place in places.items()}
             plan = plan_drain(node_id, owners, self._loads.rates(computation), targets)
             if not targets and any(owner == node_id for owner in owners.values()):

@@ -348,11 +348,8 @@ class Supervisor:
         """Schedule the restart of a child that exited on its own (lock held); one
         that ran and exited with 0 (a drained node) finished its work: not restarted."""
         child.last_exit = describe_exit(code)
-        line = child.ready_line if child.ready.is_set() else None
-        was_ready = child.state is ChildState.RUNNING or (
-            line is not None and line.startswith(child.ready_prefix)
-        )
-        if code == 0 and was_ready:
+        line = child.ready_line if child.ready.is_set() else None  # of this incarnation
+        if code == 0 and line is not None and line.startswith(child.ready_prefix):
             self._mark(child, "finished (exit 0): not restarted")
             log.info("%s finished (exit 0): not restarted", child.name)
             child.state = ChildState.FINISHED

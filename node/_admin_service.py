@@ -31,8 +31,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     ) -> None:
         """``fenced_reason``: why the node stopped writing an interval ("" while it owns
         it); ``hand_over(request)``: stop running an interval moved away and stream its
-        store (raises ``PermissionError`` when the registry
-        does not move it there, ``FileNotFoundError`` when it is not here)."""
+        store (raises ``PermissionError`` when the registry does not move it there,
+        ``FileNotFoundError`` when it is not here)."""
         self._node_id = node_id
         self._topology = topology
         self._processors = processors

@@ -2,9 +2,9 @@
 
 About once a second it sends ``Control.ReportLoad``: the node's id and computation
 and, per interval it runs, the records committed and the CPU seconds its worker
-thread used since the interval opened here. The injector counts a node that reports as live (a
-node with no interval too: it can take work) and turns the counters into the rates
-its rebalancer and ``millrace status`` read. A report that fails is dropped; the next
+thread used since the interval opened here. The injector counts a node that reports
+as live (a node with no interval too: it can take work) and turns the counters into
+the rates its rebalancer and ``millrace status`` read. A report that fails is dropped; the next
 one carries the counters on.
 """
 

@@ -8,7 +8,7 @@ drained node's intervals over the other live nodes of its computation.
 shows the layout and its changes to Prometheus.
 """
 
-from millrace.injector.rebalance._layout import IntervalPlace, interval_places
+from millrace.injector.rebalance._layout import IntervalPlace, interval_places, takers
 from millrace.injector.rebalance._layout_metrics import LayoutMetrics
 from millrace.injector.rebalance._loads import LIVE_S, IntervalSample, LoadTable
 from millrace.injector.rebalance._policy import Proposal, plan_drain, plan_move
@@ -25,4 +25,5 @@ __all__ = [
     "interval_places",
     "plan_drain",
     "plan_move",
+    "takers",
 ]

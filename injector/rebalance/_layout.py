@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from millrace.deployment import NodePlacement
 from millrace.injector.ownership import OwnershipRegistry
+from millrace.injector.rebalance._loads import LoadTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,12 @@ class IntervalPlace:
     def moving(self) -> bool:
         """True while a recorded move waits for the new node to register it."""
         return bool(self.holder) and self.holder != self.owner
+
+
+def takers(registry: OwnershipRegistry, loads: LoadTable, computation: str) -> set[str]:
+    """The nodes that may take intervals of ``computation``: live (the injector checks
+    every report against the deployment) and not drained."""
+    return loads.live_nodes(computation) - registry.draining()
 
 
 def interval_places(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 
 from millrace.deployment import NodePlacement, RebalanceSettings
 from millrace.injector.ownership import OwnershipRegistry
-from millrace.injector.rebalance._layout import interval_places
+from millrace.injector.rebalance._layout import interval_places, takers
 from millrace.injector.rebalance._loads import LoadTable
 from millrace.injector.rebalance._policy import plan_move
 
@@ -60,9 +60,9 @@ class Rebalancer:
             return
         self._next_at = now + self._settings.period_ms / 1000
         self._note_changes(now)
+        while self._recent and now - self._recent[0] >= 60:
+            self._recent.popleft()
         for computation in sorted({node.computation for node in self._nodes.values()}):
-            while self._recent and now - self._recent[0] >= 60:
-                self._recent.popleft()
             if len(self._recent) >= self._settings.max_moves_per_minute:
                 return
             self._balance(computation, now)
@@ -78,8 +78,7 @@ class Rebalancer:
 
     def _balance(self, computation: str, now: float) -> None:
         places = interval_places(self._registry, self._nodes, computation)
-        drained = self._registry.draining()
-        live = self._loads.live_nodes(computation) - drained
+        live = takers(self._registry, self._loads, computation)
         for index, place in places.items():
             if place.moving and place.owner not in live and place.holder in live:
                 # The node it moves to is down (or never came): the holder, which runs
@@ -89,7 +88,6 @@ class Rebalancer:
                 return
         if any(place.moving for place in places.values()):
             return  # one change at a time: wait for the moves under way
-        candidates = {name for name, n in self._nodes.items() if n.computation == computation}
         cooldown_s = self._settings.cooldown_ms / 1000
         movable = {
             index
@@ -99,7 +97,7 @@ class Rebalancer:
         proposal = plan_move(
             {index: place.owner for index, place in places.items()},
             self._loads.cpu(computation),
-            live & candidates,
+            live,
             rates=self._loads.rates(computation),
             movable=movable,
             imbalance_percent=self._settings.imbalance_percent,
