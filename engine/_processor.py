@@ -54,6 +54,7 @@ from millrace.engine._received import Received
 from millrace.engine._routing import FrameBuilder, ProductionRouter
 from millrace.engine._scope import Emitted, RecordScope
 from millrace.engine._sender_epochs import SenderEpochs
+from millrace.engine._state_layout import ensure_state_layout
 from millrace.engine._timer_cuts import TimerCuts
 from millrace.engine._upkeep import StoreUpkeep
 from millrace.statestore import (
@@ -147,6 +148,7 @@ class IntervalProcessor:
         """The highest time up to which event-time timers ever fired (kept in the store
         with the fires): a timer set for after it fires once (timer_setter)."""
         store.claim_epoch(epoch)
+        ensure_state_layout(store, epoch)
         self._outbox = OutboxLedger(store)
         self.in_flight = self._outbox.in_flight
         """Productions not acknowledged downstream yet (also holding the watermark back)."""

@@ -20,7 +20,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
 from millrace.computations import Topology
-from millrace.engine import BatchOutcome, IntervalProcessor
+from millrace.engine import BatchOutcome, IntervalProcessor, state_key
 from millrace.statestore import StateStore, StoreConfig, TimeDomain
 from millrace.wire.v1 import record_pb2
 
@@ -213,5 +213,5 @@ def test_a_batch_without_late_or_due_records_is_folded_by_the_vectorized_path(
             writes.append(calls["records"])
         assert writes == [0, 300]
         assert _contents(vectorized) == _contents(plain)
-        state = json.loads(dict(vectorized.store.scan_state(b""))[b"\x00\x00\x00\x02k0w:0/1000"])
+        state = json.loads(dict(vectorized.store.scan_state(b""))[state_key(b"k0", "w:0/1000")])
         assert state["acc"] == [100, sum(range(0, 300, 3))]
