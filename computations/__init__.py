@@ -21,6 +21,7 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 """
 
 from millrace.computations._computation import BatchContext, Computation, Context, TimerBatchContext
+from millrace.computations._intervals import KeyInterval, Layout
 from millrace.computations._keys import (
     KeyExtractor,
     import_object,
@@ -58,6 +59,8 @@ __all__ = [
     "InputSpec",
     "JsonSerde",
     "KeyExtractor",
+    "KeyInterval",
+    "Layout",
     "ProduceError",
     "ProtobufSerde",
     "Record",

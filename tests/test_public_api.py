@@ -12,7 +12,7 @@ def test_the_user_api_is_pinned() -> None:
             "BYTES", "JSON", "BytesSerde", "JsonSerde", "ProtobufSerde", "Serde",
             "Computation", "Context", "BatchContext", "TimerBatchContext", "Record", "FiredTimer",
             "TimeDomain",
-            "Topology", "ComputationSpec", "InputSpec", "KeyExtractor",
+            "Topology", "ComputationSpec", "InputSpec", "KeyExtractor", "KeyInterval", "Layout",
             "import_object", "interval_of", "intervals_of", "key_hash",
             "ProduceError", "TimerError", "TopologyError",
             "MIN_TIME", "MAX_TIME", "MIN_EVENT_TIME_MS", "MAX_EVENT_TIME_MS",
