@@ -77,7 +77,7 @@ class IntervalStatus:
     computation: str
     interval: int
     intervals: int
-    """How many intervals the computation has."""
+    """How many equal shares of the key-hash space ``interval`` is one of."""
     epoch: int
     outbox_size: int
     """Productions sent but not yet acknowledged."""
@@ -102,8 +102,13 @@ class IntervalProcessor:
         clock: Clock = wall_clock_ms,
         cut_at_timers: bool = False,
         ephemeral: bool = False,
+        count: int | None = None,
     ) -> None:
-        """``cut_at_timers`` (backfills, ``engine/_timer_cuts.py``): a commit never runs
+        """``interval`` is share ``interval`` of ``count`` of the key-hash space
+        (:class:`computations.KeyInterval`); ``count`` defaults to the computation's
+        ``intervals`` (a half of a split interval has twice its count).
+
+        ``cut_at_timers`` (backfills, ``engine/_timer_cuts.py``): a commit never runs
         a key past a timer set for it earlier in the commit; the key's later records
         come back in ``BatchOutcome.retry``.
 
@@ -118,6 +123,8 @@ class IntervalProcessor:
         self.spec = topology.computations[computation]
         self.name = computation
         self.interval = interval
+        self.count = self.spec.intervals if count is None else count
+        """How many equal shares of the key-hash space ``interval`` is one of."""
         self.store = store
         self.epoch = epoch
         self._clock = clock
@@ -132,7 +139,7 @@ class IntervalProcessor:
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
         keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.keyed_as_sent)
         self._keying = RecordKeying(
-            computation, interval, self.spec.intervals, extractors, self._dead_letter,
+            computation, interval, self.count, extractors, self._dead_letter,
             keyed_as_sent=keyed_as_sent,
         )  # fmt: skip
         self._router = ProductionRouter(topology, computation)
@@ -158,7 +165,7 @@ class IntervalProcessor:
     def received(self, wires: Sequence[bytes]) -> Received:
         """The records of serialized ``DeliveryBatch`` messages, decoded for this
         interval's admission."""
-        return Received.decode(wires, interval=self.interval, intervals=self.spec.intervals)
+        return Received.decode(wires, interval=self.interval, intervals=self.count)
 
     def process_records(
         self,
@@ -182,9 +189,7 @@ class IntervalProcessor:
         record ids are kept until the senders can no longer resend them.
         """
         if not isinstance(records, Received):
-            records = Received.of_records(
-                records, interval=self.interval, intervals=self.spec.intervals
-            )
+            records = Received.of_records(records, interval=self.interval, intervals=self.count)
         outcome = BatchOutcome()
         built = self._router.builder()
         txn = self.store.begin(self.epoch)
@@ -484,7 +489,7 @@ class IntervalProcessor:
         return IntervalStatus(
             computation=self.name,
             interval=self.interval,
-            intervals=self.spec.intervals,
+            intervals=self.count,
             epoch=self.epoch,
             outbox_size=len(self.in_flight),
             oldest_unacked_age_s=self.in_flight.oldest_age_s(),

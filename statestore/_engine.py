@@ -77,6 +77,10 @@ class Engine(Protocol):
     def new_batch(self) -> Batch:
         """An empty batch for :meth:`write`."""
 
+    def checkpoint(self, directory: str) -> None:
+        """A consistent copy of everything written so far, in ``directory`` (which must
+        not exist), openable as a store of its own."""
+
     def write(self, batch: Batch, *, sync: bool) -> None:
         """Apply every write of ``batch`` atomically; ``sync`` fsyncs before returning."""
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 from millrace.statestore._engine import Batch, Column
+from millrace.statestore.errors import StateStoreError
 
 _Op = tuple[str, Column, bytes, bytes]
 
@@ -107,6 +108,9 @@ class MemoryEngine:
 
     def compact(self, column: Column) -> None:
         pass  # nothing left behind in memory
+
+    def checkpoint(self, directory: str) -> None:
+        raise StateStoreError(f"an in-memory store has no checkpoint (asked for {directory})")
 
     def new_batch(self) -> MemoryBatch:
         return MemoryBatch()

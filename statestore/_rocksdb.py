@@ -17,6 +17,7 @@ from pathlib import Path
 from rocksdict import (
     BlockBasedOptions,
     BottommostLevelCompaction,
+    Checkpoint,
     ColumnFamily,
     CompactOptions,
     Options,
@@ -153,6 +154,11 @@ class RocksDBEngine:
         options = CompactOptions()
         options.set_bottommost_level_compaction(BottommostLevelCompaction.force())
         self._columns[column].compact_range(None, None, options)
+
+    def checkpoint(self, directory: str) -> None:
+        # RocksDB's checkpoint: table files hard-linked (immutable), the rest copied,
+        # the memtable flushed first, all synced.
+        Checkpoint(self._db).create_checkpoint(directory)
 
     def new_batch(self) -> RocksBatch:
         return RocksBatch(self._handles)

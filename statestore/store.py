@@ -332,6 +332,28 @@ class StateStore:
                 compacted.append(column.family)
         return compacted
 
+    def checkpoint(self, directory: str | Path) -> None:
+        """A consistent copy of every commit so far in ``directory`` (which must not
+        exist): RocksDB's checkpoint, table files hard-linked. Open it as a store of its
+        own; the copy shares no later write with this one."""
+        self._require_open()
+        self._engine.checkpoint(str(directory))
+
+    def drop_state(self, epoch: int, ranges: Sequence[tuple[bytes, bytes]]) -> None:
+        """Delete every state entry in each ``[start, end)`` range, in one synced write
+        under ``epoch``: RocksDB range deletions, whose cost does not grow with what they
+        cover (a store copied for half of a split interval drops the other half's)."""
+        self._require_open()
+        self._check_epoch(epoch)
+        batch = self._engine.new_batch()
+        for start, end in ranges:
+            batch.delete_range(Column.STATE, start, end)
+        self._stage_epoch(batch, epoch)
+        self._engine.write(batch, sync=True)
+        self._owner_epoch = max(self._owner_epoch, epoch)
+        limit = self.config.state_cache_entries
+        self._cache = StateCache(limit) if limit > 0 else None
+
     def dedup_stats(self) -> DedupStats:
         """Counters of the dedup index."""
         return self._dedup.stats()
