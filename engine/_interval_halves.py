@@ -1,4 +1,5 @@
-"""A split interval's store, cut down to one half of its key range.
+"""A split interval's store cut down to one half of its key range; two halves' stores
+merged back into one.
 
 An interval splits by copying its closed store once per half
 (:func:`statestore.copy_store`) and cutting each copy down to its half here: the state
@@ -8,6 +9,13 @@ holds far fewer timers than state entries), and what belongs to the interval as 
 whole -- the productions still to send, the dead letters -- stays with the lower half
 only, so that each is sent or kept once. Record ids stay in both: a record either half
 already committed is a duplicate to both.
+
+Two halves merge by copying the lower half's closed store and making the copy absorb
+the upper half's (:func:`merge_into`): state and timers (their keys are disjoint),
+record ids with their senders' progress (``StateStore.absorb``), the upper's
+productions still to send (numbered after every frame either half numbered: senders'
+positions never go back) and its metadata, each entry reconciled as its meaning
+says.
 """
 
 from __future__ import annotations
@@ -17,7 +25,15 @@ import struct
 from millrace.computations import KeyInterval
 from millrace.computations._intervals import HASH_SPACE
 from millrace.engine._dead_letters import DEAD_LETTER_PREFIX
+from millrace.engine._frames import frame_key, frame_seq
+from millrace.engine._outbox_ledger import NEXT_FRAME
+from millrace.engine._production_ids import (
+    FIRED_WATERMARK,
+    decode_fired_watermark,
+    encode_fired_watermark,
+)
 from millrace.engine._scope import RESERVED_PREFIX
+from millrace.engine._sender_epochs import SENDER_EPOCH_PREFIX
 from millrace.statestore import StateStore, prefix_end
 from millrace.statestore.types import TimeDomain
 
@@ -54,3 +70,40 @@ def cut_to_half(store: StateStore, half: KeyInterval, epoch: int) -> None:
         for production_id, _ in store.outbox():
             txn.remove_outbox(production_id)
     txn.commit(sync=True)
+
+
+def merge_into(whole: StateStore, upper: StateStore, epoch: int) -> None:
+    """Make ``whole`` (a copy of the lower half's store) hold the upper half's too, under
+    ``epoch``. Not atomic as a whole: merge into a copy no one runs yet, and start
+    from a new copy if it is interrupted."""
+    whole.absorb(upper, epoch)
+    frames = list(upper.outbox())
+    first = max(_next_frame(whole), _next_frame(upper))
+    txn = whole.begin(epoch)
+    for offset, (_, payload) in enumerate(frames):
+        txn.add_outbox(frame_key(first + offset), payload)
+    txn.set_meta(NEXT_FRAME, _U64.pack(first + len(frames)))
+    mine = whole.metadata()
+    for name, theirs in upper.metadata().items():
+        ours = mine.get(name)
+        if name == NEXT_FRAME or theirs == ours:
+            continue
+        if ours is None:
+            txn.set_meta(name, theirs)
+        elif name == FIRED_WATERMARK:
+            fired = max(decode_fired_watermark(ours) or 0, decode_fired_watermark(theirs) or 0)
+            txn.set_meta(name, encode_fired_watermark(fired))
+        elif name.startswith(SENDER_EPOCH_PREFIX):
+            txn.set_meta(name, max(ours, theirs))  # u64 big-endian: bytes order as numbers
+        else:
+            raise ValueError(f"cannot merge metadata {name!r} of two halves: {ours!r}, {theirs!r}")
+    txn.commit(sync=True)
+
+
+def _next_frame(store: StateStore) -> int:
+    """The sequence the store's next outbox frame would take."""
+    stored = store.get_meta(NEXT_FRAME)
+    after = _U64.unpack(stored)[0] if stored else 0
+    for key, _ in store.outbox():
+        after = max(after, frame_seq(key) + 1)
+    return after

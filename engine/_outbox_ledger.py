@@ -25,7 +25,8 @@ from millrace.engine._in_flight import OldestInFlight
 from millrace.engine._routing import FrameBuilder
 from millrace.statestore import StateStore, Transaction
 
-_NEXT_FRAME = "outbox-next-frame"
+NEXT_FRAME = "outbox-next-frame"
+"""Store metadata: the sequence number of the interval's next outbox frame (u64)."""
 _U64 = struct.Struct(">Q")
 
 Staged = list[tuple[bytes, Frame]]
@@ -42,7 +43,7 @@ class OutboxLedger:
         # Frame sequences are the interval's send positions (receivers forget record ids
         # by them): they never go back, even once the outbox is empty, so the next one is
         # committed with every frame.
-        stored = store.get_meta(_NEXT_FRAME)
+        stored = store.get_meta(NEXT_FRAME)
         self._next_frame = _U64.unpack(stored)[0] if stored else 0
         self._emptied: list[bytes] = []
         """Frames whose productions are all acknowledged, to delete with the next commit."""
@@ -90,7 +91,7 @@ class OutboxLedger:
             txn.add_outbox(frame_key(seq), frame.encoded())
             staged.append((frame_key(seq), frame))
         if staged:
-            txn.set_meta(_NEXT_FRAME, _U64.pack(self._next_frame))
+            txn.set_meta(NEXT_FRAME, _U64.pack(self._next_frame))
         return staged
 
     def committed(self, staged: Staged) -> None:

@@ -12,7 +12,8 @@ import struct
 
 from millrace.statestore import StateStore, Transaction
 
-_PREFIX = "sender-epoch"
+SENDER_EPOCH_PREFIX = "sender-epoch/"
+"""Store metadata of the newest epoch seen from a sending interval (u64), by name."""
 _U64 = struct.Struct(">Q")
 
 
@@ -26,7 +27,7 @@ class SenderEpochs:
 
     def accept(self, computation: str, interval: int, epoch: int) -> bool:
         """False when ``(computation, interval)`` has already been seen at a newer epoch."""
-        name = f"{_PREFIX}/{computation}/{interval}"
+        name = f"{SENDER_EPOCH_PREFIX}{computation}/{interval}"
         known = self._known.get(name)
         if known is None:
             raw = self._store.get_meta(name)

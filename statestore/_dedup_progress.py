@@ -105,6 +105,15 @@ class ProgressBook:
         """The highest floor ``sender`` reported (None: never)."""
         return self._floors.get(sender)
 
+    def marks(self) -> list[SenderProgress]:
+        """Everything the book holds, as marks a commit of another store can note: per
+        sender and segment delivered into, its floor and the last position."""
+        return [
+            SenderProgress(sender, self._floors.get(sender, 0), last)
+            for delivered in self._delivered.values()
+            for sender, last in delivered.items()
+        ]
+
     def delivered(self, segment: int) -> dict[bytes, int]:
         """Per sender, the highest position it delivered into ``segment`` (for inspection)."""
         return dict(self._delivered.get(segment, {}))

@@ -18,6 +18,7 @@ import secrets
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from types import TracebackType
 
@@ -40,6 +41,8 @@ from millrace.statestore.types import MAX_EPOCH, DedupStats, TimeDomain, Timer
 Clock = Callable[[], int]
 """Returns a time in integer milliseconds; the store uses only its differences."""
 
+_ABSORBED_PER_WRITE = 20_000
+"""Entries per write when a store absorbs another."""
 FORMAT_VERSION = b"3"
 """3: a timer's index entry holds its cause after its time. 2: outbox frames only, the
 dedup clock and senders' progress in META; a store of format 2 is read as one of format
@@ -275,6 +278,15 @@ class StateStore:
         self._require_open()
         return self._engine.get(Column.META, _keys.user_meta_key(name))
 
+    def metadata(self) -> dict[str, bytes]:
+        """Every committed metadata entry set through transactions (``set_meta``)."""
+        self._require_open()
+        start = _keys.user_meta_key("")
+        return {
+            key[len(start) :].decode(): value
+            for key, value in self._engine.scan(Column.META, start, _keys.prefix_end(start))
+        }
+
     def get_timer(self, domain: TimeDomain, key: bytes, tag: str) -> int | None:
         """The committed time of a timer, or None."""
         self._require_open()
@@ -353,6 +365,38 @@ class StateStore:
         self._owner_epoch = max(self._owner_epoch, epoch)
         limit = self.config.state_cache_entries
         self._cache = StateCache(limit) if limit > 0 else None
+
+    def absorb(self, other: StateStore, epoch: int) -> None:
+        """Take in ``other``'s state entries, timers and record ids -- the store of the
+        adjacent half of a key interval merged into this one; not its outbox or
+        metadata, which the caller reconciles. The ids go into this store's newest
+        segment, with everything ``other``'s senders reported of their progress, so
+        they are kept at least as long as ``other`` would have kept them. In several
+        writes under ``epoch``, synced at the end: absorb into a copy no one runs yet."""
+        self._require_open()
+        other._require_open()
+        self._check_epoch(epoch)
+        for column in (Column.STATE, Column.TIMERS):
+            rows = other._engine.scan(column, b"", None)
+            while chunk := list(islice(rows, _ABSORBED_PER_WRITE)):
+                batch = self._engine.new_batch()
+                batch.put_many(column, chunk)
+                self._stage_epoch(batch, epoch)
+                self._engine.write(batch, sync=False)
+        self._owner_epoch = max(self._owner_epoch, epoch)
+        self._timers = TimerIndex.load(self._engine)
+        limit = self.config.state_cache_entries
+        self._cache = StateCache(limit) if limit > 0 else None
+        marks = other._dedup.progress.marks()
+        ids = (
+            _keys.split_dedup_key(key)[2] for key, _ in other._engine.scan(Column.DEDUP, b"", None)
+        )
+        while some_ids := list(islice(ids, _ABSORBED_PER_WRITE)):
+            txn = self.begin(epoch)
+            txn.mark_seen(some_ids)
+            txn.note_progress(marks)  # in each: a chunk may start a new segment
+            txn.commit(sync=False)
+        self._engine.sync()
 
     def dedup_stats(self) -> DedupStats:
         """Counters of the dedup index."""

@@ -1,7 +1,9 @@
-"""A split interval's store cut into its halves (``engine/_interval_halves.py``), on
-real RocksDB: each half holds the state and timers of its own keys, the lower half the
-productions not yet acknowledged, both the record ids; running the rest of the input
-through the halves gives exactly what the interval unsplit gives."""
+"""A split interval's store cut into its halves, and two halves merged back
+(``engine/_interval_halves.py``), on real RocksDB: each half holds the state and timers
+of its own keys, the lower half the productions not yet acknowledged, both the record
+ids; the merged store all of both; running the input through the interval, its halves
+after a split and the whole again after a merge gives exactly what the interval
+unsplit gives."""
 
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ from millrace.computations import (
     Topology,
 )
 from millrace.engine import IntervalProcessor, Production
-from millrace.engine._interval_halves import cut_to_half
+from millrace.engine._frames import frame_seq
+from millrace.engine._interval_halves import cut_to_half, merge_into
 from millrace.statestore import StateStore, StoreConfig
-from millrace.statestore.types import TimeDomain
+from millrace.statestore.types import SenderProgress, TimeDomain
 from millrace.wire.v1 import record_pb2
 
 
@@ -131,7 +134,26 @@ def test_the_halves_go_on_exactly_as_the_whole_would(tmp_path: Path, seed: int) 
         # a record the interval committed before the split is a duplicate to either half
         again = processor.process_records(records[:5])
         assert len(again.duplicates) == 5 and not again.committed
-    made.update(_run(halves, records[600:]))
+    made.update(_run(halves, records[600:900]))
+    pending = {p.record.record_id for h in halves.values() for p in h.pending_productions()}
+    for processor in halves.values():
+        processor.store.checkpoint(tmp_path / f"from-{processor.interval}")
+        processor.store.close()
+
+    merged = tmp_path / "merged"
+    (tmp_path / "from-0").rename(merged)
+    whole_again = StateStore.open_rocksdb(merged, config=CONFIG)
+    upper_store = StateStore.open_rocksdb(tmp_path / "from-1", config=CONFIG)
+    merge_into(whole_again, upper_store, 3)
+    upper_store.close()
+    whole_again.close()
+    after = _processor(merged, 3, whole)
+    frames = [frame_seq(key) for key, _ in after.store.outbox()]
+    assert len(frames) == len(set(frames))
+    assert {p.record.record_id for p in after.pending_productions()} == pending
+    again = after.process_records(records[:5] + records[880:900])
+    assert len(again.duplicates) == 25 and not again.committed
+    made.update(_run({whole: after}, records[900:]))
     assert made == expected
 
 
@@ -141,3 +163,18 @@ def _state_keys(processor: IntervalProcessor) -> list[tuple[bytes, bytes]]:
         length = int.from_bytes(raw[8:12], "big")
         found.append((raw[12 : 12 + length], value))
     return found
+
+
+def test_absorbed_record_ids_are_kept_until_their_senders_pass_them(tmp_path: Path) -> None:
+    upper = StateStore.open_rocksdb(tmp_path / "upper", config=CONFIG)
+    whole = StateStore.open_rocksdb(tmp_path / "whole", config=CONFIG)
+    txn = upper.begin(1)
+    txn.mark_seen([b"x", b"y"])
+    txn.note_progress([SenderProgress(b"sender", 3, 10)])
+    txn.commit()
+    whole.absorb(upper, 1)
+    assert whole.begin(1).seen([b"x", b"y", b"z"]) == [True, True, False]
+    segment = whole.dedup.segment_at(whole.dedup_now())
+    assert whole.dedup.progress.delivered(segment) == {b"sender": 10}
+    assert whole.dedup.progress.floor(b"sender") == 3
+    assert not whole.dedup.progress.released(segment)
