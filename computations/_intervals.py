@@ -76,6 +76,25 @@ class KeyInterval:
             return None
         return KeyInterval(self.computation, self.index ^ 1, self.count)
 
+    def id(self, base_count: int) -> int:
+        """The interval's number among every interval its computation (of
+        ``base_count`` first intervals) can have: a first interval's is its index; the
+        ``base_count * 2**d`` intervals ``d`` splits deep are numbered on from
+        ``base_count * (2**d - 1)``. What stores, leases and metrics name it by."""
+        depth = (self.count // base_count).bit_length() - 1
+        return base_count * ((1 << depth) - 1) + self.index
+
+    @classmethod
+    def of_id(cls, computation: str, ident: int, base_count: int) -> KeyInterval:
+        """The interval numbered ``ident`` (inverse of :meth:`id`)."""
+        if ident < 0:
+            raise ValueError(f"{computation!r} has no interval {ident}")
+        depth = (ident // base_count + 1).bit_length() - 1
+        count = base_count << depth
+        if count > MAX_COUNT:
+            raise ValueError(f"{computation!r} has no interval {ident}")
+        return cls(computation, ident - base_count * ((1 << depth) - 1), count)
+
     def __str__(self) -> str:
         return f"{self.computation}[{self.index}/{self.count}]"
 
@@ -133,6 +152,20 @@ class Layout:
             raise ValueError(f"{interval} cannot merge: its other half {other} is split")
         rest = (i for i in self.intervals if i not in (interval, other))
         return Layout(self.computation, self.base_count, (*rest, whole))
+
+    def ids(self) -> list[int]:
+        """Each interval's :meth:`KeyInterval.id`, in hash order."""
+        return [i.id(self.base_count) for i in self.intervals]
+
+    def routing_table(self) -> tuple[int, list[int]]:
+        """``(finest, ids)``: the key of hash ``h`` belongs to interval
+        ``ids[h * finest >> 64]`` (every interval is a whole number of the ``finest``
+        equal shares)."""
+        finest = max(i.count for i in self.intervals)
+        ids: list[int] = []
+        for interval in self.intervals:
+            ids.extend([interval.id(self.base_count)] * (finest // interval.count))
+        return finest, ids
 
     def _require(self, interval: KeyInterval) -> None:
         if interval not in self.intervals:

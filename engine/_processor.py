@@ -25,6 +25,7 @@ from operator import itemgetter
 from millrace.computations import (
     Computation,
     FiredTimer,
+    KeyInterval,
     Topology,
 )
 from millrace.engine._batch_scope import (
@@ -76,8 +77,9 @@ class IntervalStatus:
 
     computation: str
     interval: int
-    intervals: int
-    """How many equal shares of the key-hash space ``interval`` is one of."""
+    """Its id."""
+    share: KeyInterval
+    """The range of the key-hash space it holds."""
     epoch: int
     outbox_size: int
     """Productions sent but not yet acknowledged."""
@@ -102,11 +104,10 @@ class IntervalProcessor:
         clock: Clock = wall_clock_ms,
         cut_at_timers: bool = False,
         ephemeral: bool = False,
-        count: int | None = None,
     ) -> None:
-        """``interval`` is share ``interval`` of ``count`` of the key-hash space
-        (:class:`computations.KeyInterval`); ``count`` defaults to the computation's
-        ``intervals`` (a half of a split interval has twice its count).
+        """``interval``: the interval's id (:meth:`computations.KeyInterval.id`: one of
+        the computation's first intervals by its index, a half of a split one by the
+        number after them).
 
         ``cut_at_timers`` (backfills, ``engine/_timer_cuts.py``): a commit never runs
         a key past a timer set for it earlier in the commit; the key's later records
@@ -123,8 +124,8 @@ class IntervalProcessor:
         self.spec = topology.computations[computation]
         self.name = computation
         self.interval = interval
-        self.count = self.spec.intervals if count is None else count
-        """How many equal shares of the key-hash space ``interval`` is one of."""
+        self.share = KeyInterval.of_id(computation, interval, self.spec.intervals)
+        """The range of the key-hash space the interval holds."""
         self.store = store
         self.epoch = epoch
         self._clock = clock
@@ -139,7 +140,7 @@ class IntervalProcessor:
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
         keyed_as_sent = frozenset(i.stream for i in self.spec.inputs if i.keyed_as_sent)
         self._keying = RecordKeying(
-            computation, interval, self.count, extractors, self._dead_letter,
+            computation, self.share.index, self.share.count, extractors, self._dead_letter,
             keyed_as_sent=keyed_as_sent,
         )  # fmt: skip
         self._router = ProductionRouter(topology, computation)
@@ -165,7 +166,7 @@ class IntervalProcessor:
     def received(self, wires: Sequence[bytes]) -> Received:
         """The records of serialized ``DeliveryBatch`` messages, decoded for this
         interval's admission."""
-        return Received.decode(wires, interval=self.interval, intervals=self.count)
+        return Received.decode(wires, interval=self.share.index, intervals=self.share.count)
 
     def process_records(
         self,
@@ -189,7 +190,9 @@ class IntervalProcessor:
         record ids are kept until the senders can no longer resend them.
         """
         if not isinstance(records, Received):
-            records = Received.of_records(records, interval=self.interval, intervals=self.count)
+            records = Received.of_records(
+                records, interval=self.share.index, intervals=self.share.count
+            )
         outcome = BatchOutcome()
         built = self._router.builder()
         txn = self.store.begin(self.epoch)
@@ -489,7 +492,7 @@ class IntervalProcessor:
         return IntervalStatus(
             computation=self.name,
             interval=self.interval,
-            intervals=self.count,
+            share=self.share,
             epoch=self.epoch,
             outbox_size=len(self.in_flight),
             oldest_unacked_age_s=self.in_flight.oldest_age_s(),

@@ -53,7 +53,9 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             status = processor.status()
             entry = response.intervals.add(
                 interval=record_pb2.KeyInterval(
-                    computation=status.computation, index=status.interval, count=status.intervals
+                    computation=status.computation,
+                    index=status.share.index,
+                    count=status.share.count,
                 ),
                 epoch=status.epoch,
                 outbox_size=status.outbox_size,

@@ -95,7 +95,7 @@ def _ids(productions: list[Production]) -> dict[bytes, bytes]:
 
 def _processor(path: Path, epoch: int, interval: KeyInterval) -> IntervalProcessor:
     return IntervalProcessor(
-        topology=TOPOLOGY, computation="sum", interval=interval.index, count=interval.count,
+        topology=TOPOLOGY, computation="sum", interval=interval.id(1),
         store=StateStore.open_rocksdb(path, config=CONFIG), epoch=epoch,
     )  # fmt: skip
 
@@ -137,7 +137,7 @@ def test_the_halves_go_on_exactly_as_the_whole_would(tmp_path: Path, seed: int) 
     made.update(_run(halves, records[600:900]))
     pending = {p.record.record_id for h in halves.values() for p in h.pending_productions()}
     for processor in halves.values():
-        processor.store.checkpoint(tmp_path / f"from-{processor.interval}")
+        processor.store.checkpoint(tmp_path / f"from-{processor.share.index}")
         processor.store.close()
 
     merged = tmp_path / "merged"

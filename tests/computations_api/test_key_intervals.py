@@ -75,3 +75,28 @@ def test_a_layout_that_does_not_tile_the_space_is_refused() -> None:
     with pytest.raises(ValueError, match="is split"):
         split.merge(high)
     assert KeyInterval("c", 3, 4).end == HASH_SPACE
+
+
+@pytest.mark.parametrize("base", [1, 2, 3, 5])
+def test_ids_number_every_interval_once_and_the_first_by_their_index(base: int) -> None:
+    seen = set()
+    for count in (base, base * 2, base * 4, base * 8):
+        for index in range(count):
+            interval = KeyInterval("c", index, count)
+            ident = interval.id(base)
+            assert KeyInterval.of_id("c", ident, base) == interval
+            if count == base:
+                assert ident == index
+            seen.add(ident)
+    assert seen == set(range(base * 15))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_routing_table_routes_as_the_layout(seed: int) -> None:
+    rng = random.Random(seed)
+    layout = Layout.base("c", 3)
+    for _ in range(12):
+        layout = layout.split(rng.choice(layout.intervals))
+    finest, ids = layout.routing_table()
+    for key in KEYS:
+        assert ids[(key_hash(key) * finest) >> 64] == layout.interval_for(key).id(3)
