@@ -10,10 +10,10 @@ forwarder, the test harness).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from millrace.computations import Topology, interval_of
+from millrace.computations import Layout, Topology, interval_of
 from millrace.dataplane import ProductionPlan
 from millrace.engine._frames import Frame
 from millrace.engine._production_ids import Production, outbox_key_prefix
@@ -30,11 +30,13 @@ class Route:
 
     consumer: str
     intervals: int
+    """The consumer's first intervals: records hash into that many equal ranges..."""
     extract: Callable[[bytes, bytes], bytes]
-    key_prefixes: tuple[bytes, ...]
-    """Per target interval, the outbox-key prefix of productions sent there."""
     keyed_as_sent: bool = False
     """``extract`` is the record's own key (what native routing can hash by itself)."""
+    table: tuple[int, ...] = ()
+    """...unless some were split: then the interval id of each of ``len(table)`` equal
+    ranges (:meth:`computations.Layout.routing_table`)."""
 
     @classmethod
     def to(
@@ -44,29 +46,51 @@ class Route:
         extract: Callable[[bytes, bytes], bytes],
         *,
         keyed_as_sent: bool = False,
+        layout: Layout | None = None,
     ) -> Route:
-        """The route to ``consumer``'s ``intervals``, keyed by ``extract``."""
-        prefixes = tuple(outbox_key_prefix(consumer, i) for i in range(intervals))
-        return cls(consumer, intervals, extract, prefixes, keyed_as_sent)
+        """The route to ``consumer``'s ``intervals`` (or, split, its ``layout``), keyed by
+        ``extract``."""
+        table: tuple[int, ...] = ()
+        if layout is not None and layout.uniform != intervals:
+            table = tuple(layout.routing_table()[1])
+        return cls(consumer, intervals, extract, keyed_as_sent, table)
+
+    def key_prefix(self, interval: int) -> bytes:
+        """The outbox-key prefix of productions sent to ``interval`` (an id)."""
+        return outbox_key_prefix(self.consumer, interval)
 
     def interval_for(self, key: bytes, value: bytes) -> int:
-        """The interval that takes a record. Unkeyable for this consumer (its extractor
-        raises): interval 0, which dead-letters it with the extractor's error, where the
-        operator looks for it."""
-        if self.intervals == 1:
-            return 0
+        """The interval (by id) that takes a record. Unkeyable for this consumer (its
+        extractor raises): the first, which dead-letters it with the extractor's error,
+        where the operator looks for it."""
+        table = self.table
+        if not table:
+            if self.intervals == 1:
+                return 0
+            try:
+                return interval_of(self.extract(key, value), self.intervals)
+            except Exception:
+                return 0
         try:
-            return interval_of(self.extract(key, value), self.intervals)
+            return table[interval_of(self.extract(key, value), len(table))]
         except Exception:
-            return 0
+            return table[0]
+
+    @property
+    def single(self) -> bool:
+        """Whether the consumer has one interval (every record goes to it)."""
+        return self.intervals == 1 and not self.table
 
 
 def _sink_key(key: bytes, value: bytes) -> bytes:
     return key
 
 
-def routes_of(topology: Topology, stream: str) -> list[Route]:
-    """Where records of ``stream`` go: each consumer, or the stream's sink."""
+def routes_of(
+    topology: Topology, stream: str, layouts: Mapping[str, Layout] | None = None
+) -> list[Route]:
+    """Where records of ``stream`` go: each consumer (into its intervals now, from
+    ``layouts``: the first ones for a consumer not there), or the stream's sink."""
     consumers = topology.consumers(stream)
     if not consumers:
         return [Route.to(SINK_PREFIX + stream, 1, _sink_key, keyed_as_sent=True)]
@@ -76,6 +100,7 @@ def routes_of(topology: Topology, stream: str) -> list[Route]:
             c.intervals,
             topology.key_extractor(c.name, stream),
             keyed_as_sent=any(i.stream == stream and i.keyed_as_sent for i in c.inputs),
+            layout=None if layouts is None else layouts.get(c.name),
         )
         for c in consumers
     ]
@@ -99,9 +124,12 @@ class ProductionRouter:
     of its own, the interval :meth:`Route.interval_for` gives), one ``DeliveryBatch``
     frame per destination."""
 
-    def __init__(self, topology: Topology, computation: str) -> None:
+    def __init__(
+        self, topology: Topology, computation: str, layouts: Mapping[str, Layout] | None = None
+    ) -> None:
+        """``layouts``: the consumers' intervals now (the first ones for any not there)."""
         routes = {
-            stream: routes_of(topology, stream)
+            stream: routes_of(topology, stream, layouts)
             for stream in topology.computations[computation].outputs
         }
         self.consumers = tuple(dict.fromkeys(r.consumer for rs in routes.values() for r in rs))
@@ -116,7 +144,7 @@ class ProductionRouter:
             computation,
             self.consumers,
             [
-                (stream, [(index[r.consumer], r.intervals, _given(r)) for r in rs])
+                (stream, [(index[r.consumer], r.intervals, _given(r), list(r.table)) for r in rs])
                 for stream, rs in routes.items()
             ],
         )
@@ -127,7 +155,7 @@ class ProductionRouter:
 
 
 def _given(route: Route) -> bool:
-    return route.intervals > 1 and not route.keyed_as_sent
+    return not route.single and not route.keyed_as_sent
 
 
 class FrameBuilder:

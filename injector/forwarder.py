@@ -133,12 +133,6 @@ class Forwarder:
             for route in routes_of(topology, self.stream)
             if not route.consumer.startswith(SINK_PREFIX)
         }
-        self._by_prefix = {
-            prefix: consumer
-            for consumer in self._consumers.values()
-            for prefix in consumer.route.key_prefixes
-        }
-        """Outbox-key prefix (consumer, interval) -> the consumer: how acks find theirs."""
         self._sender = sender
         self._state_path = state_path
         self._read_batch = read_batch
@@ -320,13 +314,12 @@ class Forwarder:
 
         The consumer is the one the outbox key names; a repeated ack changes nothing.
         """
-        by_prefix = self._by_prefix
         # consumer | 0x00 | interval u32 | record id (stream tag, offset u64); one ack's
         # keys share their prefix (one destination): C-level passes, no step per key.
         prefixes = set(map(_PREFIX_OF, outbox_keys))
         with self._lock:
             for prefix in prefixes:
-                consumer = by_prefix.get(prefix)
+                consumer = self._consumers.get(prefix[:-5].decode(errors="replace"))
                 if consumer is None:
                     continue
                 keys = outbox_keys if len(prefixes) == 1 else [
@@ -350,6 +343,6 @@ class Forwarder:
 def _intervals(route: Route, records: LogBatch) -> list[int] | None:
     """Each record's interval of ``route`` when its key extractor is the user's; None
     when records are keyed by their own key (the frames hash it natively)."""
-    if route.intervals == 1 or route.keyed_as_sent:
+    if route.single or (route.keyed_as_sent and not route.table):
         return None
     return list(map(route.interval_for, records.keys(), records.values()))

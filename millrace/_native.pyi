@@ -60,7 +60,7 @@ class ProductionPlan:
         cls,
         producer: str,
         consumers: Sequence[str],
-        streams: Sequence[tuple[str, Sequence[tuple[int, int, bool]]]],
+        streams: Sequence[tuple[str, Sequence[tuple[int, int, bool, list[int]]]]],
     ) -> Self: ...
     def frames(
         self,

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xxhash import xxh3_128_digest
 
-from millrace.computations import Topology
+from millrace.computations import KeyInterval, Layout, Topology
 from millrace.engine import Production, routes_of
 from millrace.engine._routing import ProductionRouter
 from millrace.engine._scope import Emitted
@@ -62,17 +62,33 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Topology:
     return Topology.load(path)
 
 
+def _split(layout: Layout, *shares: tuple[int, int]) -> Layout:
+    for index, count in shares:
+        layout = layout.split(KeyInterval(layout.computation, index, count))
+    return layout
+
+
+SPLIT = {
+    "by_key": _split(Layout.base("by_key", 4), (1, 4), (3, 8), (0, 4)),
+    "by_page": _split(Layout.base("by_page", 3), (2, 3)),
+    "single": _split(Layout.base("single", 1), (0, 1), (1, 2)),
+}
+"""Consumers with some intervals split (ids above their first intervals')."""
+
+
 def reference_frames(
-    topology: Topology, caused: list[tuple[bytes, list[Emitted]]]
+    topology: Topology,
+    caused: list[tuple[bytes, list[Emitted]]],
+    layouts: dict[str, Layout] | None = None,
 ) -> list[tuple[bytes, list[bytes]]]:
     """``(payload, outbox keys)`` per destination, as the Python framing made them."""
-    routes = {s: routes_of(topology, s) for s in topology.computations["p"].outputs}
+    routes = {s: routes_of(topology, s, layouts) for s in topology.computations["p"].outputs}
     batches: dict[tuple[str, int], tuple[delivery_pb2.DeliveryBatch, list[bytes]]] = {}
     for cause, emitted in caused:
         for index, (stream, key, value, ts) in enumerate(emitted):
             record_id = xxh3_128_digest(cause + _U32.pack(index))
             for route in routes[stream]:
-                interval = 0 if route.intervals == 1 else route.interval_for(key, value)
+                interval = 0 if route.single else route.interval_for(key, value)
                 entry = batches.get((route.consumer, interval))
                 if entry is None:
                     batch = delivery_pb2.DeliveryBatch()
@@ -83,7 +99,7 @@ def reference_frames(
                     record_id=record_id, key=key, value=value, event_time_ms=ts,
                     producer="p", stream=stream,
                 )  # fmt: skip
-                entry[1].append(route.key_prefixes[interval] + record_id)
+                entry[1].append(route.key_prefix(interval) + record_id)
     return [(batch.SerializeToString(), keys) for batch, keys in batches.values()]
 
 
@@ -103,21 +119,29 @@ commits = st.lists(
 )
 
 
+@pytest.mark.parametrize("layouts", [None, SPLIT], ids=["first-intervals", "split"])
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(caused=commits)
 def test_native_frames_equal_the_python_framing(
-    topology: Topology, caused: list[tuple[bytes, list[Emitted]]]
+    topology: Topology,
+    layouts: dict[str, Layout] | None,
+    caused: list[tuple[bytes, list[Emitted]]],
 ) -> None:
-    built = ProductionRouter(topology, "p").builder()
+    built = ProductionRouter(topology, "p", layouts).builder()
     for cause, records in caused:
         built.add(cause, records)
     frames = built.frames(lambda keys: False)
-    expected = reference_frames(topology, caused)
+    expected = reference_frames(topology, caused, layouts)
     assert [(f.payload, [p.outbox_key for p in f.productions]) for f in frames] == expected
     for frame in frames:
         for production in frame.productions:
             assert production == Production.to(frame.consumer, frame.interval, production.record)
         assert frame.oldest_event_time_ms == min(p.record.event_time_ms for p in frame.productions)
+        if layouts is not None and frame.consumer == "by_key":
+            layout = layouts["by_key"]
+            for production in frame.productions:
+                holder = layout.interval_for(production.record.key)
+                assert holder.id(layout.base_count) == frame.interval
 
 
 def test_kept_productions_are_framed_again_without_the_others(topology: Topology) -> None:

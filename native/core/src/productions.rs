@@ -34,6 +34,41 @@ pub struct Route {
     pub consumer: usize,
     pub intervals: u32,
     pub routing: Routing,
+    /// Empty while the consumer's intervals are its `intervals` equal ranges; once some
+    /// were split, the id of the interval of each of `table.len()` equal ranges of the
+    /// key-hash space (`computations.Layout.routing_table`).
+    table: Vec<u32>,
+    /// One above the highest interval id of the consumer.
+    id_bound: u32,
+}
+
+impl Route {
+    /// The route to `consumer` (index into [`Plan::consumers`]), of `intervals` equal
+    /// ranges, or of the intervals `table` gives (non-empty).
+    pub fn new(consumer: usize, intervals: u32, routing: Routing, table: Vec<u32>) -> Self {
+        let id_bound = match table.iter().max() {
+            Some(highest) => highest + 1,
+            None => intervals.max(1),
+        };
+        Self {
+            consumer,
+            intervals,
+            routing,
+            table,
+            id_bound,
+        }
+    }
+
+    /// The interval (by id) of a record keyed `key`, [`Routing::ByKey`].
+    fn interval_by_key(&self, key: &[u8]) -> u32 {
+        if !self.table.is_empty() {
+            self.table[interval_of(key, self.table.len() as u32) as usize]
+        } else if self.intervals <= 1 {
+            0
+        } else {
+            interval_of(key, self.intervals)
+        }
+    }
 }
 
 /// Where a computation's output streams go.
@@ -167,14 +202,13 @@ impl<'p> FrameSet<'p> {
         let (stream_name, routes) = &plan.streams[stream];
         for route in routes {
             let interval = match route.routing {
-                Routing::ByKey if route.intervals <= 1 => 0,
-                Routing::ByKey => interval_of(key, route.intervals),
+                Routing::ByKey => route.interval_by_key(key),
                 Routing::Given => {
                     let interval = given.next().ok_or(PlanError::MissingInterval)?;
-                    if interval >= route.intervals.max(1) {
+                    if interval >= route.id_bound {
                         return Err(PlanError::IntervalOutOfRange {
                             interval,
-                            intervals: route.intervals,
+                            intervals: route.id_bound,
                         });
                     }
                     interval
@@ -370,25 +404,13 @@ mod tests {
                 (
                     "s1".into(),
                     vec![
-                        Route {
-                            consumer: 0,
-                            intervals: 4,
-                            routing: Routing::ByKey,
-                        },
-                        Route {
-                            consumer: 1,
-                            intervals: 3,
-                            routing: Routing::Given,
-                        },
+                        Route::new(0, 4, Routing::ByKey, Vec::new()),
+                        Route::new(1, 3, Routing::Given, Vec::new()),
                     ],
                 ),
                 (
                     "s2".into(),
-                    vec![Route {
-                        consumer: 2,
-                        intervals: 1,
-                        routing: Routing::ByKey,
-                    }],
+                    vec![Route::new(2, 1, Routing::ByKey, Vec::new())],
                 ),
             ],
         }
@@ -401,6 +423,42 @@ mod tests {
             value: Bytes::from_static(b"v"),
             event_time_ms: 7,
         }
+    }
+
+    #[test]
+    fn a_split_consumer_is_routed_by_its_table() {
+        // Interval 1 of 2 split into ids 4 and 5 (its halves 2 and 3 of 4).
+        let table = vec![0, 0, 4, 5];
+        let plan = Plan {
+            producer: "p".into(),
+            consumers: vec!["a".into()],
+            streams: vec![(
+                "s".into(),
+                vec![Route::new(0, 2, Routing::ByKey, table.clone())],
+            )],
+        };
+        let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i}").into_bytes()).collect();
+        let caused: Vec<Caused> = keys
+            .iter()
+            .map(|key| Caused {
+                cause: Bytes::copy_from_slice(key),
+                emitted: vec![Emitted {
+                    stream: 0,
+                    key: Bytes::copy_from_slice(key),
+                    value: Bytes::from_static(b"v"),
+                    event_time_ms: 1,
+                }],
+            })
+            .collect();
+        let mut intervals = std::collections::BTreeSet::new();
+        for frame in build(&plan, &caused, &[]).unwrap() {
+            let decoded = crate::wire::DeliveryFrame::decode(frame.payload.as_slice()).unwrap();
+            for record in &decoded.records {
+                assert_eq!(table[interval_of(&record.key, 4) as usize], frame.interval);
+            }
+            intervals.insert(frame.interval);
+        }
+        assert_eq!(intervals.into_iter().collect::<Vec<_>>(), vec![0, 4, 5]);
     }
 
     #[test]

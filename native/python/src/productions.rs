@@ -11,8 +11,8 @@ pub(crate) struct PyProductionPlan {
     plan: Plan,
 }
 
-/// A stream's routes as Python gives them: `(consumer index, intervals, given)`.
-type RouteTuples = Vec<(usize, u32, bool)>;
+/// A stream's routes as Python gives them: `(consumer index, intervals, given, table)`.
+type RouteTuples = Vec<(usize, u32, bool, Vec<u32>)>;
 
 type Framed<'py> = (
     usize,
@@ -25,7 +25,9 @@ type Framed<'py> = (
 #[pymethods]
 impl PyProductionPlan {
     /// `streams`: per output stream, its name and its routes `(consumer index,
-    /// intervals, given)`; `given` routes take their intervals from the caller.
+    /// intervals, given, table)`; `given` routes take their intervals from the caller;
+    /// a non-empty `table` names the interval (by id) of each of its equal ranges of
+    /// the key-hash space (the consumer's intervals were split).
     #[new]
     fn new(
         producer: String,
@@ -35,7 +37,7 @@ impl PyProductionPlan {
         let mut planned = Vec::with_capacity(streams.len());
         for (stream, routes) in streams {
             let mut out = Vec::with_capacity(routes.len());
-            for (consumer, intervals, given) in routes {
+            for (consumer, intervals, given, table) in routes {
                 if consumer >= consumers.len() {
                     return Err(PyValueError::new_err(format!(
                         "stream {stream:?}: consumer {consumer} of {}",
@@ -47,11 +49,7 @@ impl PyProductionPlan {
                 } else {
                     Routing::ByKey
                 };
-                out.push(Route {
-                    consumer,
-                    intervals,
-                    routing,
-                });
+                out.push(Route::new(consumer, intervals, routing, table));
             }
             planned.push((stream, out));
         }
