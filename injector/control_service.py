@@ -63,6 +63,26 @@ def _moves_to_proto(
     ]
 
 
+def _split_layouts(
+    registry: OwnershipRegistry, computations: list[str]
+) -> list[record_pb2.KeyInterval]:
+    """Every interval, by id, of each computation (of ``computations``, or all) that
+    has split intervals."""
+    counts = registry.interval_counts()
+    found: list[record_pb2.KeyInterval] = []
+    for computation in sorted(counts):
+        if computations and computation not in computations:
+            continue
+        layout = registry.layout(computation)
+        if layout.uniform != layout.base_count:
+            count = counts[computation]
+            found.extend(
+                record_pb2.KeyInterval(computation=computation, index=ident, count=count)
+                for ident in layout.ids()
+            )
+    return found
+
+
 class ControlService(control_pb2_grpc.ControlServicer):
     """RegisterNode hands out fresh epochs; GetAssignment/WatchAssignment show the leases
     and the moves; MoveInterval records a move; ReportLoad takes the nodes' heartbeats
@@ -145,6 +165,29 @@ class ControlService(control_pb2_grpc.ControlServicer):
             version=version,
             moves=_moves_to_proto(self._registry, list(request.computations)),
             draining=sorted(self._registry.draining()),
+            layout=_split_layouts(self._registry, list(request.computations)),
+        )
+
+    def SplitInterval(
+        self, request: control_pb2.SplitIntervalRequest, context: grpc.ServicerContext
+    ) -> control_pb2.SplitIntervalResponse:
+        interval = request.interval
+        count = self._registry.interval_counts().get(interval.computation)
+        if count is None:
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown computation {brief(interval.computation)}",
+            )
+        with _journal_answers(context, grpc.StatusCode.FAILED_PRECONDITION):
+            halves = self._registry.split(interval.computation, interval.index)
+        return control_pb2.SplitIntervalResponse(
+            halves=[
+                record_pb2.KeyInterval(
+                    computation=half.computation, index=half.id(count), count=count
+                )
+                for half in halves
+            ]
         )
 
     def WatchAssignment(

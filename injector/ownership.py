@@ -21,6 +21,12 @@ fences the old owner; the move stays recorded, as that interval's placement, unt
 interval moves again. A node being drained (:meth:`drain`) has each of its intervals
 moved away at once and takes none until it is resumed; the registry keeps the
 newest changes (:attr:`changes`) for ``millrace status``.
+
+An interval can split into its two halves (:meth:`split`): the registry records the
+computation's new layout (in both files) and retires the interval -- its lease goes,
+its epoch stays as a floor, nobody registers it again -- and places both halves on the
+node that held it, which cuts its store in two and registers each half at an epoch
+above the interval's. Intervals are named by id (:meth:`computations.KeyInterval.id`).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from millrace.computations import Topology
+from millrace.computations import KeyInterval, Layout, Topology
 from millrace.deployment import brief, write_json_durably
 from millrace.statestore import MAX_EPOCH
 
@@ -98,6 +104,9 @@ class OwnershipRegistry:
         self._leases: dict[tuple[str, int], Lease] = {}
         self._floors: dict[tuple[str, int], int] = {}
         self._moved: dict[tuple[str, int], str] = {}
+        self._layouts: dict[str, Layout] = {
+            name: Layout.base(name, spec.intervals) for name, spec in topology.computations.items()
+        }
         self.version = 0
         if journal_path.exists():
             body = json.loads(journal_path.read_text())
@@ -107,7 +116,12 @@ class OwnershipRegistry:
             self.version = int(body["version"])
             self._moved.update(_moves_of(body))
             self._draining.update(_draining_of(body))
+            self._layouts.update(_layouts_of(body, topology))
+            for computation, index, epoch in body.get("floors", []):
+                self.raise_floor(str(computation), int(index), int(epoch))
         epochs, moved, draining = _read_epochs(self._epochs_path)
+        if self._epochs_path.exists() and not journal_path.exists():
+            self._layouts.update(_layouts_of(json.loads(self._epochs_path.read_text()), topology))
         self._draining.update(draining)
         for (computation, index), epoch in epochs.items():
             self.raise_floor(computation, index, epoch)
@@ -143,9 +157,11 @@ class OwnershipRegistry:
         if not wanted or len(set(wanted)) != len(wanted):
             raise ValueError(f"interval_indexes must name each interval once, got {wanted[:20]}")
         shown = dict(stored_epochs or {})
+        with self._cond:
+            current = set(self._layouts[computation].ids())
         for index in wanted:
-            if not 0 <= index < spec.intervals:
-                raise ValueError(f"{computation!r} has no interval {index}")
+            if index not in current:
+                raise ValueError(f"{computation!r} has no interval {index} (now)")
         for index, epoch in shown.items():
             if not 0 <= epoch < MAX_EPOCH:
                 raise ValueError(
@@ -220,16 +236,54 @@ class OwnershipRegistry:
             return frozenset(self._draining)
 
     def _check_interval(self, computation: str, index: int) -> None:
-        spec = self._topology.computations.get(computation)
-        if spec is None:
+        if computation not in self._topology.computations:
             raise ValueError(f"unknown computation {brief(computation)}")
-        if not 0 <= index < spec.intervals:
-            raise ValueError(f"{computation!r} has no interval {index}")
+        with self._cond:
+            if index not in self._layouts[computation].ids():
+                raise ValueError(f"{computation!r} has no interval {index} (now)")
 
-    def _note_change(self, key: tuple[str, int], to: str, reason: str) -> None:
-        """Remember a recorded move (lock held)."""
-        lease = self._leases.get(key)
-        from_node = "" if lease is None else lease.node_id
+    def layout(self, computation: str) -> Layout:
+        """The intervals of ``computation`` now."""
+        with self._cond:
+            return self._layouts[computation]
+
+    def split(
+        self, computation: str, index: int, *, reason: str = "operator"
+    ) -> tuple[KeyInterval, KeyInterval]:
+        """Record (durably) that interval ``index`` splits into its halves, both placed on
+        the node holding its lease; returns the halves. Raises ``ValueError`` for an
+        unknown interval, one never leased, moving, or too small to split."""
+        self._check_interval(computation, index)
+        spec = self._topology.computations[computation]
+        key = (computation, index)
+        with self._cond:
+            lease = self._leases.get(key)
+            if lease is None:
+                raise ValueError(f"{computation}/{index} was never leased: nothing to split")
+            if self._moved.get(key, lease.node_id) != lease.node_id:
+                raise ValueError(f"{computation}/{index} is moving to {self._moved[key]}")
+            if lease.node_id in self._draining:
+                raise ValueError(f"{computation}/{index} is on {lease.node_id}, being drained")
+            interval = KeyInterval.of_id(computation, index, spec.intervals)
+            halves = interval.halves()
+            layout = self._layouts[computation].split(interval)
+            leases = {k: v for k, v in self._leases.items() if k != key}
+            moved = {k: v for k, v in self._moved.items() if k != key}
+            for half in halves:
+                moved[(computation, half.id(spec.intervals))] = lease.node_id
+                self._floors[(computation, half.id(spec.intervals))] = lease.epoch
+            self._floors[key] = max(self._floors.get(key, 0), lease.epoch)
+            self._commit(leases, moved, layouts={**self._layouts, computation: layout})
+            self._note_change(key, lease.node_id, f"split: {reason}", from_node=lease.node_id)
+        return halves
+
+    def _note_change(
+        self, key: tuple[str, int], to: str, reason: str, *, from_node: str | None = None
+    ) -> None:
+        """Remember a recorded change (lock held)."""
+        if from_node is None:
+            lease = self._leases.get(key)
+            from_node = "" if lease is None else lease.node_id
         self.changes.append(LayoutChange(self._clock(), *key, from_node, to, reason))
         self.changes_recorded += 1
         self.moves_by_reason[(key[0], reason.partition(":")[0])] += 1
@@ -254,15 +308,20 @@ class OwnershipRegistry:
         leases: dict[tuple[str, int], Lease],
         moved: dict[tuple[str, int], str],
         draining: set[str] | None = None,
+        *,
+        layouts: dict[str, Layout] | None = None,
     ) -> None:
-        """Journal ``leases``, ``moved`` and ``draining`` (both files; None: as they are),
-        then make them current."""
+        """Journal ``leases``, ``moved``, ``draining`` and ``layouts`` (both files; None:
+        as they are), then make them current."""
         draining = self._draining if draining is None else draining
-        _write_epochs(self._epochs_path, self._floors, leases, moved, draining)
-        self._save(self.version + 1, leases, moved, draining)
+        layouts = self._layouts if layouts is None else layouts
+        split = _split_layouts(layouts)
+        _write_epochs(self._epochs_path, self._floors, leases, moved, draining, split=split)
+        self._save(self.version + 1, leases, moved, draining, split)
         self._leases = leases
         self._moved = moved
         self._draining = draining
+        self._layouts = layouts
         self.version += 1
         self._cond.notify_all()
 
@@ -310,12 +369,15 @@ class OwnershipRegistry:
         leases: dict[tuple[str, int], Lease],
         moved: Mapping[tuple[str, int], str],
         draining: set[str],
+        split: dict[str, list[list[int]]],
     ) -> None:
         body = {
             "version": version,
             "leases": [_as_dict(lease) for lease in leases.values()],
             "moved": _moves_as_list(moved),
             "draining": sorted(draining),
+            "layouts": split,
+            "floors": [[c, i, e] for (c, i), e in sorted(self._floors.items())],
         }
         write_json_durably(self._path, body)
 
@@ -347,10 +409,12 @@ def _write_epochs(
     leases: Mapping[tuple[str, int], Lease],
     moved: Mapping[tuple[str, int], str],
     draining: set[str],
+    *,
+    split: dict[str, list[list[int]]],
 ) -> None:
     """``epochs.json``: per interval, the highest epoch known (a floor, or its lease's),
-    the moves and the nodes drained (so that either file alone still knows where each
-    interval runs)."""
+    the moves, the nodes drained and the split layouts (so that either file alone still
+    knows where each interval runs)."""
     epochs = dict(floors)
     for key, lease in leases.items():
         epochs[key] = max(epochs.get(key, 0), lease.epoch)
@@ -358,6 +422,7 @@ def _write_epochs(
         "granted": [[c, i, e] for (c, i), e in sorted(epochs.items())],
         "moved": _moves_as_list(moved),
         "draining": sorted(draining),
+        "layouts": split,
     }
     write_json_durably(path, body)
 
@@ -374,6 +439,30 @@ def _draining_of(body: Mapping[str, object]) -> set[str]:
     if not isinstance(raw, list):
         raise ValueError("'draining' is not a list")
     return {str(n) for n in raw}
+
+
+def _split_layouts(layouts: Mapping[str, Layout]) -> dict[str, list[list[int]]]:
+    """The layouts that are not their computation's first intervals, as journaled:
+    ``[index, count]`` per interval."""
+    return {
+        name: [[i.index, i.count] for i in layout]
+        for name, layout in sorted(layouts.items())
+        if layout.uniform != layout.base_count
+    }
+
+
+def _layouts_of(body: Mapping[str, object], topology: Topology) -> dict[str, Layout]:
+    """The split layouts a journal file holds (of computations the topology still has)."""
+    raw = body.get("layouts", {})
+    if not isinstance(raw, dict):
+        raise ValueError("'layouts' is not a table")
+    found = {}
+    for name, intervals in raw.items():
+        spec = topology.computations.get(name)
+        if spec is not None:
+            shares = (KeyInterval(name, int(i), int(n)) for i, n in intervals)
+            found[name] = Layout(name, spec.intervals, shares)
+    return found
 
 
 def _moves_as_list(moved: Mapping[tuple[str, int], str]) -> list[list[object]]:

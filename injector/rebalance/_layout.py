@@ -37,7 +37,9 @@ def interval_places(
     nodes: Mapping[str, NodePlacement],
     computation: str,
 ) -> dict[int, IntervalPlace]:
-    """Every interval of ``computation`` the registry or the deployment places."""
+    """Every interval ``computation`` has now (split ones replaced by their halves),
+    where the registry or the deployment places it."""
+    current = set(registry.layout(computation).ids())
     placed = {
         index: name
         for name, node in nodes.items()
@@ -48,7 +50,7 @@ def interval_places(
     held = {lease.index: lease for lease in leases}
     moved = {index: node for (_, index), node in registry.moves([computation]).items()}
     places: dict[int, IntervalPlace] = {}
-    for index in sorted(set(placed) | set(held) | set(moved)):
+    for index in sorted((set(placed) | set(held) | set(moved)) & current):
         lease = held.get(index)
         holder = "" if lease is None else lease.node_id
         owner = moved.get(index) or holder or placed.get(index, "")

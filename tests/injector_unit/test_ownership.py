@@ -117,6 +117,7 @@ def test_the_journal_is_replaced_durably(tmp_path: Path) -> None:
         "granted": [["counts", 0, 1], ["counts", 1, 1]],
         "moved": [],
         "draining": [],
+        "layouts": {},
     }
     assert len(json.loads(path.read_text())["leases"]) == 2
 

@@ -32,6 +32,7 @@ EXPECTED_SERVICES: dict[str, dict[str, dict[str, tuple[str, str, bool, bool]]]] 
             "ReportLoad": ("ReportLoadRequest", "ReportLoadResponse", False, False),
             "DrainNode": ("DrainNodeRequest", "DrainNodeResponse", False, False),
             "GetLayout": ("GetLayoutRequest", "Layout", False, False),
+            "SplitInterval": ("SplitIntervalRequest", "SplitIntervalResponse", False, False),
         },
     },
     "delivery": {
@@ -161,7 +162,10 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "int64 version = 2",
             "repeated IntervalMove moves = 3",
             "repeated string draining = 4",
+            "repeated KeyInterval layout = 5",
         ),
+        "SplitIntervalRequest": ("KeyInterval interval = 1",),
+        "SplitIntervalResponse": ("repeated KeyInterval halves = 1",),
         "IntervalLoad": (
             "uint32 index = 1",
             "int64 epoch = 2",

@@ -80,16 +80,30 @@ class GetAssignmentRequest(_message.Message):
     def __init__(self, computations: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("leases", "version", "moves", "draining")
+    __slots__ = ("leases", "version", "moves", "draining", "layout")
     LEASES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MOVES_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[IntervalLease]
     version: int
     moves: _containers.RepeatedCompositeFieldContainer[IntervalMove]
     draining: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[IntervalMove, _Mapping]]] = ..., draining: _Optional[_Iterable[str]] = ...) -> None: ...
+    layout: _containers.RepeatedCompositeFieldContainer[_record_pb2.KeyInterval]
+    def __init__(self, leases: _Optional[_Iterable[_Union[IntervalLease, _Mapping]]] = ..., version: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[IntervalMove, _Mapping]]] = ..., draining: _Optional[_Iterable[str]] = ..., layout: _Optional[_Iterable[_Union[_record_pb2.KeyInterval, _Mapping]]] = ...) -> None: ...
+
+class SplitIntervalRequest(_message.Message):
+    __slots__ = ("interval",)
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    interval: _record_pb2.KeyInterval
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ...) -> None: ...
+
+class SplitIntervalResponse(_message.Message):
+    __slots__ = ("halves",)
+    HALVES_FIELD_NUMBER: _ClassVar[int]
+    halves: _containers.RepeatedCompositeFieldContainer[_record_pb2.KeyInterval]
+    def __init__(self, halves: _Optional[_Iterable[_Union[_record_pb2.KeyInterval, _Mapping]]] = ...) -> None: ...
 
 class IntervalLoad(_message.Message):
     __slots__ = ("index", "epoch", "records_committed", "cpu_seconds")

@@ -70,6 +70,11 @@ class ControlStub:
                 request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.GetLayoutRequest.SerializeToString,
                 response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.Layout.FromString,
                 _registered_method=True)
+        self.SplitInterval = channel.unary_unary(
+                '/millrace.wire.v1.Control/SplitInterval',
+                request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -133,6 +138,16 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SplitInterval(self, request, context):
+        """Records (durably) that an interval splits into its halves and returns at
+        once: the node holding it stops running it, cuts its store in two and
+        registers each half at a new epoch; senders route by the new layout.
+        FAILED_PRECONDITION for an interval never leased, moving or too small.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -170,6 +185,11 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.GetLayout,
                     request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.GetLayoutRequest.FromString,
                     response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.Layout.SerializeToString,
+            ),
+            'SplitInterval': grpc.unary_unary_rpc_method_handler(
+                    servicer.SplitInterval,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -362,6 +382,33 @@ class Control:
             '/millrace.wire.v1.Control/GetLayout',
             millrace_dot_wire_dot_v1_dot_control__pb2.GetLayoutRequest.SerializeToString,
             millrace_dot_wire_dot_v1_dot_control__pb2.Layout.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SplitInterval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millrace.wire.v1.Control/SplitInterval',
+            millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalResponse.FromString,
             options,
             channel_credentials,
             insecure,
