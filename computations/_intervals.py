@@ -157,6 +157,16 @@ class Layout:
         """Each interval's :meth:`KeyInterval.id`, in hash order."""
         return [i.id(self.base_count) for i in self.intervals]
 
+    def split_ids(self) -> set[int]:
+        """The ids of every interval that split on the way to this layout."""
+        found = set()
+        for interval in self.intervals:
+            whole = interval.whole(self.base_count)
+            while whole is not None:
+                found.add(whole.id(self.base_count))
+                whole = whole.whole(self.base_count)
+        return found
+
     def routing_table(self) -> tuple[int, list[int]]:
         """``(finest, ids)``: the key of hash ``h`` belongs to interval
         ``ids[h * finest >> 64]`` (every interval is a whole number of the ``finest``

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from millrace.computations import KeyInterval
 from millrace.deployment import Deployment
 
 
@@ -24,9 +25,18 @@ class Routes:
         self._lock = threading.Lock()
 
     def address_of(self, consumer: str, interval: int) -> str:
-        """The address of ``consumer``'s ``interval``: its current lease's, else its placement's."""
+        """The address of ``consumer``'s ``interval``: its current lease's, else its
+        placement's; a half of a split interval not leased yet is where the interval it
+        was split from is (its node makes the halves)."""
+        spec = self._deployment.topology.computations.get(consumer)
         with self._lock:
             leased = self._leased.get((consumer, interval))
+            while not leased and spec is not None and interval >= spec.intervals:
+                share = KeyInterval.of_id(consumer, interval, spec.intervals)
+                whole = share.whole(spec.intervals)
+                assert whole is not None  # an id past the first intervals is a half
+                interval = whole.id(spec.intervals)
+                leased = self._leased.get((consumer, interval))
         return leased if leased else self._deployment.address_of(consumer, interval)
 
     def update(self, leases: Iterable[tuple[str, int, str]]) -> bool:

@@ -184,6 +184,26 @@ class DownstreamSender:
             heapq.heapify(self._retries)
             self._cond.notify_all()
 
+    def take_all(self, timeout: float = 2.0) -> list[tuple[Origin, list[Frame]]]:
+        """Stop delivering and hand back every frame not acknowledged yet (queued, in
+        flight, awaiting a retry), per origin in the order first queued: its destination
+        is gone (split), so they go elsewhere. An ack that comes later is ignored."""
+        with self._cond:
+            taken: dict[Origin, list[Frame]] = {}
+            for _, (group, frames, _) in sorted(self._inflight.items()):
+                taken.setdefault(group[0], []).extend(frames)
+            for _, _, group, frames in sorted(self._retries):
+                taken.setdefault(group[0], []).extend(frames)
+            for group, queue in self._pending.items():
+                taken.setdefault(group[0], []).extend(queue)
+            self._inflight.clear()
+            self._retries.clear()
+            self._pending.clear()
+            self._held.clear()
+            self._queued = 0
+        self.stop(timeout)
+        return list(taken.items())
+
     def stop(self, timeout: float = 2.0) -> None:
         """Stop delivering; unacknowledged productions stay in their outboxes."""
         with self._cond:

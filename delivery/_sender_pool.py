@@ -7,7 +7,13 @@ from collections.abc import Callable
 
 import grpc
 
-from millrace.delivery._sender import DownstreamSender, SenderCallbacks, insecure_channel
+from millrace.delivery._sender import (
+    DownstreamSender,
+    Origin,
+    SenderCallbacks,
+    insecure_channel,
+)
+from millrace.engine import Frame
 
 
 class SenderPool:
@@ -63,6 +69,14 @@ class SenderPool:
                 sender.start()
                 self._senders[key] = sender
             return sender
+
+    def retire(self, consumer: str, interval: int) -> list[tuple[Origin, list[Frame]]]:
+        """``consumer``'s ``interval`` is gone (split into halves): stop its sender and
+        hand back what it had not delivered, to be routed again (nothing, if it had
+        no sender)."""
+        with self._lock:
+            sender = self._senders.pop((consumer, interval), None)
+        return [] if sender is None else sender.take_all()
 
     def all(self) -> list[DownstreamSender]:
         """The senders created so far."""

@@ -26,7 +26,13 @@ from millrace.engine._outcome import BatchOutcome
 from millrace.engine._processor import IntervalProcessor, IntervalStatus
 from millrace.engine._production_ids import Production, split_outbox_key
 from millrace.engine._received import Received
-from millrace.engine._routing import SINK_PREFIX, Route, routes_of, source_productions
+from millrace.engine._routing import (
+    SINK_PREFIX,
+    Route,
+    reroute,
+    routes_of,
+    source_productions,
+)
 from millrace.engine._scope import state_key, state_prefix
 from millrace.engine._tuples import new_tuple
 from millrace.engine._watermarks import (
@@ -67,6 +73,7 @@ __all__ = [
     "frames_of",
     "input_watermark",
     "new_tuple",
+    "reroute",
     "routes_of",
     "saturate",
     "source_name",

@@ -17,7 +17,7 @@ It keeps no process-global state, so many run side by side in one process.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from operator import itemgetter
@@ -26,6 +26,7 @@ from millrace.computations import (
     Computation,
     FiredTimer,
     KeyInterval,
+    Layout,
     Topology,
 )
 from millrace.engine._batch_scope import (
@@ -160,6 +161,12 @@ class IntervalProcessor:
         self._outbox = OutboxLedger(store)
         self.in_flight = self._outbox.in_flight
         """Productions not acknowledged downstream yet (also holding the watermark back)."""
+
+    def route_by(self, layouts: Mapping[str, Layout]) -> None:
+        """Route productions by the consumers' intervals now (``layouts``: those with
+        split intervals); safe beside the driving thread (a commit under way routes as
+        before, and whoever sends it routes again what went to a split interval)."""
+        self._router = ProductionRouter(self.topology, self.name, layouts)
 
     # -- 1. records --------------------------------------------------------
 

@@ -10,7 +10,7 @@ forwarder, the test harness).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from millrace.computations import Layout, Topology, interval_of
@@ -219,3 +219,30 @@ class FrameBuilder:
             if kept:
                 frames.append(Frame(frame.consumer, frame.interval, kept, None))
         return frames
+
+
+def reroute(
+    frames: Iterable[Frame], topology: Topology, layouts: Mapping[str, Layout]
+) -> list[Frame]:
+    """Frames for an interval that is gone (split), as frames for the intervals that hold
+    their records now (by ``layouts``). Each production keeps its identity (outbox key),
+    each new frame its old frame's positions: a sender's floor never passes what it
+    still has to deliver."""
+    routes: dict[tuple[str, str], Route] = {}
+    rerouted: list[Frame] = []
+    for frame in frames:
+        by_target: dict[int, list[Production]] = {}
+        for production in frame.productions:
+            record = production.record
+            route = routes.get((record.stream, frame.consumer))
+            if route is None:
+                for each in routes_of(topology, record.stream, layouts):
+                    routes[(record.stream, each.consumer)] = each
+                route = routes[(record.stream, frame.consumer)]
+            target = route.interval_for(record.key, record.value)
+            by_target.setdefault(target, []).append(production._replace(interval=target))
+        rerouted.extend(
+            Frame(frame.consumer, target, productions, positions=frame.positions)
+            for target, productions in by_target.items()
+        )
+    return rerouted

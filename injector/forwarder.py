@@ -25,14 +25,14 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from millrace.computations import Topology
+from millrace.computations import Layout, Topology
 from millrace.dataplane import LogBatch
 from millrace.delivery import Origin
 from millrace.deployment import write_json_durably
@@ -125,6 +125,7 @@ class Forwarder:
         read_batch: int = 2000,
     ) -> None:
         self.log = stream_log
+        self._topology = topology
         self.stream = stream_log.stream
         self._tag = stream_log.stream_tag
         self._origin = Origin("", 0, 0, sequence=source_name(stream_log.stream))
@@ -298,6 +299,14 @@ class Forwarder:
                     frames.append(frame)
         for frame in frames:
             self._sender(frame.consumer, frame.interval).submit_frames(self._origin, [frame])
+
+    def route_by(self, layouts: Mapping[str, Layout]) -> None:
+        """Route to the consumers' intervals now (``layouts``: those with split ones);
+        what was sent to a split interval is routed again by whoever holds it."""
+        routes = {r.consumer: r for r in routes_of(self._topology, self.stream, layouts)}
+        with self._lock:
+            for consumer in self._consumers.values():
+                consumer.route = routes[consumer.name]
 
     def _settle_locked(self) -> None:
         """Under the lock: recompute every consumer's acknowledged offset and the minimum."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 from prometheus_client import start_http_server
 
-from millrace.computations import MIN_TIME
+from millrace.computations import MIN_TIME, Layout
 from millrace.delivery import CHANNEL_OPTIONS, DownstreamSender, Origin, Routes, SenderPool
 from millrace.deployment import (
     EXCLUSIVE_PORT,
@@ -33,7 +33,7 @@ from millrace.deployment import (
     write_json_durably,
 )
 from millrace.deployment.security import Security
-from millrace.engine import SOURCE_PREFIX, Production, source_name
+from millrace.engine import SOURCE_PREFIX, Production, reroute, source_name
 from millrace.injector.archive import ArchiveLocation, LogArchiver
 from millrace.injector.authority_journal import AuthorityJournal, JournalError
 from millrace.injector.authority_service import WatermarkAuthorityServicer
@@ -126,7 +126,10 @@ class Injector:
             else None
         )
         self.authority = WatermarkAuthority(
-            deployment.topology, clock=clock, leased_epoch=self.ownership.epoch_of
+            deployment.topology,
+            clock=clock,
+            leased_epoch=self.ownership.epoch_of,
+            intervals_now=lambda name: self.ownership.layout(name).ids(),
         )
         self._journal_path = self.log_dir / "watermarks.json"
         self._journaled_version = -1
@@ -134,6 +137,8 @@ class Injector:
         self.file_sources: dict[str, FileSource] = {}
         self.routes = Routes(deployment)
         self._routed_version = -1
+        self._layouts: dict[str, Layout] = {}
+        """The layouts with split intervals the forwarders route by."""
         self._senders = SenderPool(
             sender_id="injector",
             callbacks=_Router(self.streams),
@@ -164,7 +169,9 @@ class Injector:
         return self._senders.to(consumer, interval)
 
     def _follow_routes(self) -> None:
-        """A node registered (maybe at a new address): senders follow its lease."""
+        """A node registered (maybe at a new address): senders follow its lease. An
+        interval split: the forwarders route to its halves, and what the senders still
+        held for it is routed again."""
         version, leases = self.ownership.leases()
         if version != self._routed_version:
             self._routed_version = version
@@ -172,6 +179,26 @@ class Injector:
                 (lease.computation, lease.index, lease.address) for lease in leases
             ):
                 self._senders.refresh()
+            self._follow_layouts()
+
+    def _follow_layouts(self) -> None:
+        topology = self.deployment.topology
+        layouts = {
+            name: layout
+            for name in topology.computations
+            if (layout := self.ownership.layout(name)).uniform != layout.base_count
+        }
+        if layouts == self._layouts:
+            return
+        before = {(n, i) for n, layout in self._layouts.items() for i in layout.split_ids()}
+        self._layouts = layouts
+        for stream in self.streams.values():
+            stream.forwarder.route_by(layouts)
+        retired = {(n, i) for n, layout in layouts.items() for i in layout.split_ids()}
+        for consumer, interval in sorted(retired - before):
+            for origin, frames in self._senders.retire(consumer, interval):
+                for frame in reroute(frames, topology, layouts):
+                    self.sender(frame.consumer, frame.interval).submit_frames(origin, [frame])
 
     def _open_channel(self, address: str) -> grpc.Channel:
         return self.security.open_channel(address, options=CHANNEL_OPTIONS)

@@ -10,7 +10,8 @@ into ``LW(C) = min(oldest work of C, LW of everything that feeds C)`` with
 * never decreasing: a restarted node may report work older than what was
   already published (those records are late), but a published watermark stays;
 * held at ``MIN_TIME`` for a computation while any of its intervals has never
-  reported, because work nobody has reported may be arbitrarily old.
+  reported, because work nobody has reported may be arbitrarily old (so, after an
+  interval splits, until both halves report: the published value stays meanwhile).
 
 Reports carry the reporter's epoch for the interval. A report with a lower
 epoch than the one the authority already holds comes from a fenced-off owner
@@ -79,7 +80,11 @@ class WatermarkAuthority:
         *,
         clock: Clock = wall_clock_ms,
         leased_epoch: Callable[[str, int], int] | None = None,
+        intervals_now: Callable[[str], list[int]] | None = None,
     ) -> None:
+        """``leased_epoch``: the ownership registry's current epoch of an interval;
+        ``intervals_now``: the ids of a computation's intervals now (some split), else
+        its first intervals."""
         for name in topology.computations:
             if name.startswith(SOURCE_PREFIX):
                 raise ValueError(
@@ -94,6 +99,7 @@ class WatermarkAuthority:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._intervals = {name: spec.intervals for name, spec in topology.computations.items()}
+        self._intervals_now = intervals_now or (lambda name: list(range(self._intervals[name])))
         self._sources = frozenset(topology.sources())
         self._latest: dict[tuple[str, int], _Latest] = {}
         """Reports received by this incarnation: an interval without one holds back its
@@ -143,7 +149,7 @@ class WatermarkAuthority:
 
     def _accept(self, item: IntervalReport) -> bool:
         intervals = self._intervals.get(item.computation)
-        if intervals is None or not 0 <= item.index < intervals:
+        if intervals is None or item.index not in self._intervals_now(item.computation):
             return False
         if item.count is not None and item.count != intervals:
             return False
@@ -295,9 +301,9 @@ class WatermarkAuthority:
 
     def _oldest_work(self) -> dict[str, int | None]:
         result: dict[str, int | None] = {}
-        for name, intervals in self._intervals.items():
+        for name in self._intervals:
             works: list[int] = []
-            for index in range(intervals):
+            for index in self._intervals_now(name):
                 latest = self._latest.get((name, index))
                 if latest is None:
                     works = [MIN_TIME]
@@ -349,7 +355,7 @@ class WatermarkAuthority:
                 if name in self._published and low_ms > self._published[name].low_ms:
                     self._published[name] = PublishedWatermark(low_ms, now)
             for (name, index), epoch in journal.epochs.items():
-                if name in self._intervals and 0 <= index < self._intervals[name]:
+                if name in self._intervals and 0 <= index < MAX_EPOCH:
                     key = (name, index)
                     self._epoch_floor[key] = max(self._epoch_floor.get(key, 0), epoch)
             for stream, ms in journal.sources.items():

@@ -75,6 +75,15 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             abort(context, grpc.StatusCode.NOT_FOUND, f"no computation {request.computation!r}")
         index = interval_of(request.key, spec.intervals)
         processor = self._processors.get((request.computation, index))
+        if processor is None:  # split here? the half that holds the key
+            processor = next(
+                (
+                    p
+                    for (name, _), p in list(self._processors.items())
+                    if name == request.computation and p.share.holds(request.key)
+                ),
+                None,
+            )
         if processor is None:
             where = f"interval {index} of {request.computation!r}"
             abort(
@@ -83,7 +92,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         prefix = state_prefix(request.key)
         response = admin_pb2.GetStateResponse(
             interval=record_pb2.KeyInterval(
-                computation=request.computation, index=index, count=spec.intervals
+                computation=request.computation, index=processor.interval, count=spec.intervals
             )
         )
         for key, value in processor.store.scan_state(prefix):

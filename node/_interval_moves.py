@@ -86,11 +86,14 @@ class Layout:
         return self.moves.get(index) == node_id and holder is not None and holder.node_id != node_id
 
 
-def intervals_to_open(placed: Iterable[int], layout: Layout, node_id: str) -> list[int]:
-    """The intervals a starting node opens: those placed on it by the deployment file or
-    moved to it, but not those moved away, nor those moved to it that another node still
-    holds (taken over from that node once running: :meth:`IntervalMoves.follow`)."""
-    wanted = set(placed) | {i for i, n in layout.moves.items() if n == node_id}
+def intervals_to_open(
+    placed: Iterable[int], layout: Layout, node_id: str, current: Iterable[int]
+) -> list[int]:
+    """The intervals a starting node opens: those of the ``current`` ones (split ones
+    replaced by their halves) placed on it by the deployment file or moved to it, but
+    not those moved away, nor those moved to it that another node still holds (taken
+    over from that node once running: :meth:`IntervalMoves.follow`)."""
+    wanted = (set(placed) | {i for i, n in layout.moves.items() if n == node_id}) & set(current)
     return [
         i
         for i in sorted(wanted)
@@ -162,7 +165,10 @@ class IntervalMoves:
         host: Callable[[int, StateStore], bool],
         release: Callable[[int, str], int | None],
         hosted: Callable[[], set[int]],
+        make_half: Callable[[int], bool] = lambda index: False,
     ) -> None:
+        """``make_half(index)``: make the store of a half of an interval split here
+        (False: ``index`` is no half)."""
         self._node_id = node_id
         self._computation = computation
         self._data_dir = data_dir
@@ -172,6 +178,7 @@ class IntervalMoves:
         self._host = host
         self._release = release
         self._hosted = hosted
+        self._make_half = make_half
         self._lock = threading.Lock()
         self._taking: set[int] = set()
         self._stopping = threading.Event()
@@ -249,6 +256,9 @@ class IntervalMoves:
                     interval=interval, to_node_id=self._node_id, have=have
                 )
                 receive_store(stub.HandOver(request, timeout=3600), path, ahead=True)
+        elif holder is None and not path.is_dir():
+            # Never leased: a half of an interval split here, or a first interval new.
+            self._make_half(index)
         store = StateStore.open_rocksdb(path, config=self._store_config)
         try:
             if self._host(index, store):

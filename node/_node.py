@@ -38,7 +38,7 @@ from millrace.deployment import (
     serve_health_and_reflection,
 )
 from millrace.deployment.security import Security
-from millrace.engine import BatchOutcome, Frame, IntervalProcessor, Production
+from millrace.engine import BatchOutcome, Frame, IntervalProcessor, Production, reroute
 from millrace.node._admin_service import AdminService
 from millrace.node._control_link import LeaseKeeper, register_intervals
 from millrace.node._interval_moves import (
@@ -48,6 +48,7 @@ from millrace.node._interval_moves import (
     is_drained,
     wait_for_assignment,
 )
+from millrace.node._interval_splits import HalfMaker, SplitLayouts
 from millrace.node._load_reports import LoadReporter
 from millrace.node._metrics import NodeMetrics
 from millrace.node._stale_refusals import StaleRefusals
@@ -114,6 +115,7 @@ class Node(WorkerHooks):
         self._registry = None if injector is None else self.security.open_channel(injector.address)
         """A channel to the injector's registry (moves, hand-overs); None without one."""
         self._stale = StaleRefusals()
+        self._splits = SplitLayouts(deployment.topology)
         self._reporter = (
             None
             if self._registry is None
@@ -146,13 +148,21 @@ class Node(WorkerHooks):
         layout = (
             None if self._registry is None else wait_for_assignment(self._registry, computation)
         )
+        if layout is not None:
+            self._splits.follow(layout)
         local = (
             list(self.placement.intervals)
             if layout is None
             else intervals_to_open(
-                self.placement.intervals, Layout.of(layout, computation), self.name
+                self.placement.intervals,
+                Layout.of(layout, computation),
+                self.name,
+                self._splits.current(computation),
             )
         )
+        base = self.deployment.topology.computations[computation].intervals
+        # A half whose store is not made yet is made once running (IntervalMoves.follow).
+        local = [i for i in local if i < base or self._store_path(i).is_dir()]
         stores = self._open_stores(local)
         try:
             self._server = self._build_server()
@@ -203,6 +213,7 @@ class Node(WorkerHooks):
             store=store,
             epoch=max(leased_epoch, store.owner_epoch + 1),
         )
+        processor.route_by(self._splits.layouts)
         status = processor.status()
         recovered = {
             "computation": computation, "interval": interval, "epoch": status.epoch,
@@ -225,13 +236,17 @@ class Node(WorkerHooks):
         stores: dict[int, StateStore] = {}
         try:
             for interval in intervals:
-                path = self.data_dir / self.placement.computation / str(interval)
+                path = self._store_path(interval)
                 stores[interval] = StateStore.open_rocksdb(path, config=self._store_config)
         except BaseException:
             for store in stores.values():
                 store.close()
             raise
         return stores
+
+    def _store_path(self, interval: int) -> Path:
+        """Where ``interval``'s store lives on this node."""
+        return self.data_dir / self.placement.computation / str(interval)
 
     def _take_over(self, interval: int, store: StateStore) -> bool:
         """Register an interval moved here (its store opened) and run it; False when the
@@ -314,6 +329,13 @@ class Node(WorkerHooks):
             host=self._take_over,
             release=self._release,
             hosted=lambda: {i for _, i in list(self.processors)},
+            make_half=HalfMaker(
+                computation=computation,
+                base_count=self.deployment.topology.computations[computation].intervals,
+                store_path=self._store_path,
+                store_config=self._store_config,
+                release=self._release,
+            ).make,
         )
         self._keeper = LeaseKeeper(
             injector.address,
@@ -421,6 +443,16 @@ class Node(WorkerHooks):
     # -- worker hooks -----------------------------------------------------------
 
     def route(self, origin: Origin, frames: list[Frame]) -> None:
+        splits = self._splits
+        if splits.layouts and any(splits.retired(f.consumer, f.interval) for f in frames):
+            frames = [
+                *(f for f in frames if not splits.retired(f.consumer, f.interval)),
+                *reroute(
+                    [f for f in frames if splits.retired(f.consumer, f.interval)],
+                    self.deployment.topology,
+                    splits.layouts,
+                ),
+            ]
         by_destination: dict[tuple[str, int], list[Frame]] = {}
         for frame in frames:
             by_destination.setdefault((frame.consumer, frame.interval), []).append(frame)
@@ -453,7 +485,15 @@ class Node(WorkerHooks):
         self.metrics.committed(worker.processor.name, outcome, seconds)
 
     def _on_assignment(self, assignment: control_pb2.Assignment) -> None:
-        """Take over what moves here; notice that a drain is complete."""
+        """Route by the layouts now; take over what moves here; notice that a drain is
+        complete."""
+        retired = self._splits.follow(assignment)
+        if retired is not None:
+            for processor in list(self.processors.values()):
+                processor.route_by(self._splits.layouts)
+            for consumer, interval in retired:
+                for origin, frames in self._senders.retire(consumer, interval):
+                    self.route(origin, frames)
         if self._moves is not None:
             self._moves.follow(assignment)
         computation = self.placement.computation

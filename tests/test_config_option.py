@@ -39,6 +39,7 @@ OPTIONAL = {
     "inject": ["--stream", "s"],
     "intervals list": [],
     "intervals move": ["--computation", "c", "--interval", "0", "--to", "n"],
+    "intervals split": ["--computation", "c", "--interval", "0"],
     "nodes list": [],
     "nodes drain": ["n"],
     "nodes resume": ["n"],

@@ -6,8 +6,10 @@ load (records/s, the CPU share its worker uses), the moves under way and the new
 records the move with the injector's registry (``Control.MoveInterval``), then waits
 until the interval's lease names ``NODE`` (the node takes the state from the current
 owner and registers it at a new epoch; ``docs/intervals.md``). ``--no-wait`` returns
-once the move is recorded. Exit status 0 when done, 1 when ``--wait-s`` passed first,
-2 for bad arguments.
+once the move is recorded. ``millrace intervals split --config d.toml --computation C
+--interval I`` records that the interval splits into its two halves
+(``Control.SplitInterval``) and waits until both run (each half's id is printed).
+Exit status 0 when done, 1 when ``--wait-s`` passed first, 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import grpc
 from millrace.commands._grpc_errors import (
     EXIT_USAGE,
     CommandError,
+    Service,
     add_injector_client_arguments,
     add_wait_argument,
     injector_service,
@@ -35,7 +38,7 @@ EXIT_NOT_YET = 1
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``intervals`` sub-command (``list``, ``move``)."""
+    """Add the ``intervals`` sub-command (``list``, ``move``, ``split``)."""
     parser = subparsers.add_parser(
         "intervals",
         help="show where key intervals run; move one to another node, live",
@@ -53,8 +56,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "runs on NODE (its state taken from the current owner, which stops first)."
         ),
     )
-    for sub in (listing, move):
+    split = actions.add_parser(
+        "split",
+        help="split an interval into its two halves, live",
+        description=(
+            "Record the split with the injector's registry, then wait until both halves "
+            "run on the interval's node (move either elsewhere afterwards)."
+        ),
+    )
+    for sub in (listing, move, split):
         add_injector_client_arguments(sub)
+    split.add_argument("--computation", required=True, metavar="NAME")
+    split.add_argument("--interval", required=True, type=int, metavar="ID")
+    add_wait_argument(split, default_s=120.0, what="the halves to run")
+    split.set_defaults(handler=lambda args: run_command("intervals", lambda: _split(args)))
     move.add_argument("--computation", required=True, metavar="NAME")
     move.add_argument("--interval", required=True, type=int, metavar="INDEX")
     move.add_argument("--to", required=True, metavar="NODE", help="the node to move it to")
@@ -68,6 +83,24 @@ def _assignment(stub: control_pb2_grpc.ControlStub, timeout: float) -> control_p
         control_pb2.GetAssignmentRequest(), timeout=timeout
     )
     return answer
+
+
+def _first_count(
+    service: Service, stub: control_pb2_grpc.ControlStub, args: argparse.Namespace
+) -> int:
+    """The first interval count of ``args.computation``, as its leases say."""
+    with talking_to(service, "Control.GetAssignment", args.timeout):
+        count = next(
+            (
+                lease.interval.count
+                for lease in _assignment(stub, args.timeout).leases
+                if lease.interval.computation == args.computation
+            ),
+            None,
+        )
+    if count is None:
+        raise CommandError(f"no interval of {args.computation!r} is leased yet")
+    return count
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -92,17 +125,7 @@ def _move(args: argparse.Namespace) -> int:
     service, deployment = injector_service(args.deployment, args.injector)
     with security_of(deployment).open_channel(service.address) as channel:
         stub = control_pb2_grpc.ControlStub(channel)
-        with talking_to(service, "Control.GetAssignment", args.timeout):
-            count = next(
-                (
-                    lease.interval.count
-                    for lease in _assignment(stub, args.timeout).leases
-                    if lease.interval.computation == args.computation
-                ),
-                None,
-            )
-        if count is None:
-            raise CommandError(f"no interval of {args.computation!r} is leased yet")
+        count = _first_count(service, stub, args)
         request = control_pb2.MoveIntervalRequest(
             interval=record_pb2.KeyInterval(
                 computation=args.computation, index=args.interval, count=count
@@ -134,4 +157,45 @@ def _move(args: argparse.Namespace) -> int:
                     return 0
             time.sleep(0.2)
     print(f"millrace intervals: {where} is not on {args.to} yet after {args.wait_s:g} s")
+    return EXIT_NOT_YET
+
+
+def _split(args: argparse.Namespace) -> int:
+    if args.interval < 0:
+        raise CommandError("--interval must be 0 or more", exit_code=EXIT_USAGE)
+    service, deployment = injector_service(args.deployment, args.injector)
+    where = f"{args.computation}/{args.interval}"
+    with security_of(deployment).open_channel(service.address) as channel:
+        stub = control_pb2_grpc.ControlStub(channel)
+        count = _first_count(service, stub, args)
+        request = control_pb2.SplitIntervalRequest(
+            interval=record_pb2.KeyInterval(
+                computation=args.computation, index=args.interval, count=count
+            )
+        )
+        answer: control_pb2.SplitIntervalResponse = refusals_as_usage(
+            service, "Control.SplitInterval", args.timeout,
+            lambda: stub.SplitInterval(request, timeout=args.timeout),
+        )  # fmt: skip
+        halves = [half.index for half in answer.halves]
+        print(f"splitting {where} into {args.computation}/{halves[0]} and /{halves[1]}")
+        if args.no_wait:
+            return 0
+        started = time.monotonic()
+        deadline = started + args.wait_s
+        while time.monotonic() < deadline:
+            try:
+                leases = list(_assignment(stub, args.timeout).leases)
+            except grpc.RpcError:
+                leases = []  # the injector restarting: ask again
+            running = {
+                lease.interval.index
+                for lease in leases
+                if lease.interval.computation == args.computation
+            }
+            if running.issuperset(halves):
+                print(f"split {where} in {time.monotonic() - started:.1f} s")
+                return 0
+            time.sleep(0.2)
+    print(f"millrace intervals: the halves of {where} do not run yet after {args.wait_s:g} s")
     return EXIT_NOT_YET

@@ -72,6 +72,9 @@ def describe_change(change: control_pb2.LayoutChange) -> str:
     when = time.strftime("%H:%M:%S", time.gmtime(change.at_ms / 1000))
     where = f"{change.interval.computation}/{change.interval.index}"
     source = change.from_node_id or "-"
+    if change.reason.startswith("split: "):
+        why = change.reason.removeprefix("split: ")
+        return f"{when} split {where} in two on {change.to_node_id} ({why})"
     return f"{when} moved {where} {source} -> {change.to_node_id} ({change.reason})"
 
 

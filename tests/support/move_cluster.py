@@ -57,6 +57,14 @@ class Cluster:
         ]  # fmt: skip
         return self.run(*args, *([] if wait else ["--no-wait"]))
 
+    def split(self, computation: str, interval: int, *, wait: bool = True) -> str:
+        """``millrace intervals split`` as a user runs it; its output."""
+        args = [
+            "intervals", "split", "--computation", computation,
+            "--interval", str(interval), "--wait-s", "120",
+        ]  # fmt: skip
+        return self.run(*args, *([] if wait else ["--no-wait"]))
+
     def run(self, *args: str) -> str:
         """``millrace ARGS --config DEPLOYMENT`` as a user runs it; its output (it must
         exit 0)."""
