@@ -9,7 +9,10 @@ make the node that keeps up look the busier). At most one move at a time:
 - otherwise, when the busiest node (of those with two intervals or more) carries more
   than ``imbalance_percent`` above the least busy one and commits at least
   ``min_records_per_s``, the interval whose move narrows the gap the most moves; a
-  move that would narrow it by less than a fifth is not worth its pause.
+  move that would narrow it by less than a fifth is not worth its pause;
+- when no move would narrow such a gap because the busiest node's heaviest interval
+  is too heavy to move (a node with one hot interval, while another idles), that
+  interval splits in two (its halves then move like any other interval).
 
 Hysteresis comes from the threshold, from the smallest narrowing and from the
 caller's cool-down and rate limit (:class:`Rebalancer`).
@@ -26,7 +29,8 @@ MIN_NARROWING = 0.2
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
-    """Move ``index`` from ``from_node`` to ``to_node``, for ``reason``."""
+    """Move ``index`` from ``from_node`` to ``to_node``, for ``reason`` (or, ``split``,
+    split it in two where it is: ``to_node`` is then ``from_node``)."""
 
     index: int
     from_node: str
@@ -35,6 +39,7 @@ class Proposal:
     by_load: bool = True
     """A move for load (the caller waits for a second look to agree); False: a node
     with no interval takes one (nothing to wait for)."""
+    split: bool = False
 
 
 def plan_move(
@@ -46,6 +51,7 @@ def plan_move(
     movable: Collection[int],
     imbalance_percent: int,
     min_records_per_s: float,
+    splittable: Collection[int] = (),
 ) -> Proposal | None:
     """The one move that balances ``nodes`` (live, not drained) best, or None.
 
@@ -53,7 +59,8 @@ def plan_move(
     interval weighs (the CPU its worker uses: what it demands, where records/s only
     show what a saturated node manages); ``rates``: its records/s (default ``cost``),
     which the busiest node must reach for a move to be worth it; ``movable``: the
-    intervals that may move now (not cooling down)."""
+    intervals that may move now (not cooling down); ``splittable``: those that may
+    split (not cooling down, not too small yet)."""
     rates = cost if rates is None else rates
     if len(nodes) < 2:
         return None
@@ -71,7 +78,7 @@ def plan_move(
             reason = f"rebalance: {empty[0]} has no interval"
             return Proposal(index, fullest, empty[0], reason, by_load=False)
     busiest = max(
-        (node for node, indexes in held.items() if len(indexes) >= 2),
+        (node for node, indexes in held.items() if indexes),
         key=lambda node: load[node],
         default=None,
     )
@@ -85,14 +92,21 @@ def plan_move(
     gap = load[busiest] - load[idlest]
     lowest, highest = MIN_NARROWING / 2 * gap, (1 - MIN_NARROWING / 2) * gap
     best: tuple[float, int] | None = None
-    for index in held[busiest]:
+    for index in held[busiest] if len(held[busiest]) >= 2 else ():
         weight = cost.get(index, 0.0)
         if index in movable and lowest <= weight <= highest:
             left = abs(gap - 2 * weight)
             if best is None or (left, index) < best:
                 best = (left, index)
     if best is None:
-        return None
+        heaviest = max(held[busiest], key=lambda i: (cost.get(i, 0.0), -i))
+        if heaviest not in splittable or cost.get(heaviest, 0.0) <= highest:
+            return None
+        reason = (
+            f"rebalance: {busiest} {load[busiest]:.2f} cpu, {idlest} {load[idlest]:.2f} cpu, "
+            f"interval {heaviest} {cost.get(heaviest, 0.0):.2f} cpu too heavy to move"
+        )
+        return Proposal(heaviest, busiest, busiest, reason, split=True)
     index = best[1]
     reason = (
         f"rebalance: {busiest} {load[busiest]:.2f} cpu, {idlest} {load[idlest]:.2f} cpu, "

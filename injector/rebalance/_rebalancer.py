@@ -2,8 +2,10 @@
 
 Every ``period_ms`` it looks at each computation whose moves are all done: the live
 nodes that are not drained, where each interval runs and the load the nodes report,
-and records at most one move (:func:`plan_move`) through the registry, which the
-nodes then carry out like any other move. It moves no more than
+and records at most one move or split (:func:`plan_move`) through the registry, which
+the nodes then carry out like any other. An interval splits at most
+:data:`MAX_SPLITS_DEEP` times below the computation's first intervals (a hot key
+cannot be split; its interval would be split for nothing). It moves no more than
 ``max_moves_per_minute`` in all, an interval it (or anyone) moved stays put for
 ``cooldown_ms``, and a load move is made only when two looks in a row propose one
 from the same node to the same node (a load that swings for a moment moves nothing).
@@ -25,6 +27,9 @@ from millrace.injector.rebalance._loads import LoadTable
 from millrace.injector.rebalance._policy import plan_move
 
 log = logging.getLogger(__name__)
+
+MAX_SPLITS_DEEP = 3
+"""The rebalancer splits no interval smaller than an eighth of a first interval."""
 
 
 class Rebalancer:
@@ -86,14 +91,18 @@ class Rebalancer:
                 self._record(computation, index, place.owner, place.holder,
                              f"rebalance: {place.owner} stopped reporting", now)  # fmt: skip
                 return
-        if any(place.moving for place in places.values()):
-            return  # one change at a time: wait for the moves under way
+        if any(
+            place.moving or (not place.holder and place.owner in live) for place in places.values()
+        ):
+            return  # one change at a time: wait for the moves (and splits) under way
         cooldown_s = self._settings.cooldown_ms / 1000
         movable = {
             index
             for index in places
             if now - self._moved_at.get((computation, index), -1e18) >= cooldown_s
         }
+        layout = self._registry.layout(computation)
+        finest = layout.base_count << MAX_SPLITS_DEEP
         proposal = plan_move(
             {index: place.owner for index, place in places.items()},
             self._loads.cpu(computation),
@@ -102,6 +111,7 @@ class Rebalancer:
             movable=movable,
             imbalance_percent=self._settings.imbalance_percent,
             min_records_per_s=self._settings.min_records_per_s,
+            splittable={i.id(layout.base_count) for i in layout if i.count < finest} & movable,
         )
         if proposal is None:
             self._proposed.pop(computation, None)
@@ -109,10 +119,26 @@ class Rebalancer:
         seen = (proposal.from_node, proposal.to_node)
         if not proposal.by_load or self._proposed.get(computation) == seen:
             self._proposed.pop(computation, None)
-            self._record(computation, proposal.index, proposal.from_node, proposal.to_node,
-                         proposal.reason, now)  # fmt: skip
+            if proposal.split:
+                self._split(computation, proposal.index, proposal.reason, now)
+            else:
+                self._record(computation, proposal.index, proposal.from_node,
+                             proposal.to_node, proposal.reason, now)  # fmt: skip
         else:
             self._proposed[computation] = seen
+
+    def _split(self, computation: str, index: int, reason: str, now: float) -> None:
+        try:
+            halves = self._registry.split(computation, index, reason=reason)
+        except ValueError as exc:  # moved or drained meanwhile
+            log.info("rebalance split of %s/%s not made: %s", computation, index, exc)
+            return
+        self._recent.append(now)
+        self._moved_at[(computation, index)] = now
+        log.info(
+            "splitting %s/%s into %s and %s (%s)", computation, index, *halves, reason,
+            extra={"event": "rebalance_split", "computation": computation, "interval": index},
+        )  # fmt: skip
 
     def _record(  # noqa: PLR0917 -- one move's fields, private
         self, computation: str, index: int, source: str, to: str, reason: str, now: float

@@ -226,3 +226,45 @@ def test_a_load_move_waits_for_a_second_look_that_agrees(tmp_path: Path) -> None
     [change] = registry.changes
     assert (change.from_node, change.to_node) == ("a", "b")
     assert change.reason.startswith("rebalance: a ")
+
+
+def test_one_interval_too_heavy_to_move_splits() -> None:
+    proposal = _move({0: "a"}, {0: 0.9}, {"a", "b"}, splittable={0}, min_records_per_s=0)
+    assert proposal is not None and proposal.split
+    assert (proposal.index, proposal.from_node, proposal.to_node) == (0, "a", "a")
+    assert _move({0: "a"}, {0: 0.9}, {"a", "b"}, min_records_per_s=0) is None, "not splittable"
+    # a heavy one beside a light one: moving the heavy one would only swap the nodes
+    heavy = _move(
+        {0: "a", 1: "a", 2: "b"}, {0: 0.9, 1: 0.05, 2: 0.1}, {"a", "b"},
+        splittable={0}, min_records_per_s=0,
+    )  # fmt: skip
+    assert heavy is not None and heavy.split and heavy.index == 0
+    # one that balances them moves instead
+    fair = _move(
+        {0: "a", 1: "a", 2: "b"}, {0: 0.5, 1: 0.4, 2: 0.1}, {"a", "b"},
+        splittable={0, 1}, min_records_per_s=0,
+    )  # fmt: skip
+    assert fair is not None and not fair.split
+
+
+def test_the_rebalancer_splits_a_hot_interval_and_moves_a_half(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology((1, 1)), tmp_path / "ownership.json")
+    registry.register("a", "counts", "h:1", [0])
+    nodes = {
+        "a": NodePlacement(name="a", computation="counts", intervals=(0,), address="h:1"),
+        "b": NodePlacement(name="b", computation="counts", intervals=(), address="h:2"),
+    }
+    loads = LoadTable()
+    now = [0.0]
+    rebalancer = Rebalancer(
+        registry, loads, nodes,
+        RebalanceSettings(enabled=True, period_ms=1000, cooldown_ms=0),
+        clock=lambda: now[0],
+    )  # fmt: skip
+    for second in range(1, 4):
+        now[0] = float(second)
+        loads.report("a", "counts", [IntervalSample(0, 1, 1000 * second, 0.9 * second)])
+        loads.report("b", "counts", [])
+        rebalancer.tick()
+    assert registry.layout("counts").ids() == [1, 2]
+    assert registry.changes[-1].reason.startswith("split: rebalance: a ")
