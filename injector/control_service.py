@@ -168,6 +168,25 @@ class ControlService(control_pb2_grpc.ControlServicer):
             layout=_split_layouts(self._registry, list(request.computations)),
         )
 
+    def MergeInterval(
+        self, request: control_pb2.MergeIntervalRequest, context: grpc.ServicerContext
+    ) -> control_pb2.MergeIntervalResponse:
+        interval = request.interval
+        count = self._registry.interval_counts().get(interval.computation)
+        if count is None:
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown computation {brief(interval.computation)}",
+            )
+        with _journal_answers(context, grpc.StatusCode.FAILED_PRECONDITION):
+            whole = self._registry.merge(interval.computation, interval.index)
+        return control_pb2.MergeIntervalResponse(
+            whole=record_pb2.KeyInterval(
+                computation=whole.computation, index=whole.id(count), count=count
+            )
+        )
+
     def SplitInterval(
         self, request: control_pb2.SplitIntervalRequest, context: grpc.ServicerContext
     ) -> control_pb2.SplitIntervalResponse:

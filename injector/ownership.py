@@ -26,7 +26,8 @@ An interval can split into its two halves (:meth:`split`): the registry records 
 computation's new layout (in both files) and retires the interval -- its lease goes,
 its epoch stays as a floor, nobody registers it again -- and places both halves on the
 node that held it, which cuts its store in two and registers each half at an epoch
-above the interval's. Intervals are named by id (:meth:`computations.KeyInterval.id`).
+above the interval's. Two halves on one node merge back (:meth:`merge`) the same way.
+Intervals are named by id (:meth:`computations.KeyInterval.id`).
 """
 
 from __future__ import annotations
@@ -276,6 +277,46 @@ class OwnershipRegistry:
             self._commit(leases, moved, layouts={**self._layouts, computation: layout})
             self._note_change(key, lease.node_id, f"split: {reason}", from_node=lease.node_id)
         return halves
+
+    def merge(self, computation: str, index: int, *, reason: str = "operator") -> KeyInterval:
+        """Record (durably) that interval ``index`` and its other half merge back into the
+        interval they were split from, placed on the node holding both; returns it.
+        Raises ``ValueError`` for an unknown interval, one of the first intervals, one
+        whose other half is split, not leased, moving or on another node."""
+        self._check_interval(computation, index)
+        base = self._topology.computations[computation].intervals
+        half = KeyInterval.of_id(computation, index, base)
+        whole, other = half.whole(base), half.other_half(base)
+        if whole is None or other is None:
+            raise ValueError(f"{computation}/{index} is one of the first intervals")
+        with self._cond:
+            keys = [(computation, half.id(base)), (computation, other.id(base))]
+            if other not in self._layouts[computation].intervals:
+                raise ValueError(f"{computation}/{keys[1][1]}, the other half, is split")
+            leases = [self._leases.get(key) for key in keys]
+            holders = {lease.node_id for lease in leases if lease is not None}
+            if None in leases or len(holders) != 1:
+                raise ValueError(
+                    f"{computation}/{keys[0][1]} and /{keys[1][1]} must both run on one node "
+                    f"to merge (now: {sorted(holders) or 'not leased'}); move one first"
+                )
+            node = holders.pop()
+            if any(self._moved.get(key, node) != node for key in keys):
+                raise ValueError(f"{computation}/{index} or its other half is moving")
+            if node in self._draining:
+                raise ValueError(f"{computation}/{index} is on {node}, being drained")
+            whole_key = (computation, whole.id(base))
+            layout = self._layouts[computation].merge(half)
+            epochs = [lease.epoch for lease in leases if lease is not None]
+            for key, epoch in zip(keys, epochs, strict=True):
+                self._floors[key] = max(self._floors.get(key, 0), epoch)
+            self._floors[whole_key] = max(self._floors.get(whole_key, 0), *epochs)
+            remaining = {k: v for k, v in self._leases.items() if k not in keys}
+            moved = {k: v for k, v in self._moved.items() if k not in keys}
+            moved[whole_key] = node
+            self._commit(remaining, moved, layouts={**self._layouts, computation: layout})
+            self._note_change(whole_key, node, f"merge: {reason}", from_node=node)
+        return whole
 
     def _note_change(
         self, key: tuple[str, int], to: str, reason: str, *, from_node: str | None = None

@@ -170,8 +170,8 @@ class Injector:
 
     def _follow_routes(self) -> None:
         """A node registered (maybe at a new address): senders follow its lease. An
-        interval split: the forwarders route to its halves, and what the senders still
-        held for it is routed again."""
+        interval split (or two merged): the forwarders route by the layout now, and what
+        the senders still held for an interval gone is routed again."""
         version, leases = self.ownership.leases()
         if version != self._routed_version:
             self._routed_version = version
@@ -190,15 +190,17 @@ class Injector:
         }
         if layouts == self._layouts:
             return
-        before = {(n, i) for n, layout in self._layouts.items() for i in layout.split_ids()}
-        self._layouts = layouts
+        before, self._layouts = self._layouts, layouts
         for stream in self.streams.values():
             stream.forwarder.route_by(layouts)
-        retired = {(n, i) for n, layout in layouts.items() for i in layout.split_ids()}
-        for consumer, interval in sorted(retired - before):
-            for origin, frames in self._senders.retire(consumer, interval):
-                for frame in reroute(frames, topology, layouts):
-                    self.sender(frame.consumer, frame.interval).submit_frames(origin, [frame])
+        for name, spec in topology.computations.items():
+            was = before[name].ids() if name in before else range(spec.intervals)
+            now = set(layouts[name].ids() if name in layouts else range(spec.intervals))
+            for interval in sorted(set(was) - now):  # split, or merged back
+                for origin, frames in self._senders.retire(name, interval):
+                    for frame in reroute(frames, topology, layouts):
+                        sender = self.sender(frame.consumer, frame.interval)
+                        sender.submit_frames(origin, [frame])
 
     def _open_channel(self, address: str) -> grpc.Channel:
         return self.security.open_channel(address, options=CHANNEL_OPTIONS)

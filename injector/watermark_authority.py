@@ -303,7 +303,13 @@ class WatermarkAuthority:
         result: dict[str, int | None] = {}
         for name in self._intervals:
             works: list[int] = []
-            for index in self._intervals_now(name):
+            now = self._intervals_now(name)
+            for key in [k for k in self._latest if k[0] == name and k[1] not in now]:
+                # Split or merged away: its last report must not stand for it if it
+                # comes back (merged), nor be taken again.
+                gone = self._latest.pop(key)
+                self._epoch_floor[key] = max(self._epoch_floor.get(key, 0), gone.epoch + 1)
+            for index in now:
                 latest = self._latest.get((name, index))
                 if latest is None:
                     works = [MIN_TIME]

@@ -165,10 +165,10 @@ class IntervalMoves:
         host: Callable[[int, StateStore], bool],
         release: Callable[[int, str], int | None],
         hosted: Callable[[], set[int]],
-        make_half: Callable[[int], bool] = lambda index: False,
+        make_store: Callable[[int], bool] = lambda index: False,
     ) -> None:
-        """``make_half(index)``: make the store of a half of an interval split here
-        (False: ``index`` is no half)."""
+        """``make_store(index)``: make the store of an interval split or merged here
+        from the stores it is made of (False: it is made of none here)."""
         self._node_id = node_id
         self._computation = computation
         self._data_dir = data_dir
@@ -178,7 +178,7 @@ class IntervalMoves:
         self._host = host
         self._release = release
         self._hosted = hosted
-        self._make_half = make_half
+        self._make_store = make_store
         self._lock = threading.Lock()
         self._taking: set[int] = set()
         self._stopping = threading.Event()
@@ -257,8 +257,8 @@ class IntervalMoves:
                 )
                 receive_store(stub.HandOver(request, timeout=3600), path, ahead=True)
         elif holder is None and not path.is_dir():
-            # Never leased: a half of an interval split here, or a first interval new.
-            self._make_half(index)
+            # Never leased: split or merged here, or a first interval new.
+            self._make_store(index)
         store = StateStore.open_rocksdb(path, config=self._store_config)
         try:
             if self._host(index, store):

@@ -1,4 +1,4 @@
-"""A node's side of live splits (``Control.SplitInterval``).
+"""A node's side of live splits and merges (``Control.SplitInterval``, ``MergeInterval``).
 
 The registry records that an interval splits: the computation's layout changes, the
 interval is retired and its two halves are placed on the node that held it. That node
@@ -7,11 +7,15 @@ interval, copies its store once per half (RocksDB checkpoints) and cuts each cop
 to its half (``engine/_interval_halves.py``), then registers each half at an epoch
 above the interval's and runs it. Each step is safe to repeat after a crash: a half's
 store appears whole or not at all (made beside it, then renamed), and the interval's
-store is deleted only once both halves' are there.
+store is deleted only once both halves' are there. A merge is the same steps the other
+way: both halves stop, the lower half's store is copied, absorbs the upper's
+(``engine/_interval_halves.merge_into``) and is renamed into place as the interval's,
+then the halves' stores are deleted.
 
 Every node follows the layouts of all computations (:class:`SplitLayouts`): its
 processors route their productions by them, and what its senders still held for a
-retired interval is routed again, to the halves (``engine.reroute``).
+retired interval is routed again, to the intervals that hold its keys now
+(``engine.reroute``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 from millrace.computations import KeyInterval, Layout, Topology
 from millrace.deployment import fsync_directory
-from millrace.engine._interval_halves import cut_to_half
+from millrace.engine._interval_halves import cut_to_half, merge_into
 from millrace.statestore import StateStore, StoreConfig
 from millrace.wire.v1 import control_pb2
 
@@ -56,36 +60,44 @@ class SplitLayouts:
         self._lock = threading.Lock()
         self.layouts: dict[str, Layout] = {}
         """Per computation with split intervals, its intervals now."""
-        self._retired: frozenset[tuple[str, int]] = frozenset()
+        self._current: dict[str, frozenset[int]] = {
+            name: frozenset(range(spec.intervals)) for name, spec in topology.computations.items()
+        }
+        self.reshaped = False
+        """True once any layout was seen split: frames may then go to retired intervals."""
 
     def follow(self, assignment: control_pb2.Assignment) -> list[tuple[str, int]] | None:
         """Take the layouts of ``assignment``: None when none changed, else the intervals
-        retired since the last look."""
+        retired since the last look (split, or merged back)."""
         layouts = layouts_of(assignment, self._topology)
         with self._lock:
             if layouts == self.layouts:
                 return None
-            before = self._retired
+            before = self._current
             self.layouts = layouts
-            self._retired = frozenset(
-                (name, ident) for name, layout in layouts.items() for ident in layout.split_ids()
+            self._current = {
+                name: frozenset(layouts[name].ids() if name in layouts else range(spec.intervals))
+                for name, spec in self._topology.computations.items()
+            }
+            self.reshaped = True
+            return sorted(
+                (name, ident) for name, ids in before.items() for ident in ids - self._current[name]
             )
-            return sorted(self._retired - before)
 
     def retired(self, consumer: str, interval: int) -> bool:
-        """Whether ``consumer``'s ``interval`` was split (records go to its halves)."""
-        return (consumer, interval) in self._retired
+        """Whether ``consumer``'s ``interval`` is gone (split, or merged back): records
+        for it go to the intervals that hold their keys now."""
+        ids = self._current.get(consumer)
+        return ids is not None and interval not in ids
 
     def current(self, computation: str) -> list[int]:
         """The ids of ``computation``'s intervals now."""
-        layout = self.layouts.get(computation)
-        if layout is not None:
-            return layout.ids()
-        return list(range(self._topology.computations[computation].intervals))
+        return sorted(self._current[computation])
 
 
-class HalfMaker:
-    """Makes the stores of a split interval's halves on the node that held it."""
+class StoreMaker:
+    """Makes the store of an interval that is not yet on this node from those that are:
+    a split interval's halves from its store, a merged interval's from its halves'."""
 
     def __init__(
         self,
@@ -105,13 +117,57 @@ class HalfMaker:
         self._lock = threading.Lock()
 
     def make(self, index: int) -> bool:
-        """Make sure the store of half ``index`` exists (made from the interval it was
-        split from, whose store must be here); False when ``index`` is not a half."""
-        if index < self._base:
-            return False
+        """Make sure the store of interval ``index`` exists: merged from its halves' if
+        they are here, else cut from the interval it was split from; False when it can
+        be neither (a first interval new here)."""
+        interval = KeyInterval.of_id(self._computation, index, self._base)
+        halves = [self._store_path(h.id(self._base)) for h in interval.halves()]
         with self._lock:
+            if self._store_path(index).is_dir():
+                return True
+            if all(path.is_dir() for path in halves):
+                self._merge(interval)
+                return True
+            if index < self._base:
+                return False
             self._make(index)
         return True
+
+    def _merge(self, whole: KeyInterval) -> None:
+        """The store of ``whole`` from its halves' (both here)."""
+        path = self._store_path(whole.id(self._base))
+        low, high = whole.halves()
+        for half in (low, high):
+            self._release(half.id(self._base), f"merging into {whole}")
+        log.info(
+            "merging %s and %s into %s", low, high, whole,
+            extra={"event": "merge", "computation": self._computation,
+                   "interval": whole.id(self._base)},
+        )  # fmt: skip
+        incoming = path.with_name(path.name + _INCOMING)
+        shutil.rmtree(incoming, ignore_errors=True)
+        lower = StateStore.open_rocksdb(self._store_path(low.id(self._base)), config=self._config)
+        try:
+            lower.checkpoint(incoming)
+            epoch = lower.owner_epoch
+        finally:
+            lower.close()
+        upper_path = self._store_path(high.id(self._base))
+        merged = StateStore.open_rocksdb(incoming, config=self._config)
+        try:
+            upper = StateStore.open_rocksdb(upper_path, config=self._config)
+            try:
+                merge_into(merged, upper, max(epoch, upper.owner_epoch))
+            finally:
+                upper.close()
+        finally:
+            merged.close()
+        fsync_directory(incoming)
+        incoming.rename(path)
+        fsync_directory(path.parent)
+        for half in (low, high):
+            shutil.rmtree(self._store_path(half.id(self._base)))
+        fsync_directory(path.parent)
 
     def _make(self, index: int) -> None:
         path = self._store_path(index)

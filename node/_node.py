@@ -48,7 +48,7 @@ from millrace.node._interval_moves import (
     is_drained,
     wait_for_assignment,
 )
-from millrace.node._interval_splits import HalfMaker, SplitLayouts
+from millrace.node._interval_splits import SplitLayouts, StoreMaker
 from millrace.node._load_reports import LoadReporter
 from millrace.node._metrics import NodeMetrics
 from millrace.node._stale_refusals import StaleRefusals
@@ -116,6 +116,13 @@ class Node(WorkerHooks):
         """A channel to the injector's registry (moves, hand-overs); None without one."""
         self._stale = StaleRefusals()
         self._splits = SplitLayouts(deployment.topology)
+        self._store_maker = StoreMaker(
+            computation=self.placement.computation,
+            base_count=deployment.topology.computations[self.placement.computation].intervals,
+            store_path=self._store_path,
+            store_config=self._store_config,
+            release=self._release,
+        )
         self._reporter = (
             None
             if self._registry is None
@@ -160,9 +167,14 @@ class Node(WorkerHooks):
                 self._splits.current(computation),
             )
         )
-        base = self.deployment.topology.computations[computation].intervals
-        # A half whose store is not made yet is made once running (IntervalMoves.follow).
-        local = [i for i in local if i < base or self._store_path(i).is_dir()]
+        for interval in list(local):
+            if self._store_path(interval).is_dir():
+                continue
+            try:  # split or merged here before a restart, its store not made yet
+                self._store_maker.make(interval)
+            except FileNotFoundError as exc:
+                log.warning("interval %s/%s not opened: %s", computation, interval, exc)
+                local.remove(interval)
         stores = self._open_stores(local)
         try:
             self._server = self._build_server()
@@ -329,13 +341,7 @@ class Node(WorkerHooks):
             host=self._take_over,
             release=self._release,
             hosted=lambda: {i for _, i in list(self.processors)},
-            make_half=HalfMaker(
-                computation=computation,
-                base_count=self.deployment.topology.computations[computation].intervals,
-                store_path=self._store_path,
-                store_config=self._store_config,
-                release=self._release,
-            ).make,
+            make_store=self._store_maker.make,
         )
         self._keeper = LeaseKeeper(
             injector.address,
@@ -444,7 +450,7 @@ class Node(WorkerHooks):
 
     def route(self, origin: Origin, frames: list[Frame]) -> None:
         splits = self._splits
-        if splits.layouts and any(splits.retired(f.consumer, f.interval) for f in frames):
+        if splits.reshaped and any(splits.retired(f.consumer, f.interval) for f in frames):
             frames = [
                 *(f for f in frames if not splits.retired(f.consumer, f.interval)),
                 *reroute(

@@ -40,6 +40,7 @@ OPTIONAL = {
     "intervals list": [],
     "intervals move": ["--computation", "c", "--interval", "0", "--to", "n"],
     "intervals split": ["--computation", "c", "--interval", "0"],
+    "intervals merge": ["--computation", "c", "--interval", "2"],
     "nodes list": [],
     "nodes drain": ["n"],
     "nodes resume": ["n"],

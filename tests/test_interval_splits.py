@@ -1,11 +1,13 @@
-"""Issue 34: key intervals split into halves while the pipeline runs, on real processes.
+"""Issue 34: key intervals split into halves and merged back while the pipeline runs, on
+real processes.
 
 An injector, two nodes of ``counts`` (one interval each), a node of ``totals`` and a
 ``millrace sink``, on loopback. Records are ingested the whole time while
 ``millrace intervals split`` splits a ``counts`` interval, then one of its halves
-again, and ``millrace intervals move`` moves a half to the other node; in the second
-test the node holding the interval and the injector are killed (SIGKILL) around each
-split and started again. Then the stream is finished and the sink is compared with the
+again, ``millrace intervals move`` moves a half to the other node and back, and
+``millrace intervals merge`` merges halves back; in the other tests the node holding
+the interval and the injector are killed (SIGKILL) around each split and merge and
+started again. Then the stream is finished and the sink is compared with the
 exact per-window totals: nothing lost, nothing twice; every lease the injector showed
 had one node per epoch, epochs only rising.
 """
@@ -86,6 +88,36 @@ def test_a_split_survives_kills_of_its_node_and_the_injector(cluster: Cluster) -
                 f"the halves {sorted(halves)} of {computation}/{interval} running",
             )
             assert interval not in cluster.holders("counts")
+        time.sleep(1.0)
+    ingest.finish_and_check()
+    watch.check()
+
+
+def test_halves_merge_back_through_kills_of_their_node_and_the_injector(
+    cluster: Cluster,
+) -> None:
+    rng = chaos_rng(3403)
+    watch = LeaseWatch(cluster.injector_address)
+    watch.start()
+    with Ingest(cluster) as ingest:
+        time.sleep(0.5)
+        cluster.split("counts", 1)  # 4 and 5 on counts-1
+        cluster.split("counts", 5)  # 12 and 13
+        cluster.move("counts", 13, "counts-0")
+        time.sleep(0.5)
+        cluster.move("counts", 13, "counts-1")  # back: both halves of 5 on one node
+        for half, whole, victim in ((12, 5, "counts-1"), (4, 1, "injector")):
+            time.sleep(0.5)
+            cluster.merge("counts", half, wait=False)
+            time.sleep(rng.choice([0.0, rng.uniform(0.0, 0.2), rng.uniform(0.2, 1.0)]))
+            cluster.processes[victim].kill()
+            cluster.processes[victim].start()
+            wait_until(
+                lambda whole=whole: whole in cluster.holders("counts"),  # type: ignore[misc]
+                120,
+                f"counts/{whole} running again",
+            )
+        assert cluster.holders("counts") == {0: "counts-0", 1: "counts-1"}
         time.sleep(1.0)
     ingest.finish_and_check()
     watch.check()

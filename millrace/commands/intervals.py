@@ -8,7 +8,9 @@ until the interval's lease names ``NODE`` (the node takes the state from the cur
 owner and registers it at a new epoch; ``docs/intervals.md``). ``--no-wait`` returns
 once the move is recorded. ``millrace intervals split --config d.toml --computation C
 --interval I`` records that the interval splits into its two halves
-(``Control.SplitInterval``) and waits until both run (each half's id is printed).
+(``Control.SplitInterval``) and waits until both run (each half's id is printed);
+``millrace intervals merge ... --interval I`` merges half ``I`` and its other half back
+(``Control.MergeInterval``; both must run on one node) and waits until the whole runs.
 Exit status 0 when done, 1 when ``--wait-s`` passed first, 2 for bad arguments.
 """
 
@@ -38,7 +40,7 @@ EXIT_NOT_YET = 1
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``intervals`` sub-command (``list``, ``move``, ``split``)."""
+    """Add the ``intervals`` sub-command (``list``, ``move``, ``split``, ``merge``)."""
     parser = subparsers.add_parser(
         "intervals",
         help="show where key intervals run; move one to another node, live",
@@ -64,8 +66,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "run on the interval's node (move either elsewhere afterwards)."
         ),
     )
-    for sub in (listing, move, split):
+    merge = actions.add_parser(
+        "merge",
+        help="merge an interval and its other half back into one, live",
+        description=(
+            "Record the merge with the injector's registry, then wait until the merged "
+            "interval runs (both halves must run on one node: move one first)."
+        ),
+    )
+    for sub in (listing, move, split, merge):
         add_injector_client_arguments(sub)
+    merge.add_argument("--computation", required=True, metavar="NAME")
+    merge.add_argument("--interval", required=True, type=int, metavar="ID")
+    add_wait_argument(merge, default_s=120.0, what="the merged interval to run")
+    merge.set_defaults(handler=lambda args: run_command("intervals", lambda: _merge(args)))
     split.add_argument("--computation", required=True, metavar="NAME")
     split.add_argument("--interval", required=True, type=int, metavar="ID")
     add_wait_argument(split, default_s=120.0, what="the halves to run")
@@ -198,4 +212,47 @@ def _split(args: argparse.Namespace) -> int:
                 return 0
             time.sleep(0.2)
     print(f"millrace intervals: the halves of {where} do not run yet after {args.wait_s:g} s")
+    return EXIT_NOT_YET
+
+
+def _merge(args: argparse.Namespace) -> int:
+    if args.interval < 0:
+        raise CommandError("--interval must be 0 or more", exit_code=EXIT_USAGE)
+    service, deployment = injector_service(args.deployment, args.injector)
+    where = f"{args.computation}/{args.interval}"
+    with security_of(deployment).open_channel(service.address) as channel:
+        stub = control_pb2_grpc.ControlStub(channel)
+        count = _first_count(service, stub, args)
+        request = control_pb2.MergeIntervalRequest(
+            interval=record_pb2.KeyInterval(
+                computation=args.computation, index=args.interval, count=count
+            )
+        )
+        answer: control_pb2.MergeIntervalResponse = refusals_as_usage(
+            service, "Control.MergeInterval", args.timeout,
+            lambda: stub.MergeInterval(request, timeout=args.timeout),
+        )  # fmt: skip
+        whole = answer.whole.index
+        print(f"merging {where} and its other half into {args.computation}/{whole}")
+        if args.no_wait:
+            return 0
+        started = time.monotonic()
+        deadline = started + args.wait_s
+        while time.monotonic() < deadline:
+            try:
+                leases = list(_assignment(stub, args.timeout).leases)
+            except grpc.RpcError:
+                leases = []  # the injector restarting: ask again
+            if any(
+                (lease.interval.computation, lease.interval.index) == (args.computation, whole)
+                for lease in leases
+            ):
+                print(
+                    f"merged into {args.computation}/{whole} in {time.monotonic() - started:.1f} s"
+                )
+                return 0
+            time.sleep(0.2)
+    print(
+        f"millrace intervals: {args.computation}/{whole} does not run yet after {args.wait_s:g} s"
+    )
     return EXIT_NOT_YET

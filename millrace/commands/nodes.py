@@ -75,6 +75,9 @@ def describe_change(change: control_pb2.LayoutChange) -> str:
     if change.reason.startswith("split: "):
         why = change.reason.removeprefix("split: ")
         return f"{when} split {where} in two on {change.to_node_id} ({why})"
+    if change.reason.startswith("merge: "):
+        why = change.reason.removeprefix("merge: ")
+        return f"{when} merged {where} from its halves on {change.to_node_id} ({why})"
     return f"{when} moved {where} {source} -> {change.to_node_id} ({change.reason})"
 
 

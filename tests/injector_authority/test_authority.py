@@ -187,3 +187,25 @@ def test_updates_carry_the_time_they_were_computed() -> None:
     _, published = auth.snapshot()
     assert published["source:events"].computed_at_ms == 20
     assert published["counts"].computed_at_ms == 10  # unchanged since start
+
+
+def test_a_split_holds_the_watermark_until_both_halves_report() -> None:
+    now = {"counts": [0, 1], "totals": [0, 1]}
+    auth = WatermarkAuthority(
+        two_stage_topology(), clock=lambda: 42, intervals_now=lambda name: now[name]
+    )
+    auth.set_source_watermark("events", 1_000)
+    report_all(auth, (700, None), (None, None))
+    assert auth.watermarks()["counts"] == 700
+    now["counts"] = [0, 4, 5]  # interval 1 split
+    auth.report([rep("counts", 0, 800, epoch=2), rep("counts", 1, 900, epoch=2)])
+    assert auth.watermarks()["counts"] == 700, "held: the halves have not reported"
+    assert auth.report([rep("counts", 4, 850, epoch=2)]) == (1, [])
+    auth.report([rep("counts", 5, None, epoch=2)])
+    assert auth.watermarks()["counts"] == 800
+    now["counts"] = [0, 1]  # merged back: 1's old report does not stand for it
+    assert auth.report([rep("counts", 1, 900, epoch=1)]) == (0, [("counts", 1)])
+    auth.report([rep("counts", 0, 950, epoch=3)])
+    assert auth.watermarks()["counts"] == 800, "held until the merged interval reports"
+    auth.report([rep("counts", 1, 990, epoch=3)])
+    assert auth.watermarks()["counts"] == 950

@@ -77,3 +77,29 @@ def test_split_interval_over_grpc_and_the_layout_in_the_assignment(tmp_path: Pat
         assert [(i.computation, i.index, i.count) for i in layout] == [
             ("counts", 0, 2), ("counts", 4, 2), ("counts", 5, 2)
         ]  # fmt: skip
+
+
+def test_two_halves_on_one_node_merge_back_above_both_epochs(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0, 1])
+    registry.split("counts", 1)
+    registry.register("a", "counts", "127.0.0.1:1", [4, 5])
+    registry.move("counts", 5, "b")
+    with pytest.raises(ValueError, match="moving"):
+        registry.merge("counts", 4)
+    [moved] = registry.register("b", "counts", "127.0.0.1:2", [5], {5: 9})
+    with pytest.raises(ValueError, match="one node"):
+        registry.merge("counts", 4)
+    registry.move("counts", 5, "a")
+    registry.register("a", "counts", "127.0.0.1:1", [5], {5: moved.epoch})
+    whole = registry.merge("counts", 5)
+    assert whole == KeyInterval("counts", 1, 2)
+    assert registry.layout("counts").ids() == [0, 1]
+    assert registry.moves(["counts"])[("counts", 1)] == "a"
+    assert registry.changes[-1].reason == "merge: operator"
+    [lease] = registry.register("a", "counts", "127.0.0.1:1", [1])
+    assert lease.epoch > moved.epoch + 1, "above both halves' epochs"
+    with pytest.raises(ValueError, match="first intervals"):
+        registry.merge("counts", 1)
+    with pytest.raises(ValueError, match="has no interval 4"):
+        registry.register("a", "counts", "127.0.0.1:1", [4])

@@ -65,6 +65,14 @@ class Cluster:
         ]  # fmt: skip
         return self.run(*args, *([] if wait else ["--no-wait"]))
 
+    def merge(self, computation: str, interval: int, *, wait: bool = True) -> str:
+        """``millrace intervals merge`` as a user runs it; its output."""
+        args = [
+            "intervals", "merge", "--computation", computation,
+            "--interval", str(interval), "--wait-s", "120",
+        ]  # fmt: skip
+        return self.run(*args, *([] if wait else ["--no-wait"]))
+
     def run(self, *args: str) -> str:
         """``millrace ARGS --config DEPLOYMENT`` as a user runs it; its output (it must
         exit 0)."""

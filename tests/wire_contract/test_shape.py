@@ -33,6 +33,7 @@ EXPECTED_SERVICES: dict[str, dict[str, dict[str, tuple[str, str, bool, bool]]]] 
             "DrainNode": ("DrainNodeRequest", "DrainNodeResponse", False, False),
             "GetLayout": ("GetLayoutRequest", "Layout", False, False),
             "SplitInterval": ("SplitIntervalRequest", "SplitIntervalResponse", False, False),
+            "MergeInterval": ("MergeIntervalRequest", "MergeIntervalResponse", False, False),
         },
     },
     "delivery": {
@@ -166,6 +167,8 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "SplitIntervalRequest": ("KeyInterval interval = 1",),
         "SplitIntervalResponse": ("repeated KeyInterval halves = 1",),
+        "MergeIntervalRequest": ("KeyInterval interval = 1",),
+        "MergeIntervalResponse": ("KeyInterval whole = 1",),
         "IntervalLoad": (
             "uint32 index = 1",
             "int64 epoch = 2",

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from millrace.wire.v1 import record_pb2 as millrace_dot_wire_dot_v1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emillrace/wire/v1/control.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"q\n\rIntervalLease\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\"\x9c\x01\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x18\n\x10interval_indexes\x18\x04 \x03(\r\x12\x34\n\rstored_epochs\x18\x05 \x03(\x0b\x32\x1d.millrace.wire.v1.StoredEpoch\"+\n\x0bStoredEpoch\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"[\n\x14RegisterNodeResponse\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\x12\x12\n\nmoved_away\x18\x02 \x03(\r\"S\n\x0cIntervalMove\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x12\n\nto_node_id\x18\x02 \x01(\t\"Z\n\x13MoveIntervalRequest\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x12\n\nto_node_id\x18\x02 \x01(\t\"v\n\x14MoveIntervalResponse\x12,\n\x04move\x18\x01 \x01(\x0b\x32\x1e.millrace.wire.v1.IntervalMove\x12\x30\n\x07\x63urrent\x18\x02 \x01(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\",\n\x14GetAssignmentRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"\xbe\x01\n\nAssignment\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12-\n\x05moves\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.IntervalMove\x12\x10\n\x08\x64raining\x18\x04 \x03(\t\x12-\n\x06layout\x18\x05 \x03(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"G\n\x14SplitIntervalRequest\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"F\n\x15SplitIntervalResponse\x12-\n\x06halves\x18\x01 \x03(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"\\\n\x0cIntervalLoad\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x19\n\x11records_committed\x18\x03 \x01(\x04\x12\x13\n\x0b\x63pu_seconds\x18\x04 \x01(\x01\"l\n\x11ReportLoadRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x31\n\tintervals\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.IntervalLoad\"\x14\n\x12ReportLoadResponse\"3\n\x10\x44rainNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06resume\x18\x02 \x01(\x08\"B\n\x11\x44rainNodeResponse\x12-\n\x05moves\x18\x01 \x03(\x0b\x32\x1e.millrace.wire.v1.IntervalMove\"(\n\x10GetLayoutRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"\x9c\x01\n\rIntervalState\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x1a\n\x12records_per_second\x18\x04 \x01(\x01\x12\x0b\n\x03\x63pu\x18\x05 \x01(\x01\x12\x11\n\tmoving_to\x18\x06 \x01(\t\"Q\n\tNodeState\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x0c\n\x04live\x18\x03 \x01(\x08\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"\x88\x01\n\x0cLayoutChange\x12\r\n\x05\x61t_ms\x18\x01 \x01(\x03\x12/\n\x08interval\x18\x02 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x14\n\x0c\x66rom_node_id\x18\x03 \x01(\t\x12\x12\n\nto_node_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\xae\x01\n\x06Layout\x12\x32\n\tintervals\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalState\x12*\n\x05nodes\x18\x02 \x03(\x0b\x32\x1b.millrace.wire.v1.NodeState\x12/\n\x07\x63hanges\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.LayoutChange\x12\x13\n\x0brebalancing\x18\x04 \x01(\x08\x32\xd5\x05\n\x07\x43ontrol\x12]\n\x0cRegisterNode\x12%.millrace.wire.v1.RegisterNodeRequest\x1a&.millrace.wire.v1.RegisterNodeResponse\x12U\n\rGetAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment\x12Y\n\x0fWatchAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment0\x01\x12]\n\x0cMoveInterval\x12%.millrace.wire.v1.MoveIntervalRequest\x1a&.millrace.wire.v1.MoveIntervalResponse\x12W\n\nReportLoad\x12#.millrace.wire.v1.ReportLoadRequest\x1a$.millrace.wire.v1.ReportLoadResponse\x12T\n\tDrainNode\x12\".millrace.wire.v1.DrainNodeRequest\x1a#.millrace.wire.v1.DrainNodeResponse\x12I\n\tGetLayout\x12\".millrace.wire.v1.GetLayoutRequest\x1a\x18.millrace.wire.v1.Layout\x12`\n\rSplitInterval\x12&.millrace.wire.v1.SplitIntervalRequest\x1a\'.millrace.wire.v1.SplitIntervalResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emillrace/wire/v1/control.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"q\n\rIntervalLease\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\"\x9c\x01\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x18\n\x10interval_indexes\x18\x04 \x03(\r\x12\x34\n\rstored_epochs\x18\x05 \x03(\x0b\x32\x1d.millrace.wire.v1.StoredEpoch\"+\n\x0bStoredEpoch\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"[\n\x14RegisterNodeResponse\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\x12\x12\n\nmoved_away\x18\x02 \x03(\r\"S\n\x0cIntervalMove\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x12\n\nto_node_id\x18\x02 \x01(\t\"Z\n\x13MoveIntervalRequest\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x12\n\nto_node_id\x18\x02 \x01(\t\"v\n\x14MoveIntervalResponse\x12,\n\x04move\x18\x01 \x01(\x0b\x32\x1e.millrace.wire.v1.IntervalMove\x12\x30\n\x07\x63urrent\x18\x02 \x01(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\",\n\x14GetAssignmentRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"\xbe\x01\n\nAssignment\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalLease\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12-\n\x05moves\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.IntervalMove\x12\x10\n\x08\x64raining\x18\x04 \x03(\t\x12-\n\x06layout\x18\x05 \x03(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"G\n\x14SplitIntervalRequest\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"F\n\x15SplitIntervalResponse\x12-\n\x06halves\x18\x01 \x03(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"G\n\x14MergeIntervalRequest\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"E\n\x15MergeIntervalResponse\x12,\n\x05whole\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"\\\n\x0cIntervalLoad\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x19\n\x11records_committed\x18\x03 \x01(\x04\x12\x13\n\x0b\x63pu_seconds\x18\x04 \x01(\x01\"l\n\x11ReportLoadRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x31\n\tintervals\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.IntervalLoad\"\x14\n\x12ReportLoadResponse\"3\n\x10\x44rainNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06resume\x18\x02 \x01(\x08\"B\n\x11\x44rainNodeResponse\x12-\n\x05moves\x18\x01 \x03(\x0b\x32\x1e.millrace.wire.v1.IntervalMove\"(\n\x10GetLayoutRequest\x12\x14\n\x0c\x63omputations\x18\x01 \x03(\t\"\x9c\x01\n\rIntervalState\x12/\n\x08interval\x18\x01 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x1a\n\x12records_per_second\x18\x04 \x01(\x01\x12\x0b\n\x03\x63pu\x18\x05 \x01(\x01\x12\x11\n\tmoving_to\x18\x06 \x01(\t\"Q\n\tNodeState\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputation\x18\x02 \x01(\t\x12\x0c\n\x04live\x18\x03 \x01(\x08\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"\x88\x01\n\x0cLayoutChange\x12\r\n\x05\x61t_ms\x18\x01 \x01(\x03\x12/\n\x08interval\x18\x02 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x14\n\x0c\x66rom_node_id\x18\x03 \x01(\t\x12\x12\n\nto_node_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\xae\x01\n\x06Layout\x12\x32\n\tintervals\x18\x01 \x03(\x0b\x32\x1f.millrace.wire.v1.IntervalState\x12*\n\x05nodes\x18\x02 \x03(\x0b\x32\x1b.millrace.wire.v1.NodeState\x12/\n\x07\x63hanges\x18\x03 \x03(\x0b\x32\x1e.millrace.wire.v1.LayoutChange\x12\x13\n\x0brebalancing\x18\x04 \x01(\x08\x32\xb7\x06\n\x07\x43ontrol\x12]\n\x0cRegisterNode\x12%.millrace.wire.v1.RegisterNodeRequest\x1a&.millrace.wire.v1.RegisterNodeResponse\x12U\n\rGetAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment\x12Y\n\x0fWatchAssignment\x12&.millrace.wire.v1.GetAssignmentRequest\x1a\x1c.millrace.wire.v1.Assignment0\x01\x12]\n\x0cMoveInterval\x12%.millrace.wire.v1.MoveIntervalRequest\x1a&.millrace.wire.v1.MoveIntervalResponse\x12W\n\nReportLoad\x12#.millrace.wire.v1.ReportLoadRequest\x1a$.millrace.wire.v1.ReportLoadResponse\x12T\n\tDrainNode\x12\".millrace.wire.v1.DrainNodeRequest\x1a#.millrace.wire.v1.DrainNodeResponse\x12I\n\tGetLayout\x12\".millrace.wire.v1.GetLayoutRequest\x1a\x18.millrace.wire.v1.Layout\x12`\n\rSplitInterval\x12&.millrace.wire.v1.SplitIntervalRequest\x1a\'.millrace.wire.v1.SplitIntervalResponse\x12`\n\rMergeInterval\x12&.millrace.wire.v1.MergeIntervalRequest\x1a\'.millrace.wire.v1.MergeIntervalResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -54,26 +54,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SPLITINTERVALREQUEST']._serialized_end=1102
   _globals['_SPLITINTERVALRESPONSE']._serialized_start=1104
   _globals['_SPLITINTERVALRESPONSE']._serialized_end=1174
-  _globals['_INTERVALLOAD']._serialized_start=1176
-  _globals['_INTERVALLOAD']._serialized_end=1268
-  _globals['_REPORTLOADREQUEST']._serialized_start=1270
-  _globals['_REPORTLOADREQUEST']._serialized_end=1378
-  _globals['_REPORTLOADRESPONSE']._serialized_start=1380
-  _globals['_REPORTLOADRESPONSE']._serialized_end=1400
-  _globals['_DRAINNODEREQUEST']._serialized_start=1402
-  _globals['_DRAINNODEREQUEST']._serialized_end=1453
-  _globals['_DRAINNODERESPONSE']._serialized_start=1455
-  _globals['_DRAINNODERESPONSE']._serialized_end=1521
-  _globals['_GETLAYOUTREQUEST']._serialized_start=1523
-  _globals['_GETLAYOUTREQUEST']._serialized_end=1563
-  _globals['_INTERVALSTATE']._serialized_start=1566
-  _globals['_INTERVALSTATE']._serialized_end=1722
-  _globals['_NODESTATE']._serialized_start=1724
-  _globals['_NODESTATE']._serialized_end=1805
-  _globals['_LAYOUTCHANGE']._serialized_start=1808
-  _globals['_LAYOUTCHANGE']._serialized_end=1944
-  _globals['_LAYOUT']._serialized_start=1947
-  _globals['_LAYOUT']._serialized_end=2121
-  _globals['_CONTROL']._serialized_start=2124
-  _globals['_CONTROL']._serialized_end=2849
+  _globals['_MERGEINTERVALREQUEST']._serialized_start=1176
+  _globals['_MERGEINTERVALREQUEST']._serialized_end=1247
+  _globals['_MERGEINTERVALRESPONSE']._serialized_start=1249
+  _globals['_MERGEINTERVALRESPONSE']._serialized_end=1318
+  _globals['_INTERVALLOAD']._serialized_start=1320
+  _globals['_INTERVALLOAD']._serialized_end=1412
+  _globals['_REPORTLOADREQUEST']._serialized_start=1414
+  _globals['_REPORTLOADREQUEST']._serialized_end=1522
+  _globals['_REPORTLOADRESPONSE']._serialized_start=1524
+  _globals['_REPORTLOADRESPONSE']._serialized_end=1544
+  _globals['_DRAINNODEREQUEST']._serialized_start=1546
+  _globals['_DRAINNODEREQUEST']._serialized_end=1597
+  _globals['_DRAINNODERESPONSE']._serialized_start=1599
+  _globals['_DRAINNODERESPONSE']._serialized_end=1665
+  _globals['_GETLAYOUTREQUEST']._serialized_start=1667
+  _globals['_GETLAYOUTREQUEST']._serialized_end=1707
+  _globals['_INTERVALSTATE']._serialized_start=1710
+  _globals['_INTERVALSTATE']._serialized_end=1866
+  _globals['_NODESTATE']._serialized_start=1868
+  _globals['_NODESTATE']._serialized_end=1949
+  _globals['_LAYOUTCHANGE']._serialized_start=1952
+  _globals['_LAYOUTCHANGE']._serialized_end=2088
+  _globals['_LAYOUT']._serialized_start=2091
+  _globals['_LAYOUT']._serialized_end=2265
+  _globals['_CONTROL']._serialized_start=2268
+  _globals['_CONTROL']._serialized_end=3091
 # @@protoc_insertion_point(module_scope)

@@ -105,6 +105,18 @@ class SplitIntervalResponse(_message.Message):
     halves: _containers.RepeatedCompositeFieldContainer[_record_pb2.KeyInterval]
     def __init__(self, halves: _Optional[_Iterable[_Union[_record_pb2.KeyInterval, _Mapping]]] = ...) -> None: ...
 
+class MergeIntervalRequest(_message.Message):
+    __slots__ = ("interval",)
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    interval: _record_pb2.KeyInterval
+    def __init__(self, interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ...) -> None: ...
+
+class MergeIntervalResponse(_message.Message):
+    __slots__ = ("whole",)
+    WHOLE_FIELD_NUMBER: _ClassVar[int]
+    whole: _record_pb2.KeyInterval
+    def __init__(self, whole: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ...) -> None: ...
+
 class IntervalLoad(_message.Message):
     __slots__ = ("index", "epoch", "records_committed", "cpu_seconds")
     INDEX_FIELD_NUMBER: _ClassVar[int]

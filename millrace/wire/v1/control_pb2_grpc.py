@@ -75,6 +75,11 @@ class ControlStub:
                 request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalRequest.SerializeToString,
                 response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalResponse.FromString,
                 _registered_method=True)
+        self.MergeInterval = channel.unary_unary(
+                '/millrace.wire.v1.Control/MergeInterval',
+                request_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.MergeIntervalRequest.SerializeToString,
+                response_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.MergeIntervalResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -148,6 +153,15 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MergeInterval(self, request, context):
+        """Records (durably) that two halves merge back and returns at once: their
+        node stops both, merges their stores and registers the interval at an
+        epoch above both. FAILED_PRECONDITION unless both run on one node.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -190,6 +204,11 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.SplitInterval,
                     request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalRequest.FromString,
                     response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalResponse.SerializeToString,
+            ),
+            'MergeInterval': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeInterval,
+                    request_deserializer=millrace_dot_wire_dot_v1_dot_control__pb2.MergeIntervalRequest.FromString,
+                    response_serializer=millrace_dot_wire_dot_v1_dot_control__pb2.MergeIntervalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -409,6 +428,33 @@ class Control:
             '/millrace.wire.v1.Control/SplitInterval',
             millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalRequest.SerializeToString,
             millrace_dot_wire_dot_v1_dot_control__pb2.SplitIntervalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeInterval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millrace.wire.v1.Control/MergeInterval',
+            millrace_dot_wire_dot_v1_dot_control__pb2.MergeIntervalRequest.SerializeToString,
+            millrace_dot_wire_dot_v1_dot_control__pb2.MergeIntervalResponse.FromString,
             options,
             channel_credentials,
             insecure,
