@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import grpc
 
+from millrace.computations import KeyInterval
 from millrace.deployment import NodePlacement, abort, brief
 from millrace.injector.ownership import Lease, OwnershipRegistry
 from millrace.injector.rebalance import (
@@ -81,6 +82,13 @@ def _split_layouts(
                 for ident in layout.ids()
             )
     return found
+
+
+def _by_id(interval: KeyInterval, count: int) -> record_pb2.KeyInterval:
+    """``interval`` as the wire names it: by id, with its computation's first count."""
+    return record_pb2.KeyInterval(
+        computation=interval.computation, index=interval.id(count), count=count
+    )
 
 
 class ControlService(control_pb2_grpc.ControlServicer):
@@ -171,43 +179,29 @@ class ControlService(control_pb2_grpc.ControlServicer):
     def MergeInterval(
         self, request: control_pb2.MergeIntervalRequest, context: grpc.ServicerContext
     ) -> control_pb2.MergeIntervalResponse:
-        interval = request.interval
-        count = self._registry.interval_counts().get(interval.computation)
-        if count is None:
-            abort(
-                context,
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown computation {brief(interval.computation)}",
-            )
+        count = self._first_count(request.interval.computation, context)
         with _journal_answers(context, grpc.StatusCode.FAILED_PRECONDITION):
-            whole = self._registry.merge(interval.computation, interval.index)
-        return control_pb2.MergeIntervalResponse(
-            whole=record_pb2.KeyInterval(
-                computation=whole.computation, index=whole.id(count), count=count
-            )
-        )
+            whole = self._registry.merge(request.interval.computation, request.interval.index)
+        return control_pb2.MergeIntervalResponse(whole=_by_id(whole, count))
 
     def SplitInterval(
         self, request: control_pb2.SplitIntervalRequest, context: grpc.ServicerContext
     ) -> control_pb2.SplitIntervalResponse:
-        interval = request.interval
-        count = self._registry.interval_counts().get(interval.computation)
+        count = self._first_count(request.interval.computation, context)
+        with _journal_answers(context, grpc.StatusCode.FAILED_PRECONDITION):
+            halves = self._registry.split(request.interval.computation, request.interval.index)
+        return control_pb2.SplitIntervalResponse(halves=[_by_id(h, count) for h in halves])
+
+    def _first_count(self, computation: str, context: grpc.ServicerContext) -> int:
+        """``computation``'s first interval count; INVALID_ARGUMENT for an unknown one."""
+        count = self._registry.interval_counts().get(computation)
         if count is None:
             abort(
                 context,
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown computation {brief(interval.computation)}",
+                f"unknown computation {brief(computation)}",
             )
-        with _journal_answers(context, grpc.StatusCode.FAILED_PRECONDITION):
-            halves = self._registry.split(interval.computation, interval.index)
-        return control_pb2.SplitIntervalResponse(
-            halves=[
-                record_pb2.KeyInterval(
-                    computation=half.computation, index=half.id(count), count=count
-                )
-                for half in halves
-            ]
-        )
+        return count
 
     def WatchAssignment(
         self, request: control_pb2.GetAssignmentRequest, context: grpc.ServicerContext

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import grpc
 
@@ -175,6 +176,39 @@ def _move(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
+    def record(stub: control_pb2_grpc.ControlStub, interval: record_pb2.KeyInterval) -> set[int]:
+        request = control_pb2.SplitIntervalRequest(interval=interval)
+        answer: control_pb2.SplitIntervalResponse = stub.SplitInterval(
+            request, timeout=args.timeout
+        )
+        low, high = (half.index for half in answer.halves)
+        print(f"splitting {args.computation}/{args.interval} into /{low} and /{high}")
+        return {low, high}
+
+    return _reshape(args, "Control.SplitInterval", record, "split")
+
+
+def _merge(args: argparse.Namespace) -> int:
+    def record(stub: control_pb2_grpc.ControlStub, interval: record_pb2.KeyInterval) -> set[int]:
+        request = control_pb2.MergeIntervalRequest(interval=interval)
+        answer: control_pb2.MergeIntervalResponse = stub.MergeInterval(
+            request, timeout=args.timeout
+        )
+        whole = answer.whole.index
+        print(f"merging {args.computation}/{args.interval} and its other half into /{whole}")
+        return {whole}
+
+    return _reshape(args, "Control.MergeInterval", record, "merged")
+
+
+def _reshape(
+    args: argparse.Namespace,
+    method: str,
+    record: Callable[[control_pb2_grpc.ControlStub, record_pb2.KeyInterval], set[int]],
+    done: str,
+) -> int:
+    """Record a split or a merge of ``args.interval`` (``record`` calls ``method`` and
+    says which intervals it makes), then wait until they all run."""
     if args.interval < 0:
         raise CommandError("--interval must be 0 or more", exit_code=EXIT_USAGE)
     service, deployment = injector_service(args.deployment, args.injector)
@@ -182,17 +216,10 @@ def _split(args: argparse.Namespace) -> int:
     with security_of(deployment).open_channel(service.address) as channel:
         stub = control_pb2_grpc.ControlStub(channel)
         count = _first_count(service, stub, args)
-        request = control_pb2.SplitIntervalRequest(
-            interval=record_pb2.KeyInterval(
-                computation=args.computation, index=args.interval, count=count
-            )
+        interval = record_pb2.KeyInterval(
+            computation=args.computation, index=args.interval, count=count
         )
-        answer: control_pb2.SplitIntervalResponse = refusals_as_usage(
-            service, "Control.SplitInterval", args.timeout,
-            lambda: stub.SplitInterval(request, timeout=args.timeout),
-        )  # fmt: skip
-        halves = [half.index for half in answer.halves]
-        print(f"splitting {where} into {args.computation}/{halves[0]} and /{halves[1]}")
+        made = refusals_as_usage(service, method, args.timeout, lambda: record(stub, interval))
         if args.no_wait:
             return 0
         started = time.monotonic()
@@ -207,52 +234,10 @@ def _split(args: argparse.Namespace) -> int:
                 for lease in leases
                 if lease.interval.computation == args.computation
             }
-            if running.issuperset(halves):
-                print(f"split {where} in {time.monotonic() - started:.1f} s")
+            if running.issuperset(made):
+                print(f"{done} {where} in {time.monotonic() - started:.1f} s")
                 return 0
             time.sleep(0.2)
-    print(f"millrace intervals: the halves of {where} do not run yet after {args.wait_s:g} s")
-    return EXIT_NOT_YET
-
-
-def _merge(args: argparse.Namespace) -> int:
-    if args.interval < 0:
-        raise CommandError("--interval must be 0 or more", exit_code=EXIT_USAGE)
-    service, deployment = injector_service(args.deployment, args.injector)
-    where = f"{args.computation}/{args.interval}"
-    with security_of(deployment).open_channel(service.address) as channel:
-        stub = control_pb2_grpc.ControlStub(channel)
-        count = _first_count(service, stub, args)
-        request = control_pb2.MergeIntervalRequest(
-            interval=record_pb2.KeyInterval(
-                computation=args.computation, index=args.interval, count=count
-            )
-        )
-        answer: control_pb2.MergeIntervalResponse = refusals_as_usage(
-            service, "Control.MergeInterval", args.timeout,
-            lambda: stub.MergeInterval(request, timeout=args.timeout),
-        )  # fmt: skip
-        whole = answer.whole.index
-        print(f"merging {where} and its other half into {args.computation}/{whole}")
-        if args.no_wait:
-            return 0
-        started = time.monotonic()
-        deadline = started + args.wait_s
-        while time.monotonic() < deadline:
-            try:
-                leases = list(_assignment(stub, args.timeout).leases)
-            except grpc.RpcError:
-                leases = []  # the injector restarting: ask again
-            if any(
-                (lease.interval.computation, lease.interval.index) == (args.computation, whole)
-                for lease in leases
-            ):
-                print(
-                    f"merged into {args.computation}/{whole} in {time.monotonic() - started:.1f} s"
-                )
-                return 0
-            time.sleep(0.2)
-    print(
-        f"millrace intervals: {args.computation}/{whole} does not run yet after {args.wait_s:g} s"
-    )
+    ids = ", ".join(f"{args.computation}/{i}" for i in sorted(made))
+    print(f"millrace intervals: {ids} not running yet after {args.wait_s:g} s")
     return EXIT_NOT_YET
