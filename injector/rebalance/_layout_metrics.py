@@ -28,7 +28,7 @@ class LayoutMetrics(Collector):
         moves = CounterMetricFamily(
             "millrace_interval_moves",
             "Interval moves recorded since the injector started, by why "
-            "(operator, drain, rebalance, split)",
+            "(operator, drain, rebalance, split, merge)",
             labels=["computation", "reason"],
         )
         for (computation, reason), count in sorted(self._registry.moves_by_reason.items()):
