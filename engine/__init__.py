@@ -21,6 +21,7 @@ from millrace.engine._driver import (
 )
 from millrace.engine._frames import Frame, decode_frame, encode_batch, frames_of
 from millrace.engine._in_flight import OldestInFlight
+from millrace.engine._interval_halves import cut_to_half, merge_into
 from millrace.engine._local_network import InFlight, LocalNetwork, receive
 from millrace.engine._outcome import BatchOutcome
 from millrace.engine._processor import IntervalProcessor, IntervalStatus
@@ -73,6 +74,8 @@ __all__ = [
     "frames_of",
     "input_watermark",
     "new_tuple",
+    "cut_to_half",
+    "merge_into",
     "reroute",
     "routes_of",
     "saturate",

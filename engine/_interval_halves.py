@@ -23,7 +23,6 @@ from __future__ import annotations
 import struct
 
 from millrace.computations import KeyInterval
-from millrace.computations._intervals import HASH_SPACE
 from millrace.engine._dead_letters import DEAD_LETTER_PREFIX
 from millrace.engine._frames import frame_key, frame_seq
 from millrace.engine._outbox_ledger import NEXT_FRAME
@@ -53,7 +52,7 @@ def cut_to_half(store: StateStore, half: KeyInterval, epoch: int) -> None:
     ranges = []
     if half.start:
         ranges.append((b"", _U64.pack(half.start)))
-    if half.end < HASH_SPACE:
+    if half.index + 1 < half.count:  # not the last share: keys hash past its end
         ranges.append((_U64.pack(half.end), RESERVED_PREFIX))
     lower = keeps_whole_interval_entries(half)
     if not lower:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from millrace.computations import KeyInterval, Layout, Topology
 from millrace.deployment import fsync_directory
-from millrace.engine._interval_halves import cut_to_half, merge_into
+from millrace.engine import cut_to_half, merge_into
 from millrace.statestore import StateStore, StoreConfig
 from millrace.wire.v1 import control_pb2
 

@@ -1,4 +1,5 @@
-"""Issue 34: a join topology through repeated live moves, with SIGKILLs at each step.
+"""Issue 34: a join topology through repeated live moves, splits and merges, with SIGKILLs
+at each step.
 
 Nexmark q4 of ``examples/nexmark`` (bids joined with their auction within its
 lifetime, the highest bid per auction in a window that ends at a field, the mean
@@ -7,18 +8,22 @@ window have two intervals, each computation on two nodes: ``-a`` placed on both
 intervals, ``-b`` on none. While ``millrace inject --finish`` pushes the auctions and
 the bids, intervals of the two move back and forth (``millrace intervals move``), and
 at a random moment of each move the old owner, the new owner or the injector is
-SIGKILLed and started again. The sink must then hold exactly the plain-Python answer,
-and every lease shown must have had one node per epoch, epochs only rising.
+SIGKILLed and started again; in the second test intervals of both are split, a half
+moved away and back, and the halves merged (``millrace intervals split``, ``merge``),
+with a SIGKILL of a node or the injector at each step. The sink must then hold exactly
+the plain-Python answer, and every lease shown must have had one node per epoch,
+epochs only rising.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -59,6 +64,60 @@ def nodes_of(computations: Iterable[str]) -> dict[str, tuple[str, list[int]]]:
 
 def test_q4_is_exact_through_moves_of_its_join_with_kills(tmp_path: Path) -> None:
     rng = chaos_rng(3402)
+
+    def steps(run: Callable[[list[str], list[str], Callable[[], bool]], None], at: str) -> None:
+        for step in range(MOVES):
+            computation = MOVED[step % 2]
+            interval = rng.randrange(2)
+
+            def leased(c: str = computation) -> bool:
+                return len(lease_holders(at, c)) == 2
+
+            wait_until(leased, 120, f"both intervals of {computation} leased")
+            source = lease_holders(at, computation)[interval]
+            target = f"{computation}-b" if source.endswith("-a") else f"{computation}-a"
+
+            def arrived_at(c: str = computation, i: int = interval, t: str = target) -> bool:
+                return lease_holders(at, c).get(i) == t
+
+            move = ["move", "--computation", computation, "--interval", str(interval)]
+            run([*move, "--to", target], [source, target, "injector"], arrived_at)
+
+    run_q4(tmp_path, rng, steps, MOVES)
+
+
+def test_q4_is_exact_through_splits_moves_and_merges_with_kills(tmp_path: Path) -> None:
+    rng = chaos_rng(3404)
+
+    def steps(run: Callable[[list[str], list[str], Callable[[], bool]], None], at: str) -> None:
+        for computation in MOVED:
+            home, away = f"{computation}-a", f"{computation}-b"
+
+            def runs(wanted: dict[int, str], c: str = computation) -> Callable[[], bool]:
+                return lambda: all(lease_holders(at, c).get(i) == n for i, n in wanted.items())
+
+            wait_until(runs({0: home, 1: home}), 120, f"both intervals of {computation} leased")
+            split = ["split", "--computation", computation, "--interval", "1"]
+            run(split, [home, "injector"], runs({4: home, 5: home}))
+            to = ["move", "--computation", computation, "--interval", "5", "--to"]
+            run([*to, away], [home, away, "injector"], runs({5: away}))
+            run([*to, home], [home, away, "injector"], runs({5: home}))
+            merge = ["merge", "--computation", computation, "--interval", "4"]
+            run(merge, [home, "injector"], runs({1: home}))
+
+    run_q4(tmp_path, rng, steps, 2 * 4)
+
+
+def run_q4(
+    tmp_path: Path,
+    rng: random.Random,
+    steps: Callable[[Callable[[list[str], list[str], Callable[[], bool]], None], str], None],
+    expected_steps: int,
+) -> None:
+    """Nexmark q4 on real processes while ``steps(run, injector_address)`` changes the
+    layout: each ``run(command, victims, done)`` runs ``millrace intervals COMMAND``,
+    SIGKILLs one of ``victims`` at a random moment and starts it again, and waits until
+    ``done()``. Then the sink must hold exactly the plain-Python answer."""
     events = generate(1_500, seed=4)
     expected = answers(events)["q4"]
     sink = CollectingSink()
@@ -77,46 +136,32 @@ def test_q4_is_exact_through_moves_of_its_join_with_kills(tmp_path: Path) -> Non
         process.start()
     watch = LeaseWatch(injector_address)
     watch.start()
-    moved: list[str] = []
+    done_steps: list[str] = []
     failures: list[BaseException] = []
 
-    def move_repeatedly() -> None:
+    def run(command: list[str], victims: list[str], done: Callable[[], bool]) -> None:
+        args = [sys.executable, "-m", "millrace", "intervals", *command, "--config",
+                str(deployment), "--no-wait"]  # fmt: skip
+        answer = subprocess.run(
+            args, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False
+        )
+        assert answer.returncode == 0, answer.stdout + answer.stderr
+        victim = rng.choice(victims)
+        time.sleep(rng.choice([0.0, rng.uniform(0.0, 0.15), rng.uniform(0.15, 1.0)]))
+        processes[victim].kill()
+        time.sleep(rng.uniform(0.0, 0.5))
+        processes[victim].start()
+        wait_until(done, 120, f"{' '.join(command)} done")
+        done_steps.append(f"{' '.join(command)} (killed {victim})")
+
+    def change_layout() -> None:
         try:
-            for step in range(MOVES):
-                computation = MOVED[step % 2]
-                interval = rng.randrange(2)
-
-                def leased(c: str = computation) -> bool:
-                    return len(lease_holders(injector_address, c)) == 2
-
-                wait_until(leased, 120, f"both intervals of {computation} leased")
-                source = lease_holders(injector_address, computation)[interval]
-                target = f"{computation}-b" if source.endswith("-a") else f"{computation}-a"
-                command = [
-                    sys.executable, "-m", "millrace", "intervals", "move", "--config",
-                    str(deployment), "--computation", computation, "--interval",
-                    str(interval), "--to", target, "--no-wait",
-                ]  # fmt: skip
-                done = subprocess.run(
-                    command, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False
-                )
-                assert done.returncode == 0, done.stdout + done.stderr
-                victim = rng.choice([source, target, "injector"])
-                time.sleep(rng.choice([0.0, rng.uniform(0.0, 0.15), rng.uniform(0.15, 1.0)]))
-                processes[victim].kill()
-                time.sleep(rng.uniform(0.0, 0.5))
-                processes[victim].start()
-
-                def arrived_at(c: str = computation, i: int = interval, t: str = target) -> bool:
-                    return lease_holders(injector_address, c).get(i) == t
-
-                wait_until(arrived_at, 120, f"{computation}/{interval} on {target}")
-                moved.append(f"{computation}/{interval} -> {target} (killed {victim})")
+            steps(run, injector_address)
         except BaseException as exc:  # reported by the test's thread
             failures.append(exc)
 
-    mover = threading.Thread(target=move_repeatedly, daemon=True)
-    mover.start()
+    changer = threading.Thread(target=change_layout, daemon=True)
+    changer.start()
     try:
         for stream in ("auctions", "bids"):
             for _ in range(10):  # started while the injector was down: run it again, as a
@@ -131,9 +176,9 @@ def test_q4_is_exact_through_moves_of_its_join_with_kills(tmp_path: Path) -> Non
                     break
                 time.sleep(0.5)
             assert done.returncode == 0, done.stdout + done.stderr
-        mover.join(600)
+        changer.join(600)
         assert not failures, failures
-        assert len(moved) == MOVES, moved
+        assert len(done_steps) == expected_steps, done_steps
 
         def arrived() -> int:
             return sum(1 for r in list(sink.records.values()) if r.stream == "q4_out")
