@@ -16,7 +16,7 @@ LAYERS: dict[str, set[str]] = {
     "streamsql": {"computations", "dataflow"},  # SQL planned onto the library
     "engine": {"computations", "statestore"},
     "deployment": {"computations", "engine"},
-    "delivery": {"engine", "deployment", "statestore"},
+    "delivery": {"computations", "engine", "deployment", "statestore"},
     "node": {"computations", "engine", "delivery", "deployment", "statestore"},
     "sinks": {"engine", "deployment", "statestore"},  # the sink index is a store
     "injector": {"computations", "engine", "delivery", "deployment", "statestore"},
