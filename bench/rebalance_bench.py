@@ -156,6 +156,7 @@ def measure(injector: str, seconds: float, keys: list[bytes]) -> dict[str, float
     early = [rate for at, rate in samples[1:] if first_move is None or at < first_move]
     if changes and SHOW_MOVES:
         print("\n".join(changes), flush=True)
+        print("  rec/s per second:", " ".join(f"{rate / 1000:.0f}k" for _, rate in samples))
     return {
         "rate": statistics.median(tail),
         "before": statistics.median(early) if early else float("nan"),

@@ -47,8 +47,8 @@ def keeps_whole_interval_entries(half: KeyInterval) -> bool:
 
 def cut_to_half(store: StateStore, half: KeyInterval, epoch: int) -> None:
     """Drop from ``store`` (a copy of the store of the interval ``half`` was split
-    from) what ``half`` does not hold, under ``epoch``. Not atomic as a whole: cut a
-    copy no one runs yet, and start from a new copy if it is interrupted."""
+    from; it may be opened without its record ids) what ``half`` does not hold, in one
+    write under ``epoch``."""
     ranges = []
     if half.start:
         ranges.append((b"", _U64.pack(half.start)))
@@ -59,16 +59,14 @@ def cut_to_half(store: StateStore, half: KeyInterval, epoch: int) -> None:
         end = prefix_end(DEAD_LETTER_PREFIX)
         assert end is not None
         ranges.append((DEAD_LETTER_PREFIX, end))
-    store.drop_state(epoch, ranges)
-    txn = store.begin(epoch)
-    for domain in TimeDomain:
-        for timer in store.due_timers(domain, None):
-            if not half.holds(timer.key):
-                txn.delete_timer(domain, timer.key, timer.tag)
-    if not lower:
-        for production_id, _ in store.outbox():
-            txn.remove_outbox(production_id)
-    txn.commit(sync=True)
+    timers = [
+        (domain, timer.key, timer.tag)
+        for domain in TimeDomain
+        for timer in store.due_timers(domain, None)
+        if not half.holds(timer.key)
+    ]
+    outbox = [] if lower else [key for key, _ in store.outbox()]
+    store.drop(epoch, state_ranges=ranges, timers=timers, outbox=outbox)
 
 
 def merge_into(whole: StateStore, upper: StateStore, epoch: int) -> None:

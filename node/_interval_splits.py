@@ -146,7 +146,9 @@ class StoreMaker:
         )  # fmt: skip
         incoming = path.with_name(path.name + _INCOMING)
         shutil.rmtree(incoming, ignore_errors=True)
-        lower = StateStore.open_rocksdb(self._store_path(low.id(self._base)), config=self._config)
+        lower = StateStore.open_rocksdb(
+            self._store_path(low.id(self._base)), config=self._config, for_transactions=False
+        )
         try:
             lower.checkpoint(incoming)
             epoch = lower.owner_epoch
@@ -189,29 +191,30 @@ class StoreMaker:
             "splitting %s into its halves", whole,
             extra={"event": "split", "computation": self._computation, "interval": source},
         )  # fmt: skip
-        for each in whole.halves():
-            self._cut_copy(source_path, each)
+        halves = [h for h in whole.halves() if not self._store_path(h.id(self._base)).is_dir()]
+        copies = {h: self._incoming(h) for h in halves}
+        for path in copies.values():
+            shutil.rmtree(path, ignore_errors=True)
+        stored = StateStore.open_rocksdb(source_path, config=self._config, for_transactions=False)
+        try:
+            for path in copies.values():
+                stored.checkpoint(path)
+            epoch = stored.owner_epoch
+        finally:
+            stored.close()
+        for half, path in copies.items():
+            copy = StateStore.open_rocksdb(path, config=self._config, for_transactions=False)
+            try:
+                cut_to_half(copy, half, epoch)
+            finally:
+                copy.close()
+            fsync_directory(path)
+            path.rename(self._store_path(half.id(self._base)))
+            fsync_directory(path.parent)
         shutil.rmtree(source_path)
         fsync_directory(source_path.parent)
 
-    def _cut_copy(self, source_path: Path, half: KeyInterval) -> None:
-        """The store of ``half``: a checkpoint of the interval's, cut to the half."""
-        path = self._store_path(half.id(self._base))
-        if path.is_dir():
-            return
-        incoming = path.with_name(path.name + _INCOMING)
-        shutil.rmtree(incoming, ignore_errors=True)
-        source = StateStore.open_rocksdb(source_path, config=self._config)
-        try:
-            source.checkpoint(incoming)
-            epoch = source.owner_epoch
-        finally:
-            source.close()
-        copy = StateStore.open_rocksdb(incoming, config=self._config)
-        try:
-            cut_to_half(copy, half, epoch)
-        finally:
-            copy.close()
-        fsync_directory(incoming)
-        incoming.rename(path)
-        fsync_directory(path.parent)
+    def _incoming(self, interval: KeyInterval) -> Path:
+        """Where ``interval``'s store is made before it is renamed into place."""
+        path = self._store_path(interval.id(self._base))
+        return path.with_name(path.name + _INCOMING)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
@@ -33,6 +33,7 @@ from millrace.statestore.dedup import DedupIndex, StagedIds
 from millrace.statestore.errors import (
     EpochFencedError,
     IncompatibleStoreError,
+    StateStoreError,
     StoreClosedError,
 )
 from millrace.statestore.transaction import Transaction
@@ -72,8 +73,16 @@ class StateStore:
     """State, dedup ids, timers, outbox and metadata of one key interval."""
 
     def __init__(
-        self, engine: Engine, *, config: StoreConfig | None = None, clock: Clock = monotonic_ms
+        self,
+        engine: Engine,
+        *,
+        config: StoreConfig | None = None,
+        clock: Clock = monotonic_ms,
+        for_transactions: bool = True,
     ) -> None:
+        """``for_transactions`` False: the record ids are not read back (the slow part of
+        opening a big store), so no transaction may begin; :meth:`checkpoint` and
+        :meth:`drop` still work (a split cuts copies of a store so)."""
         self._engine = engine
         self.config = config or StoreConfig()
         self._clock = clock
@@ -84,23 +93,30 @@ class StateStore:
         self._dedup = DedupIndex(engine, self.config, seed=seed)
         self._opened_at = clock()
         self._dedup_base = self._load_dedup_clock(engine)
-        self.recovered_ids = self._dedup.rebuild(self.dedup_now())
+        self._for_transactions = for_transactions
+        self.recovered_ids = self._dedup.rebuild(self.dedup_now()) if for_transactions else 0
         self._timers = TimerIndex.load(engine)
         limit = self.config.state_cache_entries
         self._cache: StateCache | None = StateCache(limit) if limit > 0 else None
 
     @classmethod
     def open_rocksdb(
-        cls, path: str | Path, *, config: StoreConfig | None = None, clock: Clock = monotonic_ms
+        cls,
+        path: str | Path,
+        *,
+        config: StoreConfig | None = None,
+        clock: Clock = monotonic_ms,
+        for_transactions: bool = True,
     ) -> StateStore:
-        """Open (creating if needed) the store in directory ``path``."""
+        """Open (creating if needed) the store in directory ``path`` (``for_transactions``:
+        see :class:`StateStore`)."""
         # Imported here so that computations (and Spark executors) can use the
         # memory backend without rocksdict installed.
         from millrace.statestore._rocksdb import RocksDBEngine
 
         engine = RocksDBEngine(path)
         try:
-            return cls(engine, config=config, clock=clock)
+            return cls(engine, config=config, clock=clock, for_transactions=for_transactions)
         except BaseException:
             engine.close()
             raise
@@ -196,6 +212,8 @@ class StateStore:
     def begin(self, epoch: int | None = None) -> Transaction:
         """A new transaction committing under ``epoch`` (default: the current owner)."""
         self._require_open()
+        if not self._for_transactions:
+            raise StateStoreError(f"{self.description} was opened without its record ids")
         return Transaction(self, self._owner_epoch if epoch is None else epoch)
 
     def _lookup_ids(self, record_ids: Sequence[bytes], positions: Positions) -> list[bool]:
@@ -351,18 +369,30 @@ class StateStore:
         self._require_open()
         self._engine.checkpoint(str(directory))
 
-    def drop_state(self, epoch: int, ranges: Sequence[tuple[bytes, bytes]]) -> None:
-        """Delete every state entry in each ``[start, end)`` range, in one synced write
-        under ``epoch``: RocksDB range deletions, whose cost does not grow with what they
-        cover (a store copied for half of a split interval drops the other half's)."""
+    def drop(
+        self,
+        epoch: int,
+        *,
+        state_ranges: Sequence[tuple[bytes, bytes]] = (),
+        timers: Iterable[TimerId] = (),
+        outbox: Iterable[bytes] = (),
+    ) -> None:
+        """Delete every state entry in each ``[start, end)`` range, the ``timers`` and the
+        ``outbox`` entries named, in one synced write under ``epoch``. The ranges are
+        RocksDB range deletions, whose cost does not grow with what they cover (a store
+        copied for half of a split interval drops the other half's)."""
         self._require_open()
         self._check_epoch(epoch)
         batch = self._engine.new_batch()
-        for start, end in ranges:
+        for start, end in state_ranges:
             batch.delete_range(Column.STATE, start, end)
+        gone: dict[TimerId, Timer | None] = dict.fromkeys(timers)
+        self._timers.stage(batch, gone)
+        batch.delete_keys(Column.OUTBOX, outbox)
         self._stage_epoch(batch, epoch)
         self._engine.write(batch, sync=True)
         self._owner_epoch = max(self._owner_epoch, epoch)
+        self._timers.apply(gone)
         limit = self.config.state_cache_entries
         self._cache = StateCache(limit) if limit > 0 else None
 
