@@ -201,7 +201,12 @@ class DownstreamSender:
             self._pending.clear()
             self._held.clear()
             self._queued = 0
-        self.stop(timeout)
+            self._stopping = True
+            call = self._call
+            self._cond.notify_all()
+        if call is not None:
+            call.cancel()  # the stream's thread waits for acks: end it now
+        self._thread.join(timeout)
         return list(taken.items())
 
     def stop(self, timeout: float = 2.0) -> None:

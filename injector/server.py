@@ -193,14 +193,22 @@ class Injector:
         before, self._layouts = self._layouts, layouts
         for stream in self.streams.values():
             stream.forwarder.route_by(layouts)
+        gone: list[tuple[str, int]] = []
         for name, spec in topology.computations.items():
             was = before[name].ids() if name in before else range(spec.intervals)
             now = set(layouts[name].ids() if name in layouts else range(spec.intervals))
-            for interval in sorted(set(was) - now):  # split, or merged back
-                for origin, frames in self._senders.retire(name, interval):
-                    for frame in reroute(frames, topology, layouts):
-                        sender = self.sender(frame.consumer, frame.interval)
-                        sender.submit_frames(origin, [frame])
+            gone.extend((name, interval) for interval in sorted(set(was) - now))
+        if gone:  # off the ticker: submitting waits while the new senders' queues are full
+            threading.Thread(
+                target=self._reroute, args=(gone, layouts), name="reroute", daemon=True
+            ).start()
+
+    def _reroute(self, gone: list[tuple[str, int]], layouts: dict[str, Layout]) -> None:
+        """Route again what the senders held for intervals split or merged away."""
+        for name, interval in gone:
+            for origin, frames in self._senders.retire(name, interval):
+                for frame in reroute(frames, self.deployment.topology, layouts):
+                    self.sender(frame.consumer, frame.interval).submit_frames(origin, [frame])
 
     def _open_channel(self, address: str) -> grpc.Channel:
         return self.security.open_channel(address, options=CHANNEL_OPTIONS)

@@ -497,9 +497,10 @@ class Node(WorkerHooks):
         if retired is not None:
             for processor in list(self.processors.values()):
                 processor.route_by(self._splits.layouts)
-            for consumer, interval in retired:
-                for origin, frames in self._senders.retire(consumer, interval):
-                    self.route(origin, frames)
+            if retired:  # off the lease keeper's thread: submitting may wait for room
+                threading.Thread(
+                    target=self._reroute, args=(retired,), name="reroute", daemon=True
+                ).start()
         if self._moves is not None:
             self._moves.follow(assignment)
         computation = self.placement.computation
@@ -513,6 +514,12 @@ class Node(WorkerHooks):
                 extra={"event": "drained", "node": self.name},
             )  # fmt: skip
             self.drained.set()
+
+    def _reroute(self, retired: list[tuple[str, int]]) -> None:
+        """Route again what the senders held for intervals split or merged away."""
+        for consumer, interval in retired:
+            for origin, frames in self._senders.retire(consumer, interval):
+                self.route(origin, frames)
 
     # -- sender callbacks ----------------------------------------------------------
 
