@@ -100,6 +100,17 @@ def _assignment(stub: control_pb2_grpc.ControlStub, timeout: float) -> control_p
     return answer
 
 
+def _leases_of(
+    stub: control_pb2_grpc.ControlStub, args: argparse.Namespace
+) -> list[control_pb2.IntervalLease]:
+    """The current leases of ``args.computation`` (none while the injector restarts)."""
+    try:
+        leases = _assignment(stub, args.timeout).leases
+    except grpc.RpcError:
+        return []
+    return [lease for lease in leases if lease.interval.computation == args.computation]
+
+
 def _first_count(
     service: Service, stub: control_pb2_grpc.ControlStub, args: argparse.Namespace
 ) -> int:
@@ -159,14 +170,8 @@ def _move(args: argparse.Namespace) -> int:
         started = time.monotonic()
         deadline = started + args.wait_s
         while time.monotonic() < deadline:
-            try:
-                leases = list(_assignment(stub, args.timeout).leases)
-            except grpc.RpcError:
-                leases = []  # the injector restarting: ask again
-            for lease in leases:
-                interval = lease.interval
-                here = (interval.computation, interval.index) == (args.computation, args.interval)
-                if here and lease.node_id == args.to:
+            for lease in _leases_of(stub, args):
+                if lease.interval.index == args.interval and lease.node_id == args.to:
                     took = time.monotonic() - started
                     print(f"moved {where} to {args.to} (epoch {lease.epoch}) in {took:.1f} s")
                     return 0
@@ -225,15 +230,7 @@ def _reshape(
         started = time.monotonic()
         deadline = started + args.wait_s
         while time.monotonic() < deadline:
-            try:
-                leases = list(_assignment(stub, args.timeout).leases)
-            except grpc.RpcError:
-                leases = []  # the injector restarting: ask again
-            running = {
-                lease.interval.index
-                for lease in leases
-                if lease.interval.computation == args.computation
-            }
+            running = {lease.interval.index for lease in _leases_of(stub, args)}
             if running.issuperset(made):
                 print(f"{done} {where} in {time.monotonic() - started:.1f} s")
                 return 0
