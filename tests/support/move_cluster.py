@@ -35,6 +35,7 @@ from tests.support.cluster import (
     free_port,
 )
 from tests.support.waiting import wait_until
+from tests.support.watermarks import published_watermarks
 from tests.workloads import expected_totals, totals_from_outputs, two_stage_topology_toml
 
 WINDOW_MS = 2_000
@@ -228,22 +229,28 @@ class Ingest:
 
 
 class LeaseWatch(threading.Thread):
-    """Every lease the injector shows, every 0.1 s: one node per epoch, epochs rising."""
+    """Every lease the injector shows and every watermark it publishes, every 0.1 s: one
+    node per epoch, epochs rising, watermarks never going back."""
 
     def __init__(self, address: str) -> None:
         super().__init__(daemon=True)
         self._address = address
         self.owners: defaultdict[tuple[str, int, int], set[str]] = defaultdict(set)
         self.regressions: list[str] = []
+        self.watermarks_back: list[str] = []
+        self.published: dict[str, int] = {}
+        """The newest watermark seen published, per name."""
         self._done = threading.Event()
 
     def run(self) -> None:
         newest: dict[tuple[str, int], int] = {}
+        published = self.published
         while not self._done.wait(0.1):
             try:
                 with grpc.insecure_channel(self._address) as channel:
                     stub = control_pb2_grpc.ControlStub(channel)
                     leases = stub.GetAssignment(control_pb2.GetAssignmentRequest(), timeout=1)
+                marks = published_watermarks(self._address, timeout_s=1)
             except grpc.RpcError:
                 continue
             for lease in leases.leases:
@@ -252,6 +259,10 @@ class LeaseWatch(threading.Thread):
                 if lease.epoch < newest.get(key, 0):
                     self.regressions.append(f"{key}: {newest[key]} -> {lease.epoch}")
                 newest[key] = max(newest.get(key, 0), lease.epoch)
+            for name, mark in marks.items():
+                if mark < published.get(name, mark):
+                    self.watermarks_back.append(f"{name}: {published[name]} -> {mark}")
+                published[name] = max(published.get(name, mark), mark)
 
     def check(self) -> None:
         self._done.set()
@@ -259,3 +270,5 @@ class LeaseWatch(threading.Thread):
         assert self.regressions == [], "an epoch went back"
         doubles = {at: nodes for at, nodes in self.owners.items() if len(nodes) > 1}
         assert doubles == {}, "two owners of an interval under one epoch"
+        assert self.owners and self.published, "the watch saw no lease or no watermark"
+        assert self.watermarks_back == [], "a published watermark went back"
