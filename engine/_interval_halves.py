@@ -24,8 +24,8 @@ import struct
 
 from millrace.computations import KeyInterval
 from millrace.engine._dead_letters import DEAD_LETTER_PREFIX
-from millrace.engine._frames import frame_key, frame_seq
-from millrace.engine._outbox_ledger import NEXT_FRAME
+from millrace.engine._frames import frame_key
+from millrace.engine._outbox_ledger import NEXT_FRAME, next_frame
 from millrace.engine._production_ids import (
     FIRED_WATERMARK,
     decode_fired_watermark,
@@ -75,7 +75,7 @@ def merge_into(whole: StateStore, upper: StateStore, epoch: int) -> None:
     from a new copy if it is interrupted."""
     whole.absorb(upper, epoch)
     frames = list(upper.outbox())
-    first = max(_next_frame(whole), _next_frame(upper))
+    first = max(next_frame(whole), next_frame(upper))
     txn = whole.begin(epoch)
     for offset, (_, payload) in enumerate(frames):
         txn.add_outbox(frame_key(first + offset), payload)
@@ -95,12 +95,3 @@ def merge_into(whole: StateStore, upper: StateStore, epoch: int) -> None:
         else:
             raise ValueError(f"cannot merge metadata {name!r} of two halves: {ours!r}, {theirs!r}")
     txn.commit(sync=True)
-
-
-def _next_frame(store: StateStore) -> int:
-    """The sequence the store's next outbox frame would take."""
-    stored = store.get_meta(NEXT_FRAME)
-    after = _U64.unpack(stored)[0] if stored else 0
-    for key, _ in store.outbox():
-        after = max(after, frame_seq(key) + 1)
-    return after

@@ -33,6 +33,19 @@ Staged = list[tuple[bytes, Frame]]
 """The frames one transaction checkpoints, with their outbox keys."""
 
 
+def next_frame(store: StateStore, stored_keys: Iterable[bytes] | None = None) -> int:
+    """The sequence ``store``'s next outbox frame takes (``stored_keys``: its outbox's
+    keys, when already read). Frame sequences are the interval's send positions
+    (receivers forget record ids by them): they never go back, even once the outbox is
+    empty, so the next one is committed with every frame."""
+    stored = store.get_meta(NEXT_FRAME)
+    after = _U64.unpack(stored)[0] if stored else 0
+    keys = (key for key, _ in store.outbox()) if stored_keys is None else stored_keys
+    for key in keys:
+        after = max(after, frame_seq(key) + 1)
+    return int(after)
+
+
 class OutboxLedger:
     """The outbox of one interval's store; driven by the interval's one thread."""
 
@@ -40,16 +53,12 @@ class OutboxLedger:
         self._store = store
         self.in_flight = OldestInFlight()
         """Productions not acknowledged yet, grouped by frame."""
-        # Frame sequences are the interval's send positions (receivers forget record ids
-        # by them): they never go back, even once the outbox is empty, so the next one is
-        # committed with every frame.
-        stored = store.get_meta(NEXT_FRAME)
-        self._next_frame = _U64.unpack(stored)[0] if stored else 0
         self._emptied: list[bytes] = []
         """Frames whose productions are all acknowledged, to delete with the next commit."""
-        for key, frame in self._read():
+        frames = self._read()
+        for key, frame in frames:
             self._track(key, frame)
-            self._next_frame = max(self._next_frame, frame_seq(key) + 1)
+        self._next_frame = next_frame(store, [key for key, _ in frames])
 
     def pending_frames(self) -> list[Frame]:
         """The stored frames in the order they were made, as stored (to resend after a

@@ -144,7 +144,7 @@ class StoreMaker:
             extra={"event": "merge", "computation": self._computation,
                    "interval": whole.id(self._base)},
         )  # fmt: skip
-        incoming = path.with_name(path.name + _INCOMING)
+        incoming = self._incoming(whole)
         shutil.rmtree(incoming, ignore_errors=True)
         lower = StateStore.open_rocksdb(
             self._store_path(low.id(self._base)), config=self._config, for_transactions=False

@@ -450,15 +450,11 @@ class Node(WorkerHooks):
 
     def route(self, origin: Origin, frames: list[Frame]) -> None:
         splits = self._splits
-        if splits.reshaped and any(splits.retired(f.consumer, f.interval) for f in frames):
-            frames = [
-                *(f for f in frames if not splits.retired(f.consumer, f.interval)),
-                *reroute(
-                    [f for f in frames if splits.retired(f.consumer, f.interval)],
-                    self.deployment.topology,
-                    splits.layouts,
-                ),
-            ]
+        if splits.reshaped:  # some frames may go to an interval split or merged away
+            gone = [f for f in frames if splits.retired(f.consumer, f.interval)]
+            if gone:
+                kept = [f for f in frames if not splits.retired(f.consumer, f.interval)]
+                frames = kept + reroute(gone, self.deployment.topology, splits.layouts)
         by_destination: dict[tuple[str, int], list[Frame]] = {}
         for frame in frames:
             by_destination.setdefault((frame.consumer, frame.interval), []).append(frame)

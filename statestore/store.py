@@ -96,8 +96,12 @@ class StateStore:
         self._for_transactions = for_transactions
         self.recovered_ids = self._dedup.rebuild(self.dedup_now()) if for_transactions else 0
         self._timers = TimerIndex.load(engine)
+        self._cache = self._new_cache()
+
+    def _new_cache(self) -> StateCache | None:
+        """An empty write-through cache of state (None when configured off)."""
         limit = self.config.state_cache_entries
-        self._cache: StateCache | None = StateCache(limit) if limit > 0 else None
+        return StateCache(limit) if limit > 0 else None
 
     @classmethod
     def open_rocksdb(
@@ -393,8 +397,7 @@ class StateStore:
         self._engine.write(batch, sync=True)
         self._owner_epoch = max(self._owner_epoch, epoch)
         self._timers.apply(gone)
-        limit = self.config.state_cache_entries
-        self._cache = StateCache(limit) if limit > 0 else None
+        self._cache = self._new_cache()
 
     def absorb(self, other: StateStore, epoch: int) -> None:
         """Take in ``other``'s state entries, timers and record ids -- the store of the
@@ -415,8 +418,7 @@ class StateStore:
                 self._engine.write(batch, sync=False)
         self._owner_epoch = max(self._owner_epoch, epoch)
         self._timers = TimerIndex.load(self._engine)
-        limit = self.config.state_cache_entries
-        self._cache = StateCache(limit) if limit > 0 else None
+        self._cache = self._new_cache()
         marks = other._dedup.progress.marks()
         ids = (
             _keys.split_dedup_key(key)[2] for key, _ in other._engine.scan(Column.DEDUP, b"", None)
