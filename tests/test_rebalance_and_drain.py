@@ -70,3 +70,40 @@ def test_an_empty_node_gets_work_and_a_drained_node_hands_it_back(tmp_path: Path
 
         assert shown("counts-1")[1], "draining"
         wait_until(lambda: shown("counts-1") == (False, True), 30, "counts-1 no longer live")
+
+
+NOTHING_HOT = """
+[rebalance]
+enabled = true
+period_ms = 500
+min_records_per_s = 1000000
+cooldown_ms = 3000
+max_moves_per_minute = 20
+"""
+
+
+def test_cold_halves_come_back_together_and_merge(tmp_path: Path) -> None:
+    """An operator splits ``counts/0`` and moves a half to the other node; with nothing
+    hot, the rebalancer moves that half back (its node keeps interval 1) and merges the
+    halves, while records flow: exact totals, one node per epoch."""
+    deployment, at = deployment_file(tmp_path, intervals=2, extra=NOTHING_HOT)
+    with running_cluster(tmp_path, deployment, at) as cluster:
+        watch = LeaseWatch(cluster.injector_address)
+        watch.start()
+        with Ingest(cluster) as ingest:
+            wait_until(lambda: len(cluster.holders("counts")) == 2, 60, "both intervals leased")
+            cluster.split("counts", 0)
+            cluster.move("counts", 3, "counts-1")
+            assert cluster.holders("counts") == {1: "counts-1", 2: "counts-0", 3: "counts-1"}
+
+            def merged() -> bool:
+                return cluster.holders("counts") == {0: "counts-0", 1: "counts-1"}
+
+            wait_until(merged, 120, "the halves merged back into counts/0")
+            reasons = [change.reason for change in cluster.layout().changes]
+            assert any(r.endswith("3 joins 2 to merge") for r in reasons), reasons
+            assert any(r.startswith("merge: rebalance: 2 and 3 cold") for r in reasons), reasons
+            time.sleep(3.0)  # settled: nothing splits or moves again
+            assert merged(), cluster.holders("counts")
+        ingest.finish_and_check()
+        watch.check()

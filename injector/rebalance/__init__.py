@@ -2,7 +2,7 @@
 
 Nodes report their intervals' work (``Control.ReportLoad``) into a
 :class:`LoadTable`; the :class:`Rebalancer` (``[rebalance] enabled``) records at most
-one move per period through the ownership registry, and :func:`plan_drain` spreads a
+one move, split or merge per period through the ownership registry, and :func:`plan_drain` spreads a
 drained node's intervals over the other live nodes of its computation.
 :func:`interval_places` is where each interval runs or goes; :class:`LayoutMetrics`
 shows the layout and its changes to Prometheus.
@@ -11,7 +11,7 @@ shows the layout and its changes to Prometheus.
 from millrace.injector.rebalance._layout import IntervalPlace, interval_places, takers
 from millrace.injector.rebalance._layout_metrics import LayoutMetrics
 from millrace.injector.rebalance._loads import LIVE_S, IntervalSample, LoadTable
-from millrace.injector.rebalance._policy import Proposal, plan_drain, plan_move
+from millrace.injector.rebalance._policy import Proposal, plan_drain, plan_merge, plan_move
 from millrace.injector.rebalance._rebalancer import Rebalancer
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Rebalancer",
     "interval_places",
     "plan_drain",
+    "plan_merge",
     "plan_move",
     "takers",
 ]

@@ -2,12 +2,15 @@
 
 Every ``period_ms`` it looks at each computation whose moves are all done: the live
 nodes that are not drained, where each interval runs and the load the nodes report,
-and records at most one move or split (:func:`plan_move`) through the registry, which
-the nodes then carry out like any other. An interval splits at most
+and records at most one move or split (:func:`plan_move`) -- or, when nothing needs
+balancing, one merge of cold halves or the move that brings them together
+(:func:`plan_merge`) -- through the registry, which the nodes then carry out like any
+other. An interval splits at most
 :data:`MAX_SPLITS_DEEP` times below the computation's first intervals (a hot key
 cannot be split; its interval would be split for nothing). It moves no more than
 ``max_moves_per_minute`` in all, an interval it (or anyone) moved stays put for
-``cooldown_ms``, and a load move is made only when two looks in a row propose one
+``cooldown_ms`` (so do the halves a split made and the interval a merge made), and a
+change for load is made only when two looks in a row propose the same kind of change
 from the same node to the same node (a load that swings for a moment moves nothing).
 A move whose node stopped reporting before it took the interval goes back to the
 interval's holder (which runs it, or stopped only to hand it over).
@@ -20,11 +23,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 
+from millrace.computations import KeyInterval
 from millrace.deployment import NodePlacement, RebalanceSettings
 from millrace.injector.ownership import OwnershipRegistry
 from millrace.injector.rebalance._layout import interval_places, takers
 from millrace.injector.rebalance._loads import LoadTable
-from millrace.injector.rebalance._policy import plan_move
+from millrace.injector.rebalance._policy import Proposal, plan_merge, plan_move
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +58,9 @@ class Rebalancer:
         """When each of the moves of the last minute was recorded."""
         self._moved_at: dict[tuple[str, int], float] = {}
         self._changes_seen = 0
-        self._proposed: dict[str, tuple[str, str]] = {}
-        """Per computation: the nodes between which the last look proposed a load move (one
-        is made if this look proposes one between the same two, the same way)."""
+        self._proposed: dict[str, tuple[str, str, str]] = {}
+        """Per computation: the change the last look proposed for load (its kind, from
+        and to which node); one is made if this look proposes the same again."""
 
     def tick(self) -> None:
         """Make at most one move per computation, when the period is up."""
@@ -79,6 +83,11 @@ class Rebalancer:
         new = min(recorded - self._changes_seen, len(changes))
         for change in changes[len(changes) - new :]:
             self._moved_at[(change.computation, change.index)] = now
+            if change.reason.startswith("split:"):  # and the halves it made
+                base = self._registry.layout(change.computation).base_count
+                parent = KeyInterval.of_id(change.computation, change.index, base)
+                for half in parent.halves():
+                    self._moved_at[(change.computation, half.id(base))] = now
         self._changes_seen = recorded
 
     def _balance(self, computation: str, now: float) -> None:
@@ -88,8 +97,9 @@ class Rebalancer:
             if place.moving and place.owner not in live and place.holder in live:
                 # The node it moves to is down (or never came): the holder, which runs
                 # it or stopped only to hand it over, takes it back.
-                self._record(computation, index, place.owner, place.holder,
-                             f"rebalance: {place.owner} stopped reporting", now)  # fmt: skip
+                reason = f"rebalance: {place.owner} stopped reporting"
+                back = Proposal(index, place.owner, place.holder, reason, by_load=False)
+                self._make(computation, back, now)
                 return
         if any(
             place.moving or (not place.holder and place.owner in live) for place in places.values()
@@ -103,55 +113,56 @@ class Rebalancer:
         }
         layout = self._registry.layout(computation)
         finest = layout.base_count << MAX_SPLITS_DEEP
+        rates = self._loads.rates(computation)
         proposal = plan_move(
             {index: place.owner for index, place in places.items()},
             self._loads.cpu(computation),
             live,
-            rates=self._loads.rates(computation),
+            rates=rates,
             movable=movable,
             imbalance_percent=self._settings.imbalance_percent,
             min_records_per_s=self._settings.min_records_per_s,
             splittable={i.id(layout.base_count) for i in layout if i.count < finest} & movable,
+        ) or plan_merge(
+            layout,
+            {index: place.owner for index, place in places.items() if place.owner in live},
+            rates,
+            mergeable=movable,
+            min_records_per_s=self._settings.min_records_per_s,
         )
         if proposal is None:
             self._proposed.pop(computation, None)
             return
-        seen = (proposal.from_node, proposal.to_node)
+        seen = (proposal.action, proposal.from_node, proposal.to_node)
         if not proposal.by_load or self._proposed.get(computation) == seen:
             self._proposed.pop(computation, None)
-            if proposal.split:
-                self._split(computation, proposal.index, proposal.reason, now)
-            else:
-                self._record(computation, proposal.index, proposal.from_node,
-                             proposal.to_node, proposal.reason, now)  # fmt: skip
+            self._make(computation, proposal, now)
         else:
             self._proposed[computation] = seen
 
-    def _split(self, computation: str, index: int, reason: str, now: float) -> None:
+    def _make(self, computation: str, proposal: Proposal, now: float) -> None:
+        """Record ``proposal`` through the registry (which may refuse it: the layout
+        changed meanwhile), and cool down the intervals it made or moved."""
+        index, reason = proposal.index, proposal.reason
+        base = self._registry.layout(computation).base_count
         try:
-            halves = self._registry.split(computation, index, reason=reason)
-        except ValueError as exc:  # moved or drained meanwhile
-            log.info("rebalance split of %s/%s not made: %s", computation, index, exc)
+            if proposal.action == "split":
+                halves = self._registry.split(computation, index, reason=reason)
+                made = [half.id(base) for half in halves]
+            elif proposal.action == "merge":
+                made = [self._registry.merge(computation, index, reason=reason).id(base)]
+            else:
+                self._registry.move(computation, index, proposal.to_node, reason=reason)
+                made = [index]
+        except ValueError as exc:  # moved, split or drained meanwhile
+            log.info("rebalance %s of %s/%s not made: %s", proposal.action, computation, index, exc)
             return
         self._recent.append(now)
-        self._moved_at[(computation, index)] = now
+        for ident in made:
+            self._moved_at[(computation, ident)] = now
         log.info(
-            "splitting %s/%s into %s and %s (%s)", computation, index, *halves, reason,
-            extra={"event": "rebalance_split", "computation": computation, "interval": index},
-        )  # fmt: skip
-
-    def _record(  # noqa: PLR0917 -- one move's fields, private
-        self, computation: str, index: int, source: str, to: str, reason: str, now: float
-    ) -> None:
-        try:
-            self._registry.move(computation, index, to, reason=reason)
-        except ValueError as exc:  # drained meanwhile
-            log.info("rebalance move of %s/%s not made: %s", computation, index, exc)
-            return
-        self._recent.append(now)
-        self._moved_at[(computation, index)] = now
-        log.info(
-            "moving %s/%s from %s to %s (%s)", computation, index, source, to, reason,
-            extra={"event": "rebalance_move", "computation": computation,
-                   "interval": index, "from": source, "to": to},
+            "rebalance %s of %s/%s: %s on %s (%s)", proposal.action, computation, index,
+            made, proposal.to_node, reason,
+            extra={"event": f"rebalance_{proposal.action}", "computation": computation,
+                   "interval": index, "from": proposal.from_node, "to": proposal.to_node},
         )  # fmt: skip

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from millrace.computations import Layout
 from millrace.deployment import NodePlacement, RebalanceSettings
 from millrace.injector.ownership import EPOCHS_FILE, OwnershipRegistry
 from millrace.injector.rebalance import (
@@ -16,6 +17,7 @@ from millrace.injector.rebalance import (
     LoadTable,
     Rebalancer,
     plan_drain,
+    plan_merge,
     plan_move,
 )
 from tests.workloads import two_stage_topology
@@ -268,3 +270,76 @@ def test_the_rebalancer_splits_a_hot_interval_and_moves_a_half(tmp_path: Path) -
         rebalancer.tick()
     assert registry.layout("counts").ids() == [1, 2]
     assert registry.changes[-1].reason.startswith("split: rebalance: a ")
+
+
+def _split_layout() -> Layout:
+    """``counts`` of 2 first intervals, 0 split into 2 and 3, 3 split into 8 and 9."""
+    layout = Layout.base("counts", 2)
+    layout = layout.split(layout.intervals[0])
+    return layout.split(next(i for i in layout if i.id(2) == 3))
+
+
+def _merge(owners: dict[int, str], rates: dict[int, float], **kw: object):  # type: ignore[no-untyped-def]
+    settings = {"mergeable": set(owners), "min_records_per_s": 400}
+    settings.update(kw)
+    return plan_merge(_split_layout(), owners, rates, **settings)  # type: ignore[arg-type]
+
+
+def test_cold_halves_on_one_node_merge() -> None:
+    assert _split_layout().ids() == [2, 8, 9, 1]
+    owners = {2: "a", 8: "a", 9: "a", 1: "b"}
+    cold = {2: 50.0, 8: 20.0, 9: 30.0, 1: 500.0}
+    proposal = _merge(owners, cold)
+    assert proposal is not None and proposal.action == "merge"
+    assert (proposal.index, proposal.from_node, proposal.to_node) == (8, "a", "a")
+    assert proposal.reason == "rebalance: 8 and 9 cold (50 rec/s together), merged into 3"
+    # 2 and 3 are halves too, but 3 is split: only 8 and 9 can merge now
+    assert _merge(owners, {**cold, 8: 60.0, 9: 60.0}) is None, "over a quarter of 400"
+    assert _merge(owners, cold, mergeable={2, 9, 1}) is None, "8 cools down"
+    assert _merge(owners, {2: 0.0, 9: 0.0, 1: 0.0}) is None, "8 has no rate yet"
+    assert _merge(owners, cold, min_records_per_s=0) is None
+
+
+def test_a_cold_half_joins_its_other_half_when_its_node_keeps_work() -> None:
+    cold = {2: 5.0, 8: 20.0, 9: 30.0, 1: 500.0}
+    apart = _merge({2: "a", 8: "a", 9: "b", 1: "b"}, cold)
+    assert apart is not None and apart.action == "move"
+    assert (apart.index, apart.from_node, apart.to_node) == (8, "a", "b")
+    assert apart.reason == "rebalance: 8 and 9 cold (50 rec/s together), 8 joins 9 to merge"
+    # the colder half moves when both nodes keep work
+    both = _merge({2: "a", 8: "a", 9: "b", 1: "b"}, {**cold, 9: 10.0})
+    assert both is not None and both.index == 9
+    # never empty a node to merge: a holds 8 alone, so 9 (on b with 1) goes to a
+    alone = _merge({2: "c", 8: "a", 9: "b", 1: "b"}, {**cold, 9: 30.0, 8: 1.0})
+    assert alone is not None and (alone.index, alone.to_node) == (9, "a")
+    assert _merge({2: "c", 8: "a", 9: "b", 1: "d"}, cold) is None, "each alone on its node"
+
+
+def test_the_rebalancer_merges_cold_halves_after_two_looks(tmp_path: Path) -> None:
+    registry = OwnershipRegistry(two_stage_topology((2, 2)), tmp_path / "ownership.json")
+    registry.register("a", "counts", "h:1", [0])
+    registry.register("b", "counts", "h:2", [1])
+    registry.split("counts", 0)
+    registry.register("a", "counts", "h:1", [2, 3])
+    nodes = {
+        "a": NodePlacement(name="a", computation="counts", intervals=(0,), address="h:1"),
+        "b": NodePlacement(name="b", computation="counts", intervals=(1,), address="h:2"),
+    }
+    now = [0.0]
+    loads = LoadTable(clock=lambda: now[0])
+    rebalancer = Rebalancer(
+        registry, loads, nodes,
+        RebalanceSettings(enabled=True, period_ms=1000, cooldown_ms=3000),
+        clock=lambda: now[0],
+    )  # fmt: skip
+    changes = registry.changes_recorded
+    for second in range(1, 8):
+        now[0] = float(second)
+        loads.report("a", "counts", [IntervalSample(i, 2, second, 0.0) for i in (2, 3)])
+        loads.report("b", "counts", [IntervalSample(1, 1, 1000 * second, 0.0)])
+        rebalancer.tick()
+        if second <= 3:
+            assert registry.changes_recorded == changes, "the halves cool down"
+    assert registry.layout("counts").ids() == [0, 1]
+    assert registry.changes_recorded == changes + 1, "one merge, then nothing"
+    assert registry.changes[-1].reason.startswith("merge: rebalance: 2 and 3 cold")
