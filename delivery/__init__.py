@@ -9,6 +9,7 @@ the nodes and the injector's forwarder.
 """
 
 from millrace.delivery._acks import Ack, DeliveryWork
+from millrace.delivery._floor_notice import tell_floor
 from millrace.delivery._receiver import SERVICE, BatchTarget, DeliveryService
 from millrace.delivery._routes import Routes
 from millrace.delivery._sender import (
@@ -31,4 +32,5 @@ __all__ = [
     "Origin",
     "Routes",
     "SenderPool",
+    "tell_floor",
 ]

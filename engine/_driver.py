@@ -143,7 +143,7 @@ class IntervalDriver:
     def answer(self, batches: Sequence[Batch], outcome: BatchOutcome) -> list[Ack]:
         """Each batch's ack for one commit: committed ids, duplicates and rejections; a
         record in none of them was not processed and its sender retries it. They carry
-        the epoch the commit was made at."""
+        the epoch the commit was made at, and whether it noted the sender's progress."""
         epoch = self.processor.epoch
         total = sum(len(batch.records) for batch in batches)
         acks = []
@@ -152,6 +152,7 @@ class IntervalDriver:
             for batch in batches:
                 end = start + len(batch.records)
                 ack = Ack(batch_seq=batch.batch_seq, receiver_epoch=epoch)
+                ack.progress_noted = batch.sender.HasField("progress")
                 ack.committed_ids.extend(outcome.committed[start:end])
                 start = end
                 acks.append(ack)
@@ -160,6 +161,7 @@ class IntervalDriver:
         rejected = {rid: (reason, message) for rid, reason, message in outcome.rejected}
         for batch in batches:
             ack = Ack(batch_seq=batch.batch_seq, receiver_epoch=epoch)
+            ack.progress_noted = batch.sender.HasField("progress")
             for record in batch.records:
                 rid = record.record_id
                 if rid in committed:

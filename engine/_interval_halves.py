@@ -31,6 +31,12 @@ from millrace.engine._production_ids import (
     decode_fired_watermark,
     encode_fired_watermark,
 )
+from millrace.engine._retired_senders import (
+    RETIRED_SENDERS,
+    Retired,
+    RetiredSenders,
+    retired_senders,
+)
 from millrace.engine._scope import RESERVED_PREFIX
 from millrace.engine._sender_epochs import SENDER_EPOCH_PREFIX
 from millrace.statestore import StateStore, prefix_end
@@ -45,10 +51,11 @@ def keeps_whole_interval_entries(half: KeyInterval) -> bool:
     return half.index % 2 == 0
 
 
-def cut_to_half(store: StateStore, half: KeyInterval, epoch: int) -> None:
-    """Drop from ``store`` (a copy of the store of the interval ``half`` was split
-    from; it may be opened without its record ids) what ``half`` does not hold, in one
-    write under ``epoch``."""
+def cut_to_half(store: StateStore, half: KeyInterval, epoch: int, *, split: int) -> None:
+    """Drop from ``store`` (a copy of the store of interval ``split``, which ``half``
+    was split from; it may be opened without its record ids) what ``half`` does not
+    hold, in one write under ``epoch``. The lower half answers for ``split``'s name
+    as a sender from then on (``engine/_retired_senders.py``)."""
     ranges = []
     if half.start:
         ranges.append((b"", _U64.pack(half.start)))
@@ -66,24 +73,41 @@ def cut_to_half(store: StateStore, half: KeyInterval, epoch: int) -> None:
         if not half.holds(timer.key)
     ]
     outbox = [] if lower else [key for key, _ in store.outbox()]
-    store.drop(epoch, state_ranges=ranges, timers=timers, outbox=outbox)
+    meta: dict[str, bytes | None] = {RETIRED_SENDERS: None}  # the upper half sends nothing old
+    if lower:
+        after = next_frame(store)
+        retired = RetiredSenders(after, {split: Retired(after, store.owner_epoch)} if after else {})
+        meta[RETIRED_SENDERS] = retired_senders(store).joined(retired, through=after).encode()
+    store.drop(epoch, state_ranges=ranges, timers=timers, outbox=outbox, meta=meta)
 
 
-def merge_into(whole: StateStore, upper: StateStore, epoch: int) -> None:
+def merge_into(
+    whole: StateStore, upper: StateStore, epoch: int, *, halves: tuple[int, int]
+) -> None:
     """Make ``whole`` (a copy of the lower half's store) hold the upper half's too, under
-    ``epoch``. Not atomic as a whole: merge into a copy no one runs yet, and start
-    from a new copy if it is interrupted."""
+    ``epoch``; ``halves``: the two halves' interval ids (lower, upper), whose names the
+    whole answers for as a sender from then on. Not atomic as a whole: merge into a
+    copy no one runs yet, and start from a new copy if it is interrupted."""
+    epochs = whole.owner_epoch, upper.owner_epoch
     whole.absorb(upper, epoch)
     frames = list(upper.outbox())
-    first = max(next_frame(whole), next_frame(upper))
+    ends = next_frame(whole), next_frame(upper)
+    first = max(ends)
+    after = first + len(frames)
     txn = whole.begin(epoch)
     for offset, (_, payload) in enumerate(frames):
         txn.add_outbox(frame_key(first + offset), payload)
-    txn.set_meta(NEXT_FRAME, _U64.pack(first + len(frames)))
+    txn.set_meta(NEXT_FRAME, _U64.pack(after))
+    retired = RetiredSenders(
+        after,
+        {i: Retired(end, e) for i, end, e in zip(halves, ends, epochs, strict=True) if end},
+    )
+    answered = retired_senders(whole).joined(retired_senders(upper), through=after)
+    txn.set_meta(RETIRED_SENDERS, answered.joined(retired, through=after).encode())
     mine = whole.metadata()
     for name, theirs in upper.metadata().items():
         ours = mine.get(name)
-        if name == NEXT_FRAME or theirs == ours:
+        if name in (NEXT_FRAME, RETIRED_SENDERS) or theirs == ours:
             continue
         if ours is None:
             txn.set_meta(name, theirs)

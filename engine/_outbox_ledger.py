@@ -59,6 +59,15 @@ class OutboxLedger:
         for key, frame in frames:
             self._track(key, frame)
         self._next_frame = next_frame(store, [key for key, _ in frames])
+        self._through = 0
+        self.pending_below = 0
+        """How many frames numbered below :meth:`count_below`'s ``through`` await acks."""
+
+    def count_below(self, through: int) -> None:
+        """Count from now on the frames numbered below ``through`` (the inherited ones of
+        a store made by a split or a merge) that still await acks; call before any ack."""
+        self._through = through
+        self.pending_below = sum(1 for key, _ in self._store.outbox() if frame_seq(key) < through)
 
     def pending_frames(self) -> list[Frame]:
         """The stored frames in the order they were made, as stored (to resend after a
@@ -72,7 +81,10 @@ class OutboxLedger:
 
     def acknowledged(self, outbox_keys: Iterable[bytes]) -> None:
         """Forget acked productions; frames they empty wait for the next :meth:`stage`."""
-        self._emptied.extend(self.in_flight.remove_many(outbox_keys))  # type: ignore[arg-type]
+        emptied: list[bytes] = self.in_flight.remove_many(outbox_keys)  # type: ignore[assignment]
+        self._emptied.extend(emptied)
+        if self.pending_below:
+            self.pending_below -= sum(1 for key in emptied if frame_seq(key) < self._through)
 
     def stage(
         self,

@@ -53,6 +53,7 @@ from millrace.engine._production_ids import (
     timer_fire_cause,
 )
 from millrace.engine._received import Received
+from millrace.engine._retired_senders import RETIRED_SENDERS, Retired, retired_senders
 from millrace.engine._routing import FrameBuilder, ProductionRouter
 from millrace.engine._scope import Emitted, RecordScope
 from millrace.engine._sender_epochs import SenderEpochs
@@ -161,6 +162,8 @@ class IntervalProcessor:
         self._outbox = OutboxLedger(store)
         self.in_flight = self._outbox.in_flight
         """Productions not acknowledged downstream yet (also holding the watermark back)."""
+        self._retired = retired_senders(store)
+        self._outbox.count_below(self._retired.through if self._retired.floors else 0)
 
     def route_by(self, layouts: Mapping[str, Layout]) -> None:
         """Route productions by the consumers' intervals now (``layouts``: those with
@@ -444,12 +447,12 @@ class IntervalProcessor:
         if flush:
             self.flush_acknowledged()
 
-    def flush_acknowledged(self) -> None:
+    def flush_acknowledged(self, *, sync: bool = False) -> None:
         """Commit the deletes of fully acknowledged frames still waiting for a commit."""
         if self._outbox.has_emptied:
             txn = self.store.begin(self.epoch)
             staged = self._outbox.stage(txn)
-            txn.commit(sync=False)
+            txn.commit(sync=sync)
             self._outbox.committed(staged)
 
     def refused(self, production: Production, reason: str) -> None:
@@ -462,6 +465,24 @@ class IntervalProcessor:
         staged = self._outbox.stage(txn)
         txn.commit()
         self._outbox.committed(staged)
+
+    def retired_floors(self) -> dict[int, Retired]:
+        """The retired senders this interval answers for whose floors receivers may take
+        now (``engine/_retired_senders.py``): none while an inherited frame awaits an
+        ack. Their deletes are made durable first (a restart resends nothing of them)."""
+        if not self._retired.floors or self._outbox.pending_below:
+            return {}
+        self.flush_acknowledged(sync=True)
+        return dict(self._retired.floors)
+
+    def forget_retired(self, told: Mapping[int, Retired]) -> None:
+        """Every receiver took these floors of retired senders: stop answering for them."""
+        left = self._retired.without(told)
+        if left != self._retired:
+            txn = self.store.begin(self.epoch)
+            txn.set_meta(RETIRED_SENDERS, left.encode())
+            txn.commit()
+            self._retired = left
 
     def pending_productions(self) -> list[Production]:
         """Every production in the outbox, in the order they were made."""

@@ -77,6 +77,11 @@ class Route:
             return table[0]
 
     @property
+    def ids(self) -> list[int]:
+        """Every interval (by id) the route may send to."""
+        return sorted(set(self.table)) if self.table else list(range(self.intervals))
+
+    @property
     def single(self) -> bool:
         """Whether the consumer has one interval (every record goes to it)."""
         return self.intervals == 1 and not self.table

@@ -4,10 +4,11 @@ productions for their acks (both handed in from other threads)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from millrace.delivery import DeliveryWork
-from millrace.engine import Production
+from millrace.engine import Production, Retired
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +41,19 @@ class Fence:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class ForgetRetired:
+    """Every receiver took these floors of retired senders (``node/_retired_senders.py``)."""
+
+    floors: Mapping[int, Retired]
+
+
 class Stop:
     """Finish the current turn and end the loop."""
 
 
 STOP = Stop()
-InboxItem = DeliveryWork | Acked | Refused | Watermark | Fence | Stop
+InboxItem = DeliveryWork | Acked | Refused | Watermark | Fence | ForgetRetired | Stop
 
 
 class WeakWait:

@@ -159,7 +159,10 @@ class StoreMaker:
         try:
             upper = StateStore.open_rocksdb(upper_path, config=self._config)
             try:
-                merge_into(merged, upper, max(epoch, upper.owner_epoch))
+                merge_into(
+                    merged, upper, max(epoch, upper.owner_epoch),
+                    halves=(low.id(self._base), high.id(self._base)),
+                )  # fmt: skip
             finally:
                 upper.close()
         finally:
@@ -205,7 +208,7 @@ class StoreMaker:
         for half, path in copies.items():
             copy = StateStore.open_rocksdb(path, config=self._config, for_transactions=False)
             try:
-                cut_to_half(copy, half, epoch)
+                cut_to_half(copy, half, epoch, split=source)
             finally:
                 copy.close()
             fsync_directory(path)

@@ -26,6 +26,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import suppress
 
 from millrace.delivery import DeliveryWork, Origin
@@ -35,10 +36,20 @@ from millrace.engine import (
     IntervalDriver,
     IntervalProcessor,
     Production,
+    Retired,
     frames_of,
 )
 from millrace.node._after_sync import AfterSync
-from millrace.node._inbox import STOP, Acked, Fence, InboxItem, Refused, Watermark, WeakWait
+from millrace.node._inbox import (
+    STOP,
+    Acked,
+    Fence,
+    ForgetRetired,
+    InboxItem,
+    Refused,
+    Watermark,
+    WeakWait,
+)
 from millrace.statestore import MAX_EPOCH, EpochFencedError
 from millrace.wire.v1 import delivery_pb2
 
@@ -47,6 +58,8 @@ log = logging.getLogger(__name__)
 
 TIMER_RETRY_S = 0.2
 """Pause before firing timers again after one raised (records are resent after as long)."""
+RETIRED_LOOK_S = 5.0
+"""How often an interval offers the floors of the senders it retired (while it has any)."""
 
 
 class WorkerHooks:
@@ -64,6 +77,10 @@ class WorkerHooks:
         """Block until the authority accepted the report of ``ticket``; False when the
         node is stopping (then nothing may be acked)."""
         return True
+
+    def retired(self, worker: IntervalWorker, floors: Mapping[int, Retired]) -> None:
+        """Tell every receiver these floors of senders ``worker``'s interval retired
+        (``engine/_retired_senders.py``), then :meth:`IntervalWorker.forget_retired`."""
 
     def confirm_lease(self, worker: IntervalWorker) -> bool:
         """Block until the interval's lease is confirmed fresh (True); False when it was
@@ -104,6 +121,7 @@ class IntervalWorker:
         self._tick_s = tick_s
         self._reported_oldest: int | None = None
         self._report_due = 0.0
+        self._retired_look_at = 0.0
         self._timer_retry_at = 0.0
         self.origin = Origin(processor.name, processor.interval, processor.epoch)
         self._weak: WeakWait | None = None
@@ -148,6 +166,10 @@ class IntervalWorker:
     def refused(self, production: Production, reason: str) -> None:
         """Downstream will never take this production: dead-letter it here."""
         self._inbox.put(Refused(production, reason))
+
+    def forget_retired(self, floors: Mapping[int, Retired]) -> None:
+        """Every receiver took these floors of retired senders: stop answering for them."""
+        self._inbox.put(ForgetRetired(floors))
 
     def fence(self, epoch: int, reason: str) -> None:
         """A newer owner exists: stop committing, for good."""
@@ -247,6 +269,8 @@ class IntervalWorker:
                 self._log_fenced()
             elif isinstance(item, Refused):
                 self.driver.refused(item.production, item.reason)
+            elif isinstance(item, ForgetRetired) and not self.fenced:
+                self.processor.forget_retired(item.floors)
 
     def _process(self, deliveries: list[DeliveryWork]) -> None:
         admission = self.driver.admit([work.batch for work in deliveries])
@@ -354,6 +378,11 @@ class IntervalWorker:
 
     def _maintain(self) -> None:
         """The store's upkeep, each part on its own schedule (cheap to call every turn)."""
+        now = time.monotonic()
+        if now >= self._retired_look_at:
+            self._retired_look_at = now + RETIRED_LOOK_S
+            if floors := self.processor.retired_floors():
+                self.hooks.retired(self, floors)
         self.processor.compact_store()
         expired = self.processor.expire_dead_letters()
         if expired:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from millrace.deployment import brief
-from millrace.engine import SINK_PREFIX, any_valid_epoch
+from millrace.engine import SINK_PREFIX, any_valid_epoch, sender_progress
 from millrace.event_time import event_time_problem
 from millrace.sinks._sink_index import SinkIndex
 from millrace.statestore import StoreConfig
@@ -85,6 +86,22 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
         """Up to ``limit`` records from ``position`` on, with their positions."""
         raise NotImplementedError
 
+    def _refusal(self, batch: delivery_pb2.DeliveryBatch) -> tuple[int, str] | None:
+        """Why this sink refuses every record of ``batch`` (None: it takes them)."""
+        target = batch.target.computation
+        if target and self.stream and target != SINK_PREFIX + self.stream:
+            return NOT_OWNER, f"this sink serves {self.stream!r}, not {brief(target)}"
+        sender = batch.sender
+        if sender.interval.computation and not any_valid_epoch(
+            sender.interval.computation, sender.interval.index, sender.epoch
+        ):
+            # Sinks dedup by record id and keep no epochs, so nothing is adopted either way;
+            # an epoch no registry could grant is refused as a node refuses it.
+            return UNKNOWN_SENDER_EPOCH, (
+                f"sender epoch {sender.epoch} is beyond what any registry grants"
+            )
+        return None
+
     def _split(
         self, batch: delivery_pb2.DeliveryBatch, pending: set[bytes]
     ) -> tuple[delivery_pb2.DeliveryAck, list[record_pb2.Record]]:
@@ -92,23 +109,11 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
         ``pending`` (the write in progress, which this call extends), is a duplicate."""
         ack = delivery_pb2.DeliveryAck(batch_seq=batch.batch_seq)
         fresh: list[record_pb2.Record] = []
-        target = batch.target.computation
-        if target and self.stream and target != SINK_PREFIX + self.stream:
-            message = f"this sink serves {self.stream!r}, not {brief(target)}"
+        refusal = self._refusal(batch)
+        if refusal is not None:
+            reason, message = refusal
             for record in batch.records:
-                ack.rejected.add(record_id=record.record_id, reason=NOT_OWNER, message=message)
-            return ack, fresh
-        sender = batch.sender
-        if sender.interval.computation and not any_valid_epoch(
-            sender.interval.computation, sender.interval.index, sender.epoch
-        ):
-            # Sinks dedup by record id and keep no epochs, so nothing is adopted either way;
-            # an epoch no registry could grant is refused as a node refuses it.
-            message = f"sender epoch {sender.epoch} is beyond what any registry grants"
-            for record in batch.records:
-                ack.rejected.add(
-                    record_id=record.record_id, reason=UNKNOWN_SENDER_EPOCH, message=message
-                )
+                ack.rejected.add(record_id=record.record_id, reason=reason, message=message)
             return ack, fresh
         valid = []
         for record in batch.records:
@@ -129,6 +134,27 @@ class IndexedSink(delivery_pb2_grpc.DeliveryServicer):
                 ack.committed_ids.append(rid)
         self.duplicates += len(ack.duplicate_ids)
         return ack, fresh
+
+    def _note_told(
+        self,
+        batches: Sequence[delivery_pb2.DeliveryBatch],
+        acks: Sequence[delivery_pb2.DeliveryAck],
+        *,
+        written: bool,
+    ) -> None:
+        """Under the lock: mark the acks of batches whose sender progress is committed --
+        with their records (``written``), or on its own for a batch without records (a
+        retired sender's floor, noted here)."""
+        told = []
+        for batch, ack in zip(batches, acks, strict=True):
+            mark = sender_progress(batch)
+            if mark is None or ack.rejected or self._refusal(batch) is not None:
+                continue
+            if not batch.records:
+                told.append(mark)
+            ack.progress_noted = bool(written or not batch.records)
+        if told:
+            self._index.note_progress(told)
 
     def wait_beyond(self, position: int, timeout_s: float) -> bool:
         """Block until a record exists at ``position`` (True) or the timeout (False)."""

@@ -97,6 +97,13 @@ class SinkIndex:
         txn.commit(sync=False)
         self.count, self.end = count, end
 
+    def note_progress(self, progress: Sequence[SenderProgress]) -> None:
+        """Commit (synced) what deliveries without records said of their senders: the
+        floors of retired senders, told by their successors."""
+        txn = self._store.begin()
+        txn.note_progress(progress)
+        txn.commit(sync=True)
+
     def latest(self, key: bytes) -> int | None:
         """The position of the latest record with ``key``."""
         raw = self._store.get(_LATEST + key)

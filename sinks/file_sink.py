@@ -164,6 +164,7 @@ class FileSink(IndexedSink):
                     self._index.add(ids, keys, offsets, self._file.size, marks)
                     self.written += len(fresh)
                     self._grew.notify_all()
+                self._note_told([batch], [ack], written=bool(fresh))
             except SinkUnavailableError:
                 raise
             except Exception as exc:  # the index's store failed: the file is ahead of it

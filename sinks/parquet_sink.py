@@ -168,6 +168,7 @@ class ParquetSink(IndexedSink):
         A record whose id is already written, or appears earlier in the group,
         is a duplicate. No file is written when every record is a duplicate.
         """
+        batches = list(batches)
         acks: list[delivery_pb2.DeliveryAck] = []
         with self._commit_lock:
             fresh: list[record_pb2.Record] = []
@@ -202,6 +203,8 @@ class ParquetSink(IndexedSink):
                     self._add_part(seq, len(fresh))
                     self.written += len(fresh)
                     self._grew.notify_all()
+            with self._lock:
+                self._note_told(batches, acks, written=bool(fresh))
         return acks
 
     def _catch_up(self) -> None:

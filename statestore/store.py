@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
@@ -380,11 +380,13 @@ class StateStore:
         state_ranges: Sequence[tuple[bytes, bytes]] = (),
         timers: Iterable[TimerId] = (),
         outbox: Iterable[bytes] = (),
+        meta: Mapping[str, bytes | None] = {},
     ) -> None:
         """Delete every state entry in each ``[start, end)`` range, the ``timers`` and the
-        ``outbox`` entries named, in one synced write under ``epoch``. The ranges are
-        RocksDB range deletions, whose cost does not grow with what they cover (a store
-        copied for half of a split interval drops the other half's)."""
+        ``outbox`` entries named, and set (None: delete) the ``meta`` entries, in one
+        synced write under ``epoch``. The ranges are RocksDB range deletions, whose cost
+        does not grow with what they cover (a store copied for half of a split interval
+        drops the other half's)."""
         self._require_open()
         self._check_epoch(epoch)
         batch = self._engine.new_batch()
@@ -393,6 +395,12 @@ class StateStore:
         gone: dict[TimerId, Timer | None] = dict.fromkeys(timers)
         self._timers.stage(batch, gone)
         batch.delete_keys(Column.OUTBOX, outbox)
+        for name, value in meta.items():
+            key = _keys.user_meta_key(name)
+            if value is None:
+                batch.delete(Column.META, key)
+            else:
+                batch.put(Column.META, key, value)
         self._stage_epoch(batch, epoch)
         self._engine.write(batch, sync=True)
         self._owner_epoch = max(self._owner_epoch, epoch)

@@ -21,7 +21,7 @@ from millrace.computations import (
     Record,
     Topology,
 )
-from millrace.engine import IntervalProcessor, Production
+from millrace.engine import IntervalProcessor, Production, Retired
 from millrace.engine._frames import frame_seq
 from millrace.engine._interval_halves import cut_to_half, merge_into
 from millrace.statestore import StateStore, StoreConfig
@@ -118,7 +118,7 @@ def test_the_halves_go_on_exactly_as_the_whole_would(tmp_path: Path, seed: int) 
     halves = {}
     for half in (low, high):
         store = StateStore.open_rocksdb(tmp_path / f"half-{half.index}", config=CONFIG)
-        cut_to_half(store, half, 2)
+        cut_to_half(store, half, 2, split=0)
         store.close()
         halves[half] = _processor(tmp_path / f"half-{half.index}", 2, half)
 
@@ -144,7 +144,7 @@ def test_the_halves_go_on_exactly_as_the_whole_would(tmp_path: Path, seed: int) 
     (tmp_path / "from-0").rename(merged)
     whole_again = StateStore.open_rocksdb(merged, config=CONFIG)
     upper_store = StateStore.open_rocksdb(tmp_path / "from-1", config=CONFIG)
-    merge_into(whole_again, upper_store, 3)
+    merge_into(whole_again, upper_store, 3, halves=(1, 2))
     upper_store.close()
     whole_again.close()
     after = _processor(merged, 3, whole)
@@ -178,3 +178,56 @@ def test_absorbed_record_ids_are_kept_until_their_senders_pass_them(tmp_path: Pa
     assert whole.dedup.progress.delivered(segment) == {b"sender": 10}
     assert whole.dedup.progress.floor(b"sender") == 3
     assert not whole.dedup.progress.released(segment)
+
+
+def test_the_store_that_takes_the_outbox_answers_for_the_retired_names(tmp_path: Path) -> None:
+    """The lower half answers for the split interval's name as a sender (its floor: the
+    frame numbers it used), once nothing inherited awaits an ack; the upper half for
+    nothing; a merge answers for both halves' names."""
+    records = _input(4)
+    whole = KeyInterval("sum", 0, 1)
+    before = _processor(tmp_path / "whole", 1, whole)
+    _run({whole: before}, records[:300])
+    frames = sorted(frame_seq(key) for key, _ in before.store.outbox())
+    assert frames and before.retired_floors() == {}, "a first interval retired nobody"
+    low, high = whole.halves()
+    for half in (low, high):
+        before.store.checkpoint(tmp_path / f"half-{half.index}")
+    before.store.close()
+    halves = {}
+    for half in (low, high):
+        store = StateStore.open_rocksdb(tmp_path / f"half-{half.index}", config=CONFIG)
+        cut_to_half(store, half, 2, split=0)
+        store.close()
+        halves[half] = _processor(tmp_path / f"half-{half.index}", 2, half)
+    lower, upper = halves[low], halves[high]
+    assert upper.retired_floors() == {}
+    assert lower.retired_floors() == {}, "its inherited frames await acks"
+    _run(halves, records[300:400])  # frames of its own come after the inherited ones
+    pending = lower.pending_frames()
+    inherited = [
+        k for f in pending if f.positions and f.positions[0] <= frames[-1] for k in f.outbox_keys
+    ]
+    lower.acknowledge(inherited[:-1])
+    assert lower.retired_floors() == {}, "one inherited production still awaits its ack"
+    lower.acknowledge(inherited[-1:])
+    floors = lower.retired_floors()
+    assert floors == {0: Retired(frames[-1] + 1, 1)}
+    assert any(f.positions and f.positions[0] > frames[-1] for f in lower.pending_frames())
+    lower.forget_retired(floors)
+    assert lower.retired_floors() == {}
+    for processor in halves.values():
+        processor.store.checkpoint(tmp_path / f"from-{processor.share.index}")
+        processor.store.close()
+    whole_store = StateStore.open_rocksdb(tmp_path / "from-0", config=CONFIG)
+    upper_store = StateStore.open_rocksdb(tmp_path / "from-1", config=CONFIG)
+    lower_next, upper_next = (
+        max(frame_seq(key) for key, _ in store.outbox()) + 1 for store in (whole_store, upper_store)
+    )
+    merge_into(whole_store, upper_store, 3, halves=(1, 2))
+    upper_store.close()
+    whole_store.close()
+    merged = _processor(tmp_path / "from-0", 3, whole)
+    assert merged.retired_floors() == {}
+    merged.acknowledge([p.outbox_key for p in merged.pending_productions()])
+    assert merged.retired_floors() == {1: Retired(lower_next, 2), 2: Retired(upper_next, 2)}

@@ -111,6 +111,7 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "repeated bytes duplicate_ids = 3",
             "repeated Rejection rejected = 4",
             "int64 receiver_epoch = 5",
+            "bool progress_noted = 6",
         ),
     },
     "watermark": {

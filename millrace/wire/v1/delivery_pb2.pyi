@@ -76,15 +76,17 @@ class Rejection(_message.Message):
     def __init__(self, record_id: _Optional[bytes] = ..., reason: _Optional[_Union[RejectReason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class DeliveryAck(_message.Message):
-    __slots__ = ("batch_seq", "committed_ids", "duplicate_ids", "rejected", "receiver_epoch")
+    __slots__ = ("batch_seq", "committed_ids", "duplicate_ids", "rejected", "receiver_epoch", "progress_noted")
     BATCH_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_IDS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_IDS_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_NOTED_FIELD_NUMBER: _ClassVar[int]
     batch_seq: int
     committed_ids: _containers.RepeatedScalarFieldContainer[bytes]
     duplicate_ids: _containers.RepeatedScalarFieldContainer[bytes]
     rejected: _containers.RepeatedCompositeFieldContainer[Rejection]
     receiver_epoch: int
-    def __init__(self, batch_seq: _Optional[int] = ..., committed_ids: _Optional[_Iterable[bytes]] = ..., duplicate_ids: _Optional[_Iterable[bytes]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., receiver_epoch: _Optional[int] = ...) -> None: ...
+    progress_noted: bool
+    def __init__(self, batch_seq: _Optional[int] = ..., committed_ids: _Optional[_Iterable[bytes]] = ..., duplicate_ids: _Optional[_Iterable[bytes]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., receiver_epoch: _Optional[int] = ..., progress_noted: _Optional[bool] = ...) -> None: ...
