@@ -3,7 +3,9 @@
 A split or a merge retires interval names as senders; the interval that took their
 outbox tells every receiver, once nothing it inherited awaits an ack, that the name
 will never send anything below its floor again (``engine/_retired_senders.py``), so
-receivers release the dedup segments the name delivered into.
+receivers release the dedup segments the name delivered into. It speaks as itself
+(its own interval and epoch, which receivers check as for any batch) about the
+interval it retired (``SendProgress.retired``).
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ def tell_floor(
     *,
     sender_id: str,
     origin: Origin,
+    retired: int,
     consumer: str,
     interval: int,
     floor: int,
     timeout_s: float,
 ) -> bool:
-    """Tell ``consumer``'s ``interval`` that ``origin`` (a retired interval, at its last
-    epoch) sends nothing below ``floor`` again. True once the receiver committed it;
-    False if it did not (not the owner, a stale epoch, unreachable): tell it again."""
+    """Tell ``consumer``'s ``interval`` that ``origin``'s computation's interval
+    ``retired`` (whose outbox ``origin`` took) sends nothing below ``floor`` again.
+    True once the receiver committed it; False if it did not (not the owner, a stale
+    epoch, unreachable): tell it again later."""
     batch = delivery_pb2.DeliveryBatch(
         batch_seq=1, target=record_pb2.KeyInterval(computation=consumer, index=interval)
     )
@@ -37,6 +41,8 @@ def tell_floor(
     sender.interval.index = origin.interval
     sender.progress.sequence = origin.sequence
     sender.progress.floor = floor
+    sender.progress.retired.computation = origin.computation
+    sender.progress.retired.index = retired
     deliver = channel.stream_stream(
         DELIVER_METHOD,
         request_serializer=delivery_pb2.DeliveryBatch.SerializeToString,

@@ -27,7 +27,6 @@ from millrace.engine._outcome import BatchOutcome
 from millrace.engine._processor import IntervalProcessor, IntervalStatus
 from millrace.engine._production_ids import Production, split_outbox_key
 from millrace.engine._received import Received
-from millrace.engine._retired_senders import Retired
 from millrace.engine._routing import (
     SINK_PREFIX,
     Route,
@@ -75,7 +74,6 @@ __all__ = [
     "frames_of",
     "input_watermark",
     "new_tuple",
-    "Retired",
     "cut_to_half",
     "merge_into",
     "reroute",

@@ -231,15 +231,25 @@ def sender_progress(batch: Batch) -> SenderProgress | None:
 
     The sender is named by its interval (empty for the injector) and the sequence
     its positions count, not by its epoch: a restarted sender resends its outbox
-    frames at their positions.
+    frames at their positions. A batch without records may tell the floor of an
+    interval of the sender's computation that it retired (``progress.retired``):
+    the mark is that interval's.
     """
     sender = batch.sender
     if not sender.HasField("progress"):
         return None
     progress = sender.progress
+    index = sender.interval.index
+    retired = progress.retired
+    if (
+        not batch.records
+        and retired.computation
+        and retired.computation == sender.interval.computation
+    ):
+        index = retired.index
     name = b"%s\x00%d\x00%s" % (
         sender.interval.computation.encode(),
-        sender.interval.index,
+        index,
         progress.sequence.encode(),
     )
     return SenderProgress(name, progress.floor, progress.last)

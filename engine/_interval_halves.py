@@ -33,7 +33,6 @@ from millrace.engine._production_ids import (
 )
 from millrace.engine._retired_senders import (
     RETIRED_SENDERS,
-    Retired,
     RetiredSenders,
     retired_senders,
 )
@@ -76,7 +75,7 @@ def cut_to_half(store: StateStore, half: KeyInterval, epoch: int, *, split: int)
     meta: dict[str, bytes | None] = {RETIRED_SENDERS: None}  # the upper half sends nothing old
     if lower:
         after = next_frame(store)
-        retired = RetiredSenders(after, {split: Retired(after, store.owner_epoch)} if after else {})
+        retired = RetiredSenders(after, {split: after} if after else {})
         meta[RETIRED_SENDERS] = retired_senders(store).joined(retired, through=after).encode()
     store.drop(epoch, state_ranges=ranges, timers=timers, outbox=outbox, meta=meta)
 
@@ -88,7 +87,6 @@ def merge_into(
     ``epoch``; ``halves``: the two halves' interval ids (lower, upper), whose names the
     whole answers for as a sender from then on. Not atomic as a whole: merge into a
     copy no one runs yet, and start from a new copy if it is interrupted."""
-    epochs = whole.owner_epoch, upper.owner_epoch
     whole.absorb(upper, epoch)
     frames = list(upper.outbox())
     ends = next_frame(whole), next_frame(upper)
@@ -98,10 +96,7 @@ def merge_into(
     for offset, (_, payload) in enumerate(frames):
         txn.add_outbox(frame_key(first + offset), payload)
     txn.set_meta(NEXT_FRAME, _U64.pack(after))
-    retired = RetiredSenders(
-        after,
-        {i: Retired(end, e) for i, end, e in zip(halves, ends, epochs, strict=True) if end},
-    )
+    retired = RetiredSenders(after, {i: end for i, end in zip(halves, ends, strict=True) if end})
     answered = retired_senders(whole).joined(retired_senders(upper), through=after)
     txn.set_meta(RETIRED_SENDERS, answered.joined(retired, through=after).encode())
     mine = whole.metadata()

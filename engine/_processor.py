@@ -53,7 +53,7 @@ from millrace.engine._production_ids import (
     timer_fire_cause,
 )
 from millrace.engine._received import Received
-from millrace.engine._retired_senders import RETIRED_SENDERS, Retired, retired_senders
+from millrace.engine._retired_senders import RETIRED_SENDERS, retired_senders
 from millrace.engine._routing import FrameBuilder, ProductionRouter
 from millrace.engine._scope import Emitted, RecordScope
 from millrace.engine._sender_epochs import SenderEpochs
@@ -466,7 +466,7 @@ class IntervalProcessor:
         txn.commit()
         self._outbox.committed(staged)
 
-    def retired_floors(self) -> dict[int, Retired]:
+    def retired_floors(self) -> dict[int, int]:
         """The retired senders this interval answers for whose floors receivers may take
         now (``engine/_retired_senders.py``): none while an inherited frame awaits an
         ack. Their deletes are made durable first (a restart resends nothing of them)."""
@@ -475,7 +475,7 @@ class IntervalProcessor:
         self.flush_acknowledged(sync=True)
         return dict(self._retired.floors)
 
-    def forget_retired(self, told: Mapping[int, Retired]) -> None:
+    def forget_retired(self, told: Mapping[int, int]) -> None:
         """Every receiver took these floors of retired senders: stop answering for them."""
         left = self._retired.without(told)
         if left != self._retired:

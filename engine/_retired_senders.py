@@ -9,11 +9,11 @@ good.
 
 So that store remembers (store metadata ``retired-senders``), per retired interval
 id, the floor receivers may take for it -- the retired store's next frame number: the
-name never sent anything at or above it -- and the retired interval's last epoch (what
-receivers know it by), and the number below which every frame it inherited lies (its
-own next frame when it was made). Once no inherited frame
-waits for an ack, nobody can send anything under a retired name again: its node tells
-every receiver the floors (``node/_retired_senders.py``), then forgets them.
+name never sent anything at or above it -- and the number below which every frame it
+inherited lies (its own next frame when it was made). Once no inherited frame waits
+for an ack, nobody can send anything under a retired name again: its node tells every
+receiver the floors, speaking as itself (``node/_retired_senders.py``), then forgets
+them.
 """
 
 from __future__ import annotations
@@ -21,33 +21,25 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from millrace.statestore import StateStore
 
 RETIRED_SENDERS = "retired-senders"
-"""Store metadata: ``{"through": n, "floors": [[interval id, floor, epoch], ...]}``."""
-
-
-class Retired(NamedTuple):
-    """One retired sender's floor (its next frame number when it retired) and last epoch."""
-
-    floor: int
-    epoch: int
+"""Store metadata: ``{"through": n, "floors": [[interval id, floor], ...]}``."""
 
 
 @dataclass(frozen=True, slots=True)
 class RetiredSenders:
-    """What a store answers for: retired interval id -> its floor and epoch, which
-    receivers may take once no frame numbered below ``through`` (inherited) awaits an
-    ack."""
+    """What a store answers for: retired interval id -> its floor (its next frame number
+    when it retired), which receivers may take once no frame numbered below ``through``
+    (inherited) awaits an ack."""
 
     through: int = 0
-    floors: Mapping[int, Retired] = field(default_factory=dict)
+    floors: Mapping[int, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         """As stored."""
-        rows = [[index, *retired] for index, retired in sorted(self.floors.items())]
+        rows = sorted(self.floors.items())
         return json.dumps({"through": self.through, "floors": rows}).encode()
 
     @classmethod
@@ -56,20 +48,19 @@ class RetiredSenders:
         if not raw:
             return cls()
         body = json.loads(raw)
-        rows = body["floors"]
-        return cls(int(body["through"]), {int(i): Retired(int(f), int(e)) for i, f, e in rows})
+        return cls(int(body["through"]), {int(i): int(f) for i, f in body["floors"]})
 
     def joined(self, other: RetiredSenders, *, through: int) -> RetiredSenders:
         """Both stores' retired senders (the higher of a name in both), every inherited
         frame below ``through``."""
         floors = dict(self.floors)
-        for index, retired in other.floors.items():
-            floors[index] = max(retired, floors.get(index, retired))
+        for index, floor in other.floors.items():
+            floors[index] = max(floor, floors.get(index, floor))
         return RetiredSenders(max(through, self.through, other.through), floors)
 
-    def without(self, told: Mapping[int, Retired]) -> RetiredSenders:
+    def without(self, told: Mapping[int, int]) -> RetiredSenders:
         """Without the names whose floors (``told``) every receiver took."""
-        floors = {i: r for i, r in self.floors.items() if told.get(i) != r}
+        floors = {i: f for i, f in self.floors.items() if told.get(i) != f}
         return RetiredSenders(self.through, floors)
 
 

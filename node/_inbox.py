@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from millrace.delivery import DeliveryWork
-from millrace.engine import Production, Retired
+from millrace.engine import Production
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class Fence:
 class ForgetRetired:
     """Every receiver took these floors of retired senders (``node/_retired_senders.py``)."""
 
-    floors: Mapping[int, Retired]
+    floors: Mapping[int, int]
 
 
 class Stop:

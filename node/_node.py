@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent import futures
 from pathlib import Path
 
@@ -38,7 +38,13 @@ from millrace.deployment import (
     serve_health_and_reflection,
 )
 from millrace.deployment.security import Security
-from millrace.engine import BatchOutcome, Frame, IntervalProcessor, Production, reroute
+from millrace.engine import (
+    BatchOutcome,
+    Frame,
+    IntervalProcessor,
+    Production,
+    reroute,
+)
 from millrace.node._admin_service import AdminService
 from millrace.node._control_link import LeaseKeeper, register_intervals
 from millrace.node._interval_moves import (
@@ -51,6 +57,7 @@ from millrace.node._interval_moves import (
 from millrace.node._interval_splits import SplitLayouts, StoreMaker
 from millrace.node._load_reports import LoadReporter
 from millrace.node._metrics import NodeMetrics
+from millrace.node._retired_senders import FloorNotices
 from millrace.node._stale_refusals import StaleRefusals
 from millrace.node._watermark_link import WatermarkLink
 from millrace.node._worker import IntervalWorker, WorkerHooks
@@ -116,6 +123,13 @@ class Node(WorkerHooks):
         """A channel to the injector's registry (moves, hand-overs); None without one."""
         self._stale = StaleRefusals()
         self._splits = SplitLayouts(deployment.topology)
+        self._floor_notices = FloorNotices(
+            sender_id=name,
+            topology=deployment.topology,
+            layouts=lambda: self._splits.layouts,
+            address_of=self.routes.address_of,
+            channel_factory=self._open_channel,
+        )
         self._store_maker = StoreMaker(
             computation=self.placement.computation,
             base_count=deployment.topology.computations[self.placement.computation].intervals,
@@ -460,6 +474,9 @@ class Node(WorkerHooks):
             by_destination.setdefault((frame.consumer, frame.interval), []).append(frame)
         for (consumer, interval), items in by_destination.items():
             self._senders.to(consumer, interval).submit_frames(origin, items)
+
+    def retired(self, worker: IntervalWorker, floors: Mapping[int, int]) -> None:
+        self._floor_notices.offer(worker.origin, floors, worker.forget_retired)
 
     def report(self, worker: IntervalWorker, urgent: bool) -> int:
         processor = worker.processor

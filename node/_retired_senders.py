@@ -20,7 +20,7 @@ import grpc
 
 from millrace.computations import Layout, Topology
 from millrace.delivery import Origin, tell_floor
-from millrace.engine import Retired, routes_of
+from millrace.engine import routes_of
 
 log = logging.getLogger(__name__)
 
@@ -51,33 +51,27 @@ class FloorNotices:
         """Notices receivers committed (for tests and logs)."""
 
     def offer(
-        self,
-        computation: str,
-        interval: int,
-        floors: Mapping[int, Retired],
-        forget: Callable[[Mapping[int, Retired]], None],
+        self, origin: Origin, floors: Mapping[int, int], forget: Callable[[Mapping[int, int]], None]
     ) -> None:
-        """Tell every receiver ``floors`` (retired interval id -> floor and epoch) that
-        ``computation``'s ``interval`` answers for; then ``forget(floors)`` (on the
-        telling thread). Nothing if that interval's last offer is still being told."""
+        """Tell every receiver ``floors`` (retired interval id -> floor) that the interval
+        of ``origin`` answers for, as ``origin``; then ``forget(floors)`` (on the telling
+        thread). Nothing if that interval's last offer is still being told."""
+        key = (origin.computation, origin.interval)
         with self._lock:
-            if (computation, interval) in self._telling:
+            if key in self._telling:
                 return
-            self._telling.add((computation, interval))
+            self._telling.add(key)
         threading.Thread(
             target=self._tell,
-            args=(computation, interval, dict(floors), forget),
-            name=f"floors-{computation}-{interval}",
+            args=(origin, dict(floors), forget),
+            name=f"floors-{origin.computation}-{origin.interval}",
             daemon=True,
         ).start()
 
     def _tell(
-        self,
-        computation: str,
-        interval: int,
-        floors: dict[int, Retired],
-        forget: Callable[[Mapping[int, Retired]], None],
+        self, origin: Origin, floors: dict[int, int], forget: Callable[[Mapping[int, int]], None]
     ) -> None:
+        computation = origin.computation
         try:
             layouts = self._layouts()
             layout = layouts.get(computation)
@@ -85,23 +79,25 @@ class FloorNotices:
             live = set(layout.ids()) if layout is not None else set(range(count))
             receivers = self.receivers(computation, layouts)
             told = {
-                index: retired
-                for index, retired in floors.items()
-                if index in live or self._tell_all(computation, index, retired, receivers)
+                index: floor
+                for index, floor in floors.items()
+                if index in live or self._tell_all(origin, index, floor, receivers)
             }
             if told:
                 log.info(
                     "%s/%s: receivers took the floors of retired senders %s",
-                    computation, interval, sorted(told),
+                    computation, origin.interval, sorted(told),
                     extra={"event": "retired_senders_told", "computation": computation,
-                           "interval": interval},
+                           "interval": origin.interval},
                 )  # fmt: skip
                 forget(told)
         except Exception:
-            log.exception("telling the floors of %s/%s's retired senders", computation, interval)
+            log.exception(
+                "telling the floors of %s/%s's retired senders", computation, origin.interval
+            )
         finally:
             with self._lock:
-                self._telling.discard((computation, interval))
+                self._telling.discard((computation, origin.interval))
 
     def receivers(self, computation: str, layouts: Mapping[str, Layout]) -> list[tuple[str, int]]:
         """Every (consumer, interval id) the outputs of ``computation`` go to now."""
@@ -116,17 +112,21 @@ class FloorNotices:
         )
 
     def _tell_all(
-        self, computation: str, index: int, retired: Retired, receivers: list[tuple[str, int]]
+        self, origin: Origin, retired: int, floor: int, receivers: list[tuple[str, int]]
     ) -> bool:
-        origin = Origin(computation, index, retired.epoch)
         for consumer, target in receivers:
             address = self._address_of(consumer, target)
             channel = self._channel_factory(address)
             try:
                 if not tell_floor(
-                    channel, sender_id=self._sender_id, origin=origin, consumer=consumer,
-                    interval=target, floor=retired.floor, timeout_s=TELL_TIMEOUT_S,
+                    channel, sender_id=self._sender_id, origin=origin, retired=retired,
+                    consumer=consumer, interval=target, floor=floor, timeout_s=TELL_TIMEOUT_S,
                 ):  # fmt: skip
+                    log.debug(
+                        "%s/%s: %s/%s at %s did not take retired %s's floor %s yet",
+                        origin.computation, origin.interval, consumer, target, address,
+                        retired, floor,
+                    )  # fmt: skip
                     return False
             finally:
                 channel.close()

@@ -36,7 +36,6 @@ from millrace.engine import (
     IntervalDriver,
     IntervalProcessor,
     Production,
-    Retired,
     frames_of,
 )
 from millrace.node._after_sync import AfterSync
@@ -78,7 +77,7 @@ class WorkerHooks:
         node is stopping (then nothing may be acked)."""
         return True
 
-    def retired(self, worker: IntervalWorker, floors: Mapping[int, Retired]) -> None:
+    def retired(self, worker: IntervalWorker, floors: Mapping[int, int]) -> None:
         """Tell every receiver these floors of senders ``worker``'s interval retired
         (``engine/_retired_senders.py``), then :meth:`IntervalWorker.forget_retired`."""
 
@@ -167,7 +166,7 @@ class IntervalWorker:
         """Downstream will never take this production: dead-letter it here."""
         self._inbox.put(Refused(production, reason))
 
-    def forget_retired(self, floors: Mapping[int, Retired]) -> None:
+    def forget_retired(self, floors: Mapping[int, int]) -> None:
         """Every receiver took these floors of retired senders: stop answering for them."""
         self._inbox.put(ForgetRetired(floors))
 

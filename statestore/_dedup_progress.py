@@ -114,6 +114,10 @@ class ProgressBook:
             for sender, last in delivered.items()
         ]
 
+    def held(self) -> list[int]:
+        """The segments some sender may still resend into (not :meth:`released`)."""
+        return sorted(s for s in self._delivered if not self.released(s))
+
     def delivered(self, segment: int) -> dict[bytes, int]:
         """Per sender, the highest position it delivered into ``segment`` (for inspection)."""
         return dict(self._delivered.get(segment, {}))

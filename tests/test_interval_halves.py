@@ -21,7 +21,7 @@ from millrace.computations import (
     Record,
     Topology,
 )
-from millrace.engine import IntervalProcessor, Production, Retired
+from millrace.engine import IntervalProcessor, Production
 from millrace.engine._frames import frame_seq
 from millrace.engine._interval_halves import cut_to_half, merge_into
 from millrace.statestore import StateStore, StoreConfig
@@ -212,7 +212,7 @@ def test_the_store_that_takes_the_outbox_answers_for_the_retired_names(tmp_path:
     assert lower.retired_floors() == {}, "one inherited production still awaits its ack"
     lower.acknowledge(inherited[-1:])
     floors = lower.retired_floors()
-    assert floors == {0: Retired(frames[-1] + 1, 1)}
+    assert floors == {0: frames[-1] + 1}
     assert any(f.positions and f.positions[0] > frames[-1] for f in lower.pending_frames())
     lower.forget_retired(floors)
     assert lower.retired_floors() == {}
@@ -230,4 +230,4 @@ def test_the_store_that_takes_the_outbox_answers_for_the_retired_names(tmp_path:
     merged = _processor(tmp_path / "from-0", 3, whole)
     assert merged.retired_floors() == {}
     merged.acknowledge([p.outbox_key for p in merged.pending_productions()])
-    assert merged.retired_floors() == {1: Retired(lower_next, 2), 2: Retired(upper_next, 2)}
+    assert merged.retired_floors() == {1: lower_next, 2: upper_next}

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from millrace.computations import KeyInterval
+from millrace.statestore import StateStore
 from tests.support import chaos_rng, wait_until
 from tests.support.move_cluster import (
     Cluster,
@@ -61,6 +62,25 @@ def test_an_interval_splits_twice_and_a_half_moves_while_records_flow(cluster: C
     listed = cluster.run("intervals", "list")
     assert "counts/11" in listed and "split counts/4 in two on counts-1" in listed, listed
     assert "\ncounts/1 " not in listed, listed  # retired
+    # Once nothing inherited awaits an ack, the retired names' floors reach the receiver:
+    # they hold no dedup segment any more (the live senders' floors keep them, or time).
+    log = cluster.deployment.parent / "counts-1.log"
+    wait_until(
+        lambda: log.read_text().count("took the floors of retired senders") >= 2, 60,
+        "counts-1 told the receivers the floors of counts/1 and counts/4",
+    )  # fmt: skip
+    cluster.processes["totals"].kill()
+    totals = StateStore.open_rocksdb(cluster.deployment.parent / "totals" / "totals" / "0")
+    try:
+        book = totals.dedup.progress
+        for retired in (1, 4):
+            name = b"counts\x00%d\x00" % retired
+            floor = book.floor(name)
+            assert floor, f"no floor of counts/{retired} at totals/0"
+            delivered = [book.delivered(s).get(name, -1) for s in book.held()]
+            assert all(last < floor for last in delivered), (retired, floor, delivered)
+    finally:
+        totals.close()
 
 
 def test_a_split_survives_kills_of_its_node_and_the_injector(cluster: Cluster) -> None:

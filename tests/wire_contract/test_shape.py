@@ -96,6 +96,7 @@ EXPECTED_MESSAGES: dict[str, dict[str, tuple[str, ...]]] = {
             "uint64 floor = 2",
             "uint64 first = 3",
             "uint64 last = 4",
+            "KeyInterval retired = 5",
         ),
         "DeliveryBatch": (
             "uint64 batch_seq = 1",

@@ -25,25 +25,25 @@ _sym_db = _symbol_database.Default()
 from millrace.wire.v1 import record_pb2 as millrace_dot_wire_dot_v1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmillrace/wire/v1/delivery.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"\x8d\x01\n\x06Sender\x12\x11\n\tsender_id\x18\x01 \x01(\t\x12/\n\x08interval\x18\x02 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x30\n\x08progress\x18\x04 \x01(\x0b\x32\x1e.millrace.wire.v1.SendProgress\"L\n\x0cSendProgress\x12\x10\n\x08sequence\x18\x01 \x01(\t\x12\r\n\x05\x66loor\x18\x02 \x01(\x04\x12\r\n\x05\x66irst\x18\x03 \x01(\x04\x12\x0c\n\x04last\x18\x04 \x01(\x04\"\xbc\x01\n\rDeliveryBatch\x12\x11\n\tbatch_seq\x18\x01 \x01(\x04\x12(\n\x06sender\x18\x02 \x01(\x0b\x32\x18.millrace.wire.v1.Sender\x12-\n\x06target\x18\x03 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x14\n\x0ctarget_epoch\x18\x04 \x01(\x03\x12)\n\x07records\x18\x05 \x03(\x0b\x32\x18.millrace.wire.v1.Record\"_\n\tRejection\x12\x11\n\trecord_id\x18\x01 \x01(\x0c\x12.\n\x06reason\x18\x02 \x01(\x0e\x32\x1e.millrace.wire.v1.RejectReason\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xad\x01\n\x0b\x44\x65liveryAck\x12\x11\n\tbatch_seq\x18\x01 \x01(\x04\x12\x15\n\rcommitted_ids\x18\x02 \x03(\x0c\x12\x15\n\rduplicate_ids\x18\x03 \x03(\x0c\x12-\n\x08rejected\x18\x04 \x03(\x0b\x32\x1b.millrace.wire.v1.Rejection\x12\x16\n\x0ereceiver_epoch\x18\x05 \x01(\x03\x12\x16\n\x0eprogress_noted\x18\x06 \x01(\x08*\xbc\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12STALE_SENDER_EPOCH\x10\x01\x12\r\n\tNOT_OWNER\x10\x02\x12\x12\n\x0eUNKNOWN_STREAM\x10\x03\x12\x14\n\x10MALFORMED_RECORD\x10\x04\x12\x12\n\x0eWRONG_INTERVAL\x10\x05\x12\x0e\n\nOVERLOADED\x10\x06\x12\x18\n\x14UNKNOWN_SENDER_EPOCH\x10\x07\x32Y\n\x08\x44\x65livery\x12M\n\x07\x44\x65liver\x12\x1f.millrace.wire.v1.DeliveryBatch\x1a\x1d.millrace.wire.v1.DeliveryAck(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmillrace/wire/v1/delivery.proto\x12\x10millrace.wire.v1\x1a\x1dmillrace/wire/v1/record.proto\"\x8d\x01\n\x06Sender\x12\x11\n\tsender_id\x18\x01 \x01(\t\x12/\n\x08interval\x18\x02 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x30\n\x08progress\x18\x04 \x01(\x0b\x32\x1e.millrace.wire.v1.SendProgress\"|\n\x0cSendProgress\x12\x10\n\x08sequence\x18\x01 \x01(\t\x12\r\n\x05\x66loor\x18\x02 \x01(\x04\x12\r\n\x05\x66irst\x18\x03 \x01(\x04\x12\x0c\n\x04last\x18\x04 \x01(\x04\x12.\n\x07retired\x18\x05 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\"\xbc\x01\n\rDeliveryBatch\x12\x11\n\tbatch_seq\x18\x01 \x01(\x04\x12(\n\x06sender\x18\x02 \x01(\x0b\x32\x18.millrace.wire.v1.Sender\x12-\n\x06target\x18\x03 \x01(\x0b\x32\x1d.millrace.wire.v1.KeyInterval\x12\x14\n\x0ctarget_epoch\x18\x04 \x01(\x03\x12)\n\x07records\x18\x05 \x03(\x0b\x32\x18.millrace.wire.v1.Record\"_\n\tRejection\x12\x11\n\trecord_id\x18\x01 \x01(\x0c\x12.\n\x06reason\x18\x02 \x01(\x0e\x32\x1e.millrace.wire.v1.RejectReason\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xad\x01\n\x0b\x44\x65liveryAck\x12\x11\n\tbatch_seq\x18\x01 \x01(\x04\x12\x15\n\rcommitted_ids\x18\x02 \x03(\x0c\x12\x15\n\rduplicate_ids\x18\x03 \x03(\x0c\x12-\n\x08rejected\x18\x04 \x03(\x0b\x32\x1b.millrace.wire.v1.Rejection\x12\x16\n\x0ereceiver_epoch\x18\x05 \x01(\x03\x12\x16\n\x0eprogress_noted\x18\x06 \x01(\x08*\xbc\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12STALE_SENDER_EPOCH\x10\x01\x12\r\n\tNOT_OWNER\x10\x02\x12\x12\n\x0eUNKNOWN_STREAM\x10\x03\x12\x14\n\x10MALFORMED_RECORD\x10\x04\x12\x12\n\x0eWRONG_INTERVAL\x10\x05\x12\x0e\n\nOVERLOADED\x10\x06\x12\x18\n\x14UNKNOWN_SENDER_EPOCH\x10\x07\x32Y\n\x08\x44\x65livery\x12M\n\x07\x44\x65liver\x12\x1f.millrace.wire.v1.DeliveryBatch\x1a\x1d.millrace.wire.v1.DeliveryAck(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'millrace.wire.v1.delivery_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REJECTREASON']._serialized_start=771
-  _globals['_REJECTREASON']._serialized_end=959
+  _globals['_REJECTREASON']._serialized_start=819
+  _globals['_REJECTREASON']._serialized_end=1007
   _globals['_SENDER']._serialized_start=85
   _globals['_SENDER']._serialized_end=226
   _globals['_SENDPROGRESS']._serialized_start=228
-  _globals['_SENDPROGRESS']._serialized_end=304
-  _globals['_DELIVERYBATCH']._serialized_start=307
-  _globals['_DELIVERYBATCH']._serialized_end=495
-  _globals['_REJECTION']._serialized_start=497
-  _globals['_REJECTION']._serialized_end=592
-  _globals['_DELIVERYACK']._serialized_start=595
-  _globals['_DELIVERYACK']._serialized_end=768
-  _globals['_DELIVERY']._serialized_start=961
-  _globals['_DELIVERY']._serialized_end=1050
+  _globals['_SENDPROGRESS']._serialized_end=352
+  _globals['_DELIVERYBATCH']._serialized_start=355
+  _globals['_DELIVERYBATCH']._serialized_end=543
+  _globals['_REJECTION']._serialized_start=545
+  _globals['_REJECTION']._serialized_end=640
+  _globals['_DELIVERYACK']._serialized_start=643
+  _globals['_DELIVERYACK']._serialized_end=816
+  _globals['_DELIVERY']._serialized_start=1009
+  _globals['_DELIVERY']._serialized_end=1098
 # @@protoc_insertion_point(module_scope)

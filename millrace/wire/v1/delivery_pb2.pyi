@@ -40,16 +40,18 @@ class Sender(_message.Message):
     def __init__(self, sender_id: _Optional[str] = ..., interval: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ..., epoch: _Optional[int] = ..., progress: _Optional[_Union[SendProgress, _Mapping]] = ...) -> None: ...
 
 class SendProgress(_message.Message):
-    __slots__ = ("sequence", "floor", "first", "last")
+    __slots__ = ("sequence", "floor", "first", "last", "retired")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FLOOR_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
     LAST_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
     sequence: str
     floor: int
     first: int
     last: int
-    def __init__(self, sequence: _Optional[str] = ..., floor: _Optional[int] = ..., first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
+    retired: _record_pb2.KeyInterval
+    def __init__(self, sequence: _Optional[str] = ..., floor: _Optional[int] = ..., first: _Optional[int] = ..., last: _Optional[int] = ..., retired: _Optional[_Union[_record_pb2.KeyInterval, _Mapping]] = ...) -> None: ...
 
 class DeliveryBatch(_message.Message):
     __slots__ = ("batch_seq", "sender", "target", "target_epoch", "records")
