@@ -122,6 +122,13 @@ class Layout:
         """The ``count`` equal intervals a computation starts with."""
         return cls(computation, count, (KeyInterval(computation, i, count) for i in range(count)))
 
+    @classmethod
+    def of_ids(cls, computation: str, base_count: int, ids: Iterable[int]) -> Layout:
+        """The layout of the intervals numbered ``ids`` (:meth:`KeyInterval.id`); the
+        first ``base_count`` intervals when there are none."""
+        found = [KeyInterval.of_id(computation, i, base_count) for i in ids]
+        return cls(computation, base_count, found) if found else cls.base(computation, base_count)
+
     @property
     def uniform(self) -> int | None:
         """The count every interval shares (routing is then ``interval_of``), or None."""

@@ -42,13 +42,11 @@ def layouts_of(assignment: control_pb2.Assignment, topology: Topology) -> dict[s
     ids: dict[str, list[int]] = {}
     for interval in assignment.layout:
         ids.setdefault(interval.computation, []).append(interval.index)
-    layouts = {}
-    for name, found in ids.items():
-        spec = topology.computations.get(name)
-        if spec is not None:
-            shares = (KeyInterval.of_id(name, i, spec.intervals) for i in found)
-            layouts[name] = Layout(name, spec.intervals, shares)
-    return layouts
+    return {
+        name: Layout.of_ids(name, topology.computations[name].intervals, found)
+        for name, found in ids.items()
+        if name in topology.computations
+    }
 
 
 class SplitLayouts:

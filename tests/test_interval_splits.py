@@ -14,16 +14,19 @@ had one node per epoch, epochs only rising.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from millrace.computations import KeyInterval
+from millrace.computations import KeyInterval, Layout
 from millrace.statestore import StateStore
 from tests.support import chaos_rng, wait_until
 from tests.support.move_cluster import (
+    KEYS,
     Cluster,
     Ingest,
     LeaseWatch,
@@ -56,6 +59,16 @@ def test_an_interval_splits_twice_and_a_half_moves_while_records_flow(cluster: C
         assert cluster.holders("counts") == {
             0: "counts-0", 5: "counts-1", 10: "counts-1", 11: "counts-0"
         }  # fmt: skip
+        # `millrace state get` finds a key of the moved quarter where it runs now
+        share = Layout.of_ids("counts", 2, [0, 10, 11, 5]).intervals[2]
+        key = next(k for k in (f"k{i}" for i in range(KEYS)) if share.holds(k.encode()))
+        command = [sys.executable, "-m", "millrace", "state", "get", "--config",
+                   str(cluster.deployment), "--computation", "counts", "--key", key]  # fmt: skip
+        shown = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert shown.returncode in (0, 1), shown.stderr  # found, or no window open for it
+        assert f"(interval 11, split: share {share.index + 1} of 8, node counts-0 at" in (
+            shown.stdout
+        ), shown.stdout
         time.sleep(1.0)
     ingest.finish_and_check()
     watch.check()

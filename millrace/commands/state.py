@@ -1,11 +1,13 @@
 """``millrace state get``: read one key's persisted state from the node that hosts it.
 
 ``millrace state get --config d.toml --computation counts --key alice``
-hashes the key into the computation's intervals (``interval_of``), finds the
-node the deployment places that interval on, calls ``Admin.GetState`` and
-prints each tag and value: pretty JSON if the value parses as JSON, else
-UTF-8 text, else base64. Exit 0 when found, 1 when the key (or ``--tag``)
-has no state, 2 for usage errors or an unreachable node.
+finds the interval that holds the key now -- in the computation's live layout
+(split intervals too) -- and the node whose lease it is, as the injector's
+ownership registry says (else, without an injector or while it is down, the
+deployment's placement of the first intervals), calls ``Admin.GetState`` and
+prints each tag and value: pretty JSON if the value parses as JSON, else UTF-8
+text, else base64. Exit 0 when found, 1 when the key (or ``--tag``) has no
+state, 2 for usage errors or an unreachable node.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import base64
 import binascii
 import json
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+import grpc
 
 from millrace.commands._grpc_errors import (
     CommandError,
@@ -26,8 +30,11 @@ from millrace.commands._grpc_errors import (
     talking_to,
 )
 from millrace.commands._options import add_config_argument
-from millrace.computations import interval_of
-from millrace.wire.v1 import admin_pb2, admin_pb2_grpc
+from millrace.computations import KeyInterval, Layout, interval_of
+from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc
+
+if TYPE_CHECKING:
+    from millrace.deployment import Deployment
 
 EXIT_FOUND = 0
 EXIT_NOT_FOUND = 1
@@ -95,6 +102,37 @@ def _key_bytes(args: argparse.Namespace) -> bytes:
         raise CommandError(f"--key-base64 {args.key_base64!r} is not valid base64") from None
 
 
+def _holder(
+    deployment: Deployment, computation: str, key: bytes, timeout: float
+) -> tuple[int, str, str]:
+    """The interval (by id) holding ``key`` now, and the id and address of the node that
+    serves it: by the injector's assignment (the live layout and leases), else by the
+    deployment's placement of the first intervals."""
+    base = deployment.topology.computations[computation].intervals
+    injector = deployment.injector
+    if injector is not None:
+        try:
+            with deployment.security.open_channel(injector.address) as channel:
+                assignment = control_pb2_grpc.ControlStub(channel).GetAssignment(
+                    control_pb2.GetAssignmentRequest(computations=[computation]), timeout=timeout
+                )
+        except grpc.RpcError:
+            assignment = None  # down or restarting: the placement below
+        if assignment is not None:
+            ids = (i.index for i in assignment.layout if i.computation == computation)
+            index = Layout.of_ids(computation, base, ids).interval_for(key).id(base)
+            for lease in assignment.leases:
+                if (lease.interval.computation, lease.interval.index) == (computation, index):
+                    return index, lease.node_id, lease.address
+    index = interval_of(key, base)
+    node = next(
+        n
+        for n in deployment.nodes.values()
+        if n.computation == computation and index in n.intervals
+    )  # the deployment is validated: every interval is hosted exactly once
+    return index, node.name, node.address
+
+
 def _get(args: argparse.Namespace, out: TextIO) -> int:
     deployment = load_deployment(args.deployment)
     spec = deployment.topology.computations.get(args.computation)
@@ -104,22 +142,21 @@ def _get(args: argparse.Namespace, out: TextIO) -> int:
             f"no computation {args.computation!r} in {args.deployment} (computations: {known})"
         )
     key = _key_bytes(args)
-    index = interval_of(key, spec.intervals)
-    node = next(
-        n
-        for n in deployment.nodes.values()
-        if n.computation == args.computation and index in n.intervals
-    )  # the deployment is validated: every interval is hosted exactly once
-    service = Service.node(node.name, node.address, args.deployment)
+    index, node_name, address = _holder(deployment, args.computation, key, args.timeout)
+    service = Service.node(node_name, address, args.deployment)
     request = admin_pb2.GetStateRequest(computation=args.computation, key=key)
     with (
-        deployment.security.open_channel(node.address) as channel,
+        deployment.security.open_channel(address) as channel,
         talking_to(service, "Admin.GetState", args.timeout),
     ):
         response = admin_pb2_grpc.AdminStub(channel).GetState(request, timeout=args.timeout)
+    share = KeyInterval.of_id(args.computation, index, spec.intervals)
+    named = f"{index} of {spec.intervals}" if index < spec.intervals else (
+        f"{index}, split: share {share.index + 1} of {share.count}"
+    )  # fmt: skip
     where = (
         f"{args.computation} key {show_bytes(key)} "
-        f"(interval {index} of {spec.intervals}, node {node.name} at {node.address})"
+        f"(interval {named}, node {node_name} at {address})"
     )
     entries = [e for e in response.entries if args.tag is None or e.tag == args.tag]
     if not entries:
