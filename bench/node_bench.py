@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._measure import percentile, process_cpu_s  # noqa: E402
-from millrace.computations import Topology  # noqa: E402
+from millrace.computations import IntervalId, Topology  # noqa: E402
 from millrace.deployment._runtime_tuning import settle_garbage_collector, tune_threads  # noqa: E402
 from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port  # noqa: E402
@@ -144,7 +144,9 @@ address = "{sink.address}"
     for node in nodes:
         node.start()
     topology = Topology.load(work / "topology.toml")
-    driver = SourceDriver(topology, "clicks", {("enrich", 0): f"127.0.0.1:{ports['enrich']}"})
+    driver = SourceDriver(
+        topology, "clicks", {IntervalId("enrich", 0): f"127.0.0.1:{ports['enrich']}"}
+    )
     # The load generator and sink share this process: GC pauses here would count as latency.
     settle_garbage_collector()
     try:

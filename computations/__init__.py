@@ -21,7 +21,7 @@ package imports nothing from gRPC or RocksDB; the engine that runs it is
 """
 
 from millrace.computations._computation import BatchContext, Computation, Context, TimerBatchContext
-from millrace.computations._intervals import KeyInterval, Layout
+from millrace.computations._intervals import IntervalId, KeyInterval, Layout
 from millrace.computations._keys import (
     KeyExtractor,
     import_object,
@@ -57,6 +57,7 @@ __all__ = [
     "Context",
     "FiredTimer",
     "InputSpec",
+    "IntervalId",
     "JsonSerde",
     "KeyExtractor",
     "KeyInterval",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from millrace.computations._keys import key_hash
 
@@ -95,8 +96,27 @@ class KeyInterval:
             raise ValueError(f"{computation!r} has no interval {ident}")
         return cls(computation, ident - base_count * ((1 << depth) - 1), count)
 
+    def named(self, base_count: int) -> IntervalId:
+        """The name stores, leases, metrics, the wire and the CLI know it by."""
+        return IntervalId(self.computation, self.id(base_count))
+
     def __str__(self) -> str:
         return f"{self.computation}[{self.index}/{self.count}]"
+
+
+class IntervalId(NamedTuple):
+    """A key interval as stores, leases, metrics, the wire and the CLI name it: its
+    computation and its id (:meth:`KeyInterval.id`)."""
+
+    computation: str
+    id: int
+
+    def interval(self, base_count: int) -> KeyInterval:
+        """The range it names, for a computation of ``base_count`` first intervals."""
+        return KeyInterval.of_id(self.computation, self.id, base_count)
+
+    def __str__(self) -> str:
+        return f"{self.computation}/{self.id}"
 
 
 class Layout:

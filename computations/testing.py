@@ -31,6 +31,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any, TypeVar, overload
 
+from millrace.computations._intervals import IntervalId
 from millrace.computations._keys import interval_of
 from millrace.computations._records import Record
 from millrace.computations._serde import BYTES, Serde
@@ -95,8 +96,8 @@ class TestHarness:
         self._unacked_source: dict[bytes, Production] = {}
         self._sink_outputs: dict[str, dict[bytes, Record]] = {s: {} for s in topology.sinks()}
         self._fed = 0
-        self.processors: dict[tuple[str, int], IntervalProcessor] = {}
-        self._drivers: dict[tuple[str, int], IntervalDriver] = {}
+        self.processors: dict[IntervalId, IntervalProcessor] = {}
+        self._drivers: dict[IntervalId, IntervalDriver] = {}
         self._network = LocalNetwork()
         self.group_commits = 0
         """Turns that committed more than one batch at once."""
@@ -109,7 +110,7 @@ class TestHarness:
     def _start(self) -> None:
         self._epoch += 1
         self.processors = {
-            (name, i): IntervalProcessor(
+            IntervalId(name, i): IntervalProcessor(
                 topology=self.topology,
                 computation=name,
                 interval=i,
@@ -237,7 +238,7 @@ class TestHarness:
     def state(self, computation: str, key: bytes, tag: str, serde: Serde[Any] = BYTES) -> Any:
         """Committed state ``tag`` of ``key`` in ``computation`` (decoded by ``serde``)."""
         spec = self.topology.computations[computation]
-        processor = self.processors[(computation, interval_of(key, spec.intervals))]
+        processor = self.processors[IntervalId(computation, interval_of(key, spec.intervals))]
         raw = processor.store.get(state_key(key, tag))
         return None if raw is None else serde.loads(raw)
 
@@ -245,7 +246,7 @@ class TestHarness:
         """Committed state of ``key`` in ``computation`` whose tags start with ``prefix``,
         as ``(tag, raw value)`` in tag order (what ``Context.scan_state`` reads)."""
         spec = self.topology.computations[computation]
-        processor = self.processors[(computation, interval_of(key, spec.intervals))]
+        processor = self.processors[IntervalId(computation, interval_of(key, spec.intervals))]
         head = state_key(key, "")
         return [
             (found[len(head) :].decode(), raw)
@@ -333,7 +334,7 @@ class TestHarness:
             outcome = driver.fire_timers()
             if outcome.timers_fired or outcome.timers_failed:
                 fired = True  # a failed timer is retried next round, until dead-lettered
-                self._network.send((name, interval), self._epoch, outcome.frames)
+                self._network.send(IntervalId(name, interval), self._epoch, outcome.frames)
         return fired
 
     def _acknowledged(self, message: InFlight, outbox_keys: list[bytes]) -> None:

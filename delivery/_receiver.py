@@ -19,6 +19,7 @@ from typing import Protocol
 import grpc
 from google.protobuf.message import DecodeError
 
+from millrace.computations import IntervalId
 from millrace.delivery._acks import DeliveryWork
 from millrace.deployment import abort
 from millrace.wire.v1 import delivery_pb2
@@ -59,7 +60,7 @@ class BatchTarget(Protocol):
 class DeliveryService:
     """Routes delivery batches to the workers of the intervals this node hosts."""
 
-    def __init__(self, workers: Mapping[tuple[str, int], BatchTarget]) -> None:
+    def __init__(self, workers: Mapping[IntervalId, BatchTarget]) -> None:
         self._workers = workers
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -119,7 +120,7 @@ class DeliveryService:
                     return
                 batch, wire = request
                 submitted[0] += 1
-                worker = self._workers.get((batch.target.computation, batch.target.index))
+                worker = self._workers.get(IntervalId(batch.target.computation, batch.target.index))
                 if worker is None:
                     reply(_not_hosted(batch))
                 else:

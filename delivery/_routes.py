@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from millrace.computations import KeyInterval
+from millrace.computations import IntervalId, KeyInterval
 from millrace.deployment import Deployment
 
 
@@ -21,7 +21,7 @@ class Routes:
 
     def __init__(self, deployment: Deployment) -> None:
         self._deployment = deployment
-        self._leased: dict[tuple[str, int], str] = {}
+        self._leased: dict[IntervalId, str] = {}
         self._lock = threading.Lock()
 
     def address_of(self, consumer: str, interval: int) -> str:
@@ -30,13 +30,13 @@ class Routes:
         was split from is (its node makes the halves)."""
         spec = self._deployment.topology.computations.get(consumer)
         with self._lock:
-            leased = self._leased.get((consumer, interval))
+            leased = self._leased.get(IntervalId(consumer, interval))
             while not leased and spec is not None and interval >= spec.intervals:
                 share = KeyInterval.of_id(consumer, interval, spec.intervals)
                 whole = share.whole(spec.intervals)
                 assert whole is not None  # an id past the first intervals is a half
                 interval = whole.id(spec.intervals)
-                leased = self._leased.get((consumer, interval))
+                leased = self._leased.get(IntervalId(consumer, interval))
         return leased if leased else self._deployment.address_of(consumer, interval)
 
     def update(self, leases: Iterable[tuple[str, int, str]]) -> bool:
@@ -44,7 +44,7 @@ class Routes:
         changed = False
         with self._lock:
             for computation, interval, address in leases:
-                if address and self._leased.get((computation, interval)) != address:
-                    self._leased[(computation, interval)] = address
+                if address and self._leased.get(IntervalId(computation, interval)) != address:
+                    self._leased[IntervalId(computation, interval)] = address
                     changed = True
         return changed

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import grpc
 
+from millrace.computations import IntervalId
 from millrace.delivery._sender import (
     DownstreamSender,
     Origin,
@@ -32,7 +33,7 @@ class SenderPool:
         self._callbacks = callbacks
         self._channel_factory = channel_factory
         self._resolve = resolve
-        self._senders: dict[str | tuple[str, int], DownstreamSender] = {}
+        self._senders: dict[str | IntervalId, DownstreamSender] = {}
         self._lock = threading.Lock()
 
     def get(self, address: str) -> DownstreamSender:
@@ -42,7 +43,7 @@ class SenderPool:
     def to(self, consumer: str, interval: int) -> DownstreamSender:
         """The sender to ``consumer``'s ``interval``, wherever it is served (thread-safe)."""
         assert self._resolve is not None, "a pool of routed senders needs resolve"
-        return self._sender((consumer, interval), None)
+        return self._sender(IntervalId(consumer, interval), None)
 
     def refresh(self) -> None:
         """Routes changed: move every routed sender whose destination now resolves elsewhere."""
@@ -53,7 +54,7 @@ class SenderPool:
         for (consumer, interval), sender in routed:
             sender.retarget(self._resolve(consumer, interval))
 
-    def _sender(self, key: str | tuple[str, int], address: str | None) -> DownstreamSender:
+    def _sender(self, key: str | IntervalId, address: str | None) -> DownstreamSender:
         with self._lock:
             sender = self._senders.get(key)
             if sender is None:
@@ -75,7 +76,7 @@ class SenderPool:
         hand back what it had not delivered, to be routed again (nothing, if it had
         no sender)."""
         with self._lock:
-            sender = self._senders.pop((consumer, interval), None)
+            sender = self._senders.pop(IntervalId(consumer, interval), None)
         return [] if sender is None else sender.take_all()
 
     def all(self) -> list[DownstreamSender]:

@@ -59,7 +59,7 @@ from millrace.deployment._placement import (
 from millrace.deployment.security import Security
 
 if TYPE_CHECKING:
-    from millrace.computations import Topology
+    from millrace.computations import IntervalId, Topology
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,8 +112,10 @@ class Deployment(Placement):
         return deployment
 
     def _problems(self) -> list[str]:
+        from millrace.computations import IntervalId  # here, not above: see load
+
         problems: list[str] = []
-        hosted: dict[tuple[str, int], str] = {}
+        hosted: dict[IntervalId, str] = {}
         for node in self.nodes.values():
             spec = self.topology.computations.get(node.computation)
             if spec is None:
@@ -126,15 +128,15 @@ class Deployment(Placement):
                     problems.append(
                         f"node {node.name!r}: {node.computation!r} has no interval {index}"
                     )
-                elif (node.computation, index) in hosted:
-                    other = hosted[(node.computation, index)]
+                elif IntervalId(node.computation, index) in hosted:
+                    other = hosted[IntervalId(node.computation, index)]
                     where = f"on {other!r} and {node.name!r}"
                     problems.append(f"interval {index} of {node.computation!r} is {where}")
                 else:
-                    hosted[(node.computation, index)] = node.name
+                    hosted[IntervalId(node.computation, index)] = node.name
         for name, spec in self.topology.computations.items():
             for index in range(spec.intervals):
-                if (name, index) not in hosted:
+                if IntervalId(name, index) not in hosted:
                     problems.append(f"interval {index} of {name!r} is hosted by no node")
         sources = set(self.topology.sources())
         for stream in self.injector.idle_excluded if self.injector else ():
@@ -152,9 +154,10 @@ class Deployment(Placement):
 
     def address_of(self, consumer: str, interval: int) -> str:
         """The address that receives deliveries for ``consumer``'s ``interval`` (or a sink)."""
-        address = self._node_addresses.get((consumer, interval)) or self._sink_addresses.get(
-            consumer
-        )
+        from millrace.computations import IntervalId  # here, not above: see load
+
+        key = IntervalId(consumer, interval)
+        address = self._node_addresses.get(key) or self._sink_addresses.get(consumer)
         if address is None:
             raise KeyError(f"no node hosts interval {interval} of {consumer!r}")
         return address
@@ -167,11 +170,13 @@ class Deployment(Placement):
         return {SINK_PREFIX + stream: address for stream, address in self.sinks.items()}
 
     @cached_property
-    def _node_addresses(self) -> dict[tuple[str, int], str]:
+    def _node_addresses(self) -> dict[IntervalId, str]:
         """(computation, interval) -> its node's address, the first node listed winning
         (routing asks for every production)."""
-        addresses: dict[tuple[str, int], str] = {}
+        from millrace.computations import IntervalId  # here, not above: see load
+
+        addresses: dict[IntervalId, str] = {}
         for node in self.nodes.values():
             for interval in node.intervals:
-                addresses.setdefault((node.computation, interval), node.address)
+                addresses.setdefault(IntervalId(node.computation, interval), node.address)
         return addresses

@@ -17,24 +17,23 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from millrace.computations import IntervalId
 from millrace.engine._driver import Ack, IntervalDriver
 from millrace.engine._frames import Frame, encode_batch, frames_of
 from millrace.engine._outcome import BatchOutcome
 from millrace.engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
-Interval = tuple[str, int]
-"""``(computation, interval)``; a sink stream's destination is ``("sink:<stream>", 0)``."""
-
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
     """One batch on its way from a sender incarnation to one destination interval."""
 
-    sender: Interval | None
+    sender: IntervalId | None
     """The sending interval; None for the source (records fed from outside)."""
     epoch: int
-    destination: Interval
+    destination: IntervalId
+    """A sink stream's is ``IntervalId("sink:<stream>", 0)``."""
     data: bytes
     """The batch as the wire carries it."""
     productions: tuple[Production, ...]
@@ -62,19 +61,19 @@ class LocalNetwork:
         self.in_flight: deque[InFlight] = deque()
         self._seq = itertools.count(1)
 
-    def send(self, sender: Interval | None, epoch: int, frames: Iterable[Frame]) -> None:
+    def send(self, sender: IntervalId | None, epoch: int, frames: Iterable[Frame]) -> None:
         """Put each frame on the network as one batch (a frame holds one destination's
         productions of one commit)."""
         for frame in frames:
             self.in_flight.append(self.batch_of(sender, epoch, [frame]))
 
     def send_productions(
-        self, sender: Interval | None, epoch: int, productions: Sequence[Production]
+        self, sender: IntervalId | None, epoch: int, productions: Sequence[Production]
     ) -> None:
         """Send ``productions``: one batch per destination."""
         self.send(sender, epoch, frames_of(productions))
 
-    def batch_of(self, sender: Interval | None, epoch: int, frames: Sequence[Frame]) -> InFlight:
+    def batch_of(self, sender: IntervalId | None, epoch: int, frames: Sequence[Frame]) -> InFlight:
         """The batch carrying ``frames`` (all to one destination) from ``sender``."""
         consumer, interval = frames[0].consumer, frames[0].interval
         header = delivery_pb2.DeliveryBatch(
@@ -87,14 +86,14 @@ class LocalNetwork:
             header.sender.interval.computation, header.sender.interval.index = sender
         productions = tuple(p for frame in frames for p in frame.productions)
         return InFlight(
-            sender, epoch, (consumer, interval), encode_batch(header, frames), productions
+            sender, epoch, IntervalId(consumer, interval), encode_batch(header, frames), productions
         )
 
-    def next_destination(self) -> Interval | None:
+    def next_destination(self) -> IntervalId | None:
         """Where the oldest batch in flight goes (None: nothing in flight)."""
         return self.in_flight[0].destination if self.in_flight else None
 
-    def take(self, destination: Interval) -> list[InFlight]:
+    def take(self, destination: IntervalId) -> list[InFlight]:
         """Every batch in flight to ``destination``, oldest first, off the network."""
         taken = [m for m in self.in_flight if m.destination == destination]
         self.in_flight = deque(m for m in self.in_flight if m.destination != destination)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from millrace.computations import IntervalId
 from millrace.engine import saturate
 
 
@@ -25,7 +26,7 @@ class AuthorityJournal:
     source watermarks. Values are saturated into int64 when read."""
 
     published: dict[str, int]
-    epochs: dict[tuple[str, int], int]
+    epochs: dict[IntervalId, int]
     sources: dict[str, int]
 
     def to_json(self) -> dict[str, object]:
@@ -43,9 +44,9 @@ class AuthorityJournal:
             if not isinstance(data, Mapping):
                 raise TypeError("not a JSON object")
             published = {str(n): saturate(int(v)) for n, v in data.get("published", {}).items()}
-            epochs: dict[tuple[str, int], int] = {}
+            epochs: dict[IntervalId, int] = {}
             for name, index, epoch, *_ in data.get("reports", []):
-                key = (str(name), int(index))
+                key = IntervalId(str(name), int(index))
                 epochs[key] = max(epochs.get(key, 0), int(epoch))
             sources = {str(n): saturate(int(v)) for n, v in data.get("sources", {}).items()}
         except (TypeError, ValueError, AttributeError) as exc:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import grpc
 
-from millrace.computations import KeyInterval
+from millrace.computations import IntervalId, KeyInterval
 from millrace.deployment import NodePlacement, abort, brief
 from millrace.injector.ownership import Lease, OwnershipRegistry
 from millrace.injector.rebalance import (
@@ -274,7 +274,9 @@ class ControlService(control_pb2_grpc.ControlServicer):
                     "(a node is live while it reports to the injector, every second; right "
                     "after the injector starts, ask again in a few seconds)",
                 )
-            self._registry.drain(node_id, {(computation, i): to for i, to in plan.items()})
+            self._registry.drain(
+                node_id, {IntervalId(computation, i): to for i, to in plan.items()}
+            )
         counts = self._registry.interval_counts()
         return control_pb2.DrainNodeResponse(
             moves=[

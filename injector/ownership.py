@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from millrace.computations import KeyInterval, Layout, Topology
+from millrace.computations import IntervalId, KeyInterval, Layout, Topology
 from millrace.deployment import brief, write_json_durably
 from millrace.statestore import MAX_EPOCH
 
@@ -102,9 +102,9 @@ class OwnershipRegistry:
         self._path = journal_path
         self._epochs_path = journal_path.with_name(EPOCHS_FILE)
         self._cond = threading.Condition()
-        self._leases: dict[tuple[str, int], Lease] = {}
-        self._floors: dict[tuple[str, int], int] = {}
-        self._moved: dict[tuple[str, int], str] = {}
+        self._leases: dict[IntervalId, Lease] = {}
+        self._floors: dict[IntervalId, int] = {}
+        self._moved: dict[IntervalId, str] = {}
         self._layouts: dict[str, Layout] = {
             name: Layout.base(name, spec.intervals) for name, spec in topology.computations.items()
         }
@@ -113,7 +113,7 @@ class OwnershipRegistry:
             body = json.loads(journal_path.read_text())
             for raw in body["leases"]:
                 lease = Lease(**raw)
-                self._leases[(lease.computation, lease.index)] = lease
+                self._leases[IntervalId(lease.computation, lease.index)] = lease
             self.version = int(body["version"])
             self._moved.update(_moves_of(body))
             self._draining.update(_draining_of(body))
@@ -172,7 +172,7 @@ class OwnershipRegistry:
         with self._cond:
             leases = dict(self._leases)
             for index in wanted:
-                key = (computation, index)
+                key = IntervalId(computation, index)
                 if self._moved.get(key, node_id) != node_id or (
                     node_id in self._draining and key not in self._moved
                 ):
@@ -204,13 +204,13 @@ class OwnershipRegistry:
         with self._cond:
             if node_id in self._draining:
                 raise ValueError(f"node {node_id} is being drained: it takes no interval")
-            key = (computation, index)
+            key = IntervalId(computation, index)
             if self._moved.get(key) != node_id:
                 self._commit(self._leases, {**self._moved, key: node_id})
                 self._note_change(key, node_id, reason)
             return self._leases.get(key)
 
-    def drain(self, node_id: str, moves: Mapping[tuple[str, int], str]) -> None:
+    def drain(self, node_id: str, moves: Mapping[IntervalId, str]) -> None:
         """Record (durably, at once) that ``node_id`` is drained and each interval of
         ``moves`` moves to the node given; from then on ``node_id`` is leased nothing."""
         for (computation, index), to in moves.items():
@@ -256,7 +256,7 @@ class OwnershipRegistry:
         unknown interval, one never leased, moving, or too small to split."""
         self._check_interval(computation, index)
         spec = self._topology.computations[computation]
-        key = (computation, index)
+        key = IntervalId(computation, index)
         with self._cond:
             lease = self._leases.get(key)
             if lease is None:
@@ -271,8 +271,8 @@ class OwnershipRegistry:
             leases = {k: v for k, v in self._leases.items() if k != key}
             moved = {k: v for k, v in self._moved.items() if k != key}
             for half in halves:
-                moved[(computation, half.id(spec.intervals))] = lease.node_id
-                self._floors[(computation, half.id(spec.intervals))] = lease.epoch
+                moved[half.named(spec.intervals)] = lease.node_id
+                self._floors[half.named(spec.intervals)] = lease.epoch
             self._floors[key] = max(self._floors.get(key, 0), lease.epoch)
             self._commit(leases, moved, layouts={**self._layouts, computation: layout})
             self._note_change(key, lease.node_id, f"split: {reason}", from_node=lease.node_id)
@@ -290,14 +290,14 @@ class OwnershipRegistry:
         if whole is None or other is None:
             raise ValueError(f"{computation}/{index} is one of the first intervals")
         with self._cond:
-            keys = [(computation, half.id(base)), (computation, other.id(base))]
+            keys = [half.named(base), other.named(base)]
             if other not in self._layouts[computation].intervals:
-                raise ValueError(f"{computation}/{keys[1][1]}, the other half, is split")
+                raise ValueError(f"{computation}/{keys[1].id}, the other half, is split")
             leases = [self._leases.get(key) for key in keys]
             holders = {lease.node_id for lease in leases if lease is not None}
             if None in leases or len(holders) != 1:
                 raise ValueError(
-                    f"{computation}/{keys[0][1]} and /{keys[1][1]} must both run on one node "
+                    f"{computation}/{keys[0].id} and /{keys[1].id} must both run on one node "
                     f"to merge (now: {sorted(holders) or 'not leased'}); move one first"
                 )
             node = holders.pop()
@@ -305,7 +305,7 @@ class OwnershipRegistry:
                 raise ValueError(f"{computation}/{index} or its other half is moving")
             if node in self._draining:
                 raise ValueError(f"{computation}/{index} is on {node}, being drained")
-            whole_key = (computation, whole.id(base))
+            whole_key = whole.named(base)
             layout = self._layouts[computation].merge(half)
             epochs = [lease.epoch for lease in leases if lease is not None]
             for key, epoch in zip(keys, epochs, strict=True):
@@ -319,7 +319,7 @@ class OwnershipRegistry:
         return whole
 
     def _note_change(
-        self, key: tuple[str, int], to: str, reason: str, *, from_node: str | None = None
+        self, key: IntervalId, to: str, reason: str, *, from_node: str | None = None
     ) -> None:
         """Remember a recorded change (lock held)."""
         if from_node is None:
@@ -329,7 +329,7 @@ class OwnershipRegistry:
         self.changes_recorded += 1
         self.moves_by_reason[(key[0], reason.partition(":")[0])] += 1
 
-    def moves(self, computations: Iterable[str] = ()) -> dict[tuple[str, int], str]:
+    def moves(self, computations: Iterable[str] = ()) -> dict[IntervalId, str]:
         """Every recorded move (of ``computations``, or all): interval -> node id."""
         wanted = set(computations)
         with self._cond:
@@ -342,12 +342,16 @@ class OwnershipRegistry:
     def moved_away(self, node_id: str, computation: str, indexes: Iterable[int]) -> list[int]:
         """Those of ``indexes`` that moved to a node other than ``node_id``."""
         with self._cond:
-            return [i for i in indexes if self._moved.get((computation, i), node_id) != node_id]
+            return [
+                i
+                for i in indexes
+                if self._moved.get(IntervalId(computation, i), node_id) != node_id
+            ]
 
     def _commit(
         self,
-        leases: dict[tuple[str, int], Lease],
-        moved: dict[tuple[str, int], str],
+        leases: dict[IntervalId, Lease],
+        moved: dict[IntervalId, str],
         draining: set[str] | None = None,
         *,
         layouts: dict[str, Layout] | None = None,
@@ -370,7 +374,7 @@ class OwnershipRegistry:
         """Another journal saw ``epoch`` for this interval: never grant it or one below."""
         if computation in self._topology.computations and 0 <= epoch < MAX_EPOCH:
             with self._cond:
-                key = (computation, index)
+                key = IntervalId(computation, index)
                 self._floors[key] = max(self._floors.get(key, 0), epoch)
 
     def leases(self, computations: Iterable[str] = ()) -> tuple[int, list[Lease]]:
@@ -387,7 +391,7 @@ class OwnershipRegistry:
     def epoch_of(self, computation: str, index: int) -> int:
         """The epoch of the current lease of an interval (0 when it was never leased)."""
         with self._cond:
-            lease = self._leases.get((computation, index))
+            lease = self._leases.get(IntervalId(computation, index))
             return 0 if lease is None else lease.epoch
 
     def wait_for_change(self, version: int, timeout: float) -> int:
@@ -407,8 +411,8 @@ class OwnershipRegistry:
     def _save(
         self,
         version: int,
-        leases: dict[tuple[str, int], Lease],
-        moved: Mapping[tuple[str, int], str],
+        leases: dict[IntervalId, Lease],
+        moved: Mapping[IntervalId, str],
         draining: set[str],
         split: dict[str, list[list[int]]],
     ) -> None:
@@ -428,14 +432,14 @@ EPOCHS_FILE = "epochs.json"
 
 def _read_epochs(
     path: Path,
-) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str], set[str]]:
+) -> tuple[dict[IntervalId, int], dict[IntervalId, str], set[str]]:
     """``epochs.json``: the highest epoch granted per interval, the moves and the nodes
     drained (empty when missing)."""
     if not path.exists():
         return {}, {}, set()
     try:
         body = json.loads(path.read_text())
-        granted = {(str(c), int(i)): int(e) for c, i, e in body["granted"]}
+        granted = {IntervalId(str(c), int(i)): int(e) for c, i, e in body["granted"]}
         return granted, _moves_of(body), _draining_of(body)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ValueError(
@@ -446,9 +450,9 @@ def _read_epochs(
 
 def _write_epochs(
     path: Path,
-    floors: Mapping[tuple[str, int], int],
-    leases: Mapping[tuple[str, int], Lease],
-    moved: Mapping[tuple[str, int], str],
+    floors: Mapping[IntervalId, int],
+    leases: Mapping[IntervalId, Lease],
+    moved: Mapping[IntervalId, str],
     draining: set[str],
     *,
     split: dict[str, list[list[int]]],
@@ -468,11 +472,11 @@ def _write_epochs(
     write_json_durably(path, body)
 
 
-def _moves_of(body: Mapping[str, object]) -> dict[tuple[str, int], str]:
+def _moves_of(body: Mapping[str, object]) -> dict[IntervalId, str]:
     raw = body.get("moved", [])
     if not isinstance(raw, list):
         raise ValueError("'moved' is not a list")
-    return {(str(c), int(i)): str(n) for c, i, n in raw}
+    return {IntervalId(str(c), int(i)): str(n) for c, i, n in raw}
 
 
 def _draining_of(body: Mapping[str, object]) -> set[str]:
@@ -506,7 +510,7 @@ def _layouts_of(body: Mapping[str, object], topology: Topology) -> dict[str, Lay
     return found
 
 
-def _moves_as_list(moved: Mapping[tuple[str, int], str]) -> list[list[object]]:
+def _moves_as_list(moved: Mapping[IntervalId, str]) -> list[list[object]]:
     return [[c, i, n] for (c, i), n in sorted(moved.items())]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 from prometheus_client import start_http_server
 
-from millrace.computations import MIN_TIME, Layout
+from millrace.computations import MIN_TIME, IntervalId, Layout
 from millrace.delivery import CHANNEL_OPTIONS, DownstreamSender, Origin, Routes, SenderPool
 from millrace.deployment import (
     EXCLUSIVE_PORT,
@@ -193,17 +193,17 @@ class Injector:
         before, self._layouts = self._layouts, layouts
         for stream in self.streams.values():
             stream.forwarder.route_by(layouts)
-        gone: list[tuple[str, int]] = []
+        gone: list[IntervalId] = []
         for name, spec in topology.computations.items():
             was = before[name].ids() if name in before else range(spec.intervals)
             now = set(layouts[name].ids() if name in layouts else range(spec.intervals))
-            gone.extend((name, interval) for interval in sorted(set(was) - now))
+            gone.extend(IntervalId(name, interval) for interval in sorted(set(was) - now))
         if gone:  # off the ticker: submitting waits while the new senders' queues are full
             threading.Thread(
                 target=self._reroute, args=(gone, layouts), name="reroute", daemon=True
             ).start()
 
-    def _reroute(self, gone: list[tuple[str, int]], layouts: dict[str, Layout]) -> None:
+    def _reroute(self, gone: list[IntervalId], layouts: dict[str, Layout]) -> None:
         """Route again what the senders held for intervals split or merged away."""
         for name, interval in gone:
             for origin, frames in self._senders.retire(name, interval):

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from millrace.computations import MAX_TIME, MIN_TIME, Topology
+from millrace.computations import MAX_TIME, MIN_TIME, IntervalId, Topology
 from millrace.engine import SOURCE_PREFIX, compute_watermarks, feeders, saturate, source_name
 from millrace.injector.authority_journal import AuthorityJournal
 from millrace.statestore import MAX_EPOCH, Clock, wall_clock_ms
@@ -101,10 +101,10 @@ class WatermarkAuthority:
         self._intervals = {name: spec.intervals for name, spec in topology.computations.items()}
         self._intervals_now = intervals_now or (lambda name: list(range(self._intervals[name])))
         self._sources = frozenset(topology.sources())
-        self._latest: dict[tuple[str, int], _Latest] = {}
+        self._latest: dict[IntervalId, _Latest] = {}
         """Reports received by this incarnation: an interval without one holds back its
         computation and everything downstream (MIN_TIME), even after a restart."""
-        self._epoch_floor: dict[tuple[str, int], int] = {}
+        self._epoch_floor: dict[IntervalId, int] = {}
         """Epochs an earlier incarnation accepted: reports below them are stale."""
         self._source_watermarks: dict[str, int] = {}
         self._idle: set[str] = set()
@@ -124,7 +124,7 @@ class WatermarkAuthority:
 
     # -- inputs --------------------------------------------------------------
 
-    def report(self, reports: Iterable[IntervalReport]) -> tuple[int, list[tuple[str, int]]]:
+    def report(self, reports: Iterable[IntervalReport]) -> tuple[int, list[IntervalId]]:
         """Fold interval reports in, in order. Returns ``(accepted, ignored)``.
 
         A report replaces the interval's previous one when its epoch is equal
@@ -136,13 +136,13 @@ class WatermarkAuthority:
         not own a live interval and should stop reporting it.
         """
         accepted = 0
-        ignored: list[tuple[str, int]] = []
+        ignored: list[IntervalId] = []
         with self._lock:
             for item in reports:
                 if self._accept(item):
                     accepted += 1
                 else:
-                    ignored.append((item.computation, item.index))
+                    ignored.append(IntervalId(item.computation, item.index))
             if accepted:
                 self._republish()
         return accepted, ignored
@@ -153,7 +153,7 @@ class WatermarkAuthority:
             return False
         if item.count is not None and item.count != intervals:
             return False
-        key = (item.computation, item.index)
+        key = IntervalId(item.computation, item.index)
         previous = self._latest.get(key)
         if previous is not None and item.epoch < previous.epoch:
             return False
@@ -310,7 +310,7 @@ class WatermarkAuthority:
                 gone = self._latest.pop(key)
                 self._epoch_floor[key] = max(self._epoch_floor.get(key, 0), gone.epoch + 1)
             for index in now:
-                latest = self._latest.get((name, index))
+                latest = self._latest.get(IntervalId(name, index))
                 if latest is None:
                     works = [MIN_TIME]
                     break
@@ -321,7 +321,7 @@ class WatermarkAuthority:
 
     # -- journal ------------------------------------------------------------------
 
-    def reported_epochs(self) -> dict[tuple[str, int], int]:
+    def reported_epochs(self) -> dict[IntervalId, int]:
         """The newest epoch known per interval, from reports or an earlier incarnation."""
         with self._lock:
             return self._known_epochs()
@@ -340,7 +340,7 @@ class WatermarkAuthority:
                 sources=dict(self._source_watermarks),
             )
 
-    def _known_epochs(self) -> dict[tuple[str, int], int]:
+    def _known_epochs(self) -> dict[IntervalId, int]:
         epochs = dict(self._epoch_floor)
         for key, latest in self._latest.items():
             epochs[key] = max(epochs.get(key, 0), latest.epoch)
@@ -362,7 +362,7 @@ class WatermarkAuthority:
                     self._published[name] = PublishedWatermark(low_ms, now)
             for (name, index), epoch in journal.epochs.items():
                 if name in self._intervals and 0 <= index < MAX_EPOCH:
-                    key = (name, index)
+                    key = IntervalId(name, index)
                     self._epoch_floor[key] = max(self._epoch_floor.get(key, 0), epoch)
             for stream, ms in journal.sources.items():
                 if stream in self._sources:

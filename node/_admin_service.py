@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 import grpc
 
 from millrace import __version__
-from millrace.computations import Topology, interval_of
+from millrace.computations import IntervalId, Topology, interval_of
 from millrace.deployment import abort
 from millrace.engine import IntervalProcessor, state_prefix
 from millrace.statestore import wall_clock_ms
@@ -24,7 +24,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         self,
         node_id: str,
         topology: Topology,
-        processors: Mapping[tuple[str, int], IntervalProcessor],
+        processors: Mapping[IntervalId, IntervalProcessor],
         fenced_reason: Callable[[str, int], str] = lambda computation, interval: "",
         hand_over: Callable[[admin_pb2.HandOverRequest], Iterator[admin_pb2.StoreFilePiece]]
         | None = None,
@@ -74,7 +74,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         if spec is None:
             abort(context, grpc.StatusCode.NOT_FOUND, f"no computation {request.computation!r}")
         index = interval_of(request.key, spec.intervals)
-        processor = self._processors.get((request.computation, index))
+        processor = self._processors.get(IntervalId(request.computation, index))
         if processor is None:  # split here? the half that holds the key
             processor = next(
                 (

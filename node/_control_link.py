@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
+from millrace.computations import IntervalId
 from millrace.deployment.security import Security
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
 
@@ -108,7 +109,7 @@ class LeaseKeeper:
         self,
         address: str,
         *,
-        held: Callable[[], Mapping[tuple[str, int], int]],
+        held: Callable[[], Mapping[IntervalId, int]],
         on_superseded: Callable[[str, int, int, str], None],
         on_routes: Callable[[list[tuple[str, int, str]]], None],
         own_address: str = "",
@@ -131,10 +132,10 @@ class LeaseKeeper:
         self._gap_s = gap_s
         self._stopping = threading.Event()
         self._cond = threading.Condition()
-        self._confirmed_at: dict[tuple[str, int], float] = {}
+        self._confirmed_at: dict[IntervalId, float] = {}
         """Per held interval: when the registry last confirmed its lease (monotonic)."""
         self._last_tick = time.monotonic()
-        self._granted: dict[tuple[str, int], int] = {}
+        self._granted: dict[IntervalId, int] = {}
         self._wake = threading.Event()
         self._channel = security.open_channel(address)
         self._threads = [
@@ -162,19 +163,19 @@ class LeaseKeeper:
     def granted_epoch(self, computation: str, index: int) -> int | None:
         """The epoch of the interval's current lease as last seen (None: no lease seen)."""
         with self._cond:
-            return self._granted.get((computation, index))
+            return self._granted.get(IntervalId(computation, index))
 
-    def fresh(self, interval: tuple[str, int]) -> bool:
+    def fresh(self, interval: IntervalId) -> bool:
         """True while ``(computation, index)``'s lease was confirmed recently and the process
         never stalled since."""
         with self._cond:
             return self._fresh_locked(interval, time.monotonic())
 
-    def _fresh_locked(self, interval: tuple[str, int], now: float) -> bool:
+    def _fresh_locked(self, interval: IntervalId, now: float) -> bool:
         confirmed = self._confirmed_at.get(interval, 0.0)
         return now - confirmed < self._lease_s and now - self._last_tick < self._gap_s
 
-    def wait_fresh(self, interval: tuple[str, int], timeout: float) -> bool:
+    def wait_fresh(self, interval: IntervalId, timeout: float) -> bool:
         """Block until :meth:`fresh` (True), or ``timeout`` or :meth:`stop` (False)."""
         if self.fresh(interval):
             return True
@@ -223,7 +224,7 @@ class LeaseKeeper:
         routes: list[tuple[str, int, str]] = []
         current = set(held)  # an interval the registry does not list has no rival owner
         for lease in assignment.leases:
-            key = (lease.interval.computation, lease.interval.index)
+            key = IntervalId(lease.interval.computation, lease.interval.index)
             routes.append((*key, lease.address))
             own = held.get(key)
             if own is None:
@@ -243,7 +244,7 @@ class LeaseKeeper:
             self._on_assignment(assignment)
         with self._cond:
             for lease in assignment.leases:
-                key = (lease.interval.computation, lease.interval.index)
+                key = IntervalId(lease.interval.computation, lease.interval.index)
                 self._granted[key] = max(self._granted.get(key, 0), lease.epoch)
             # Confirmed as of when it was asked; a stall since then voids it.
             valid = asked >= self._last_tick - self._gap_s

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from millrace.computations import KeyInterval, Layout, Topology
+from millrace.computations import IntervalId, KeyInterval, Layout, Topology
 from millrace.deployment import fsync_directory
 from millrace.engine import cut_to_half, merge_into
 from millrace.statestore import StateStore, StoreConfig
@@ -64,7 +64,7 @@ class SplitLayouts:
         self.reshaped = False
         """True once any layout was seen split: frames may then go to retired intervals."""
 
-    def follow(self, assignment: control_pb2.Assignment) -> list[tuple[str, int]] | None:
+    def follow(self, assignment: control_pb2.Assignment) -> list[IntervalId] | None:
         """Take the layouts of ``assignment``: None when none changed, else the intervals
         retired since the last look (split, or merged back)."""
         layouts = layouts_of(assignment, self._topology)
@@ -79,7 +79,9 @@ class SplitLayouts:
             }
             self.reshaped = True
             return sorted(
-                (name, ident) for name, ids in before.items() for ident in ids - self._current[name]
+                IntervalId(name, ident)
+                for name, ids in before.items()
+                for ident in ids - self._current[name]
             )
 
     def retired(self, consumer: str, interval: int) -> bool:

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from millrace.computations import MIN_TIME
+from millrace.computations import MIN_TIME, IntervalId
 from millrace.delivery import DownstreamSender
 from millrace.engine import BatchOutcome, IntervalProcessor
 from millrace.statestore import wall_clock_ms
@@ -26,7 +26,7 @@ class NodeMetrics:
 
     def __init__(
         self,
-        processors: Mapping[tuple[str, int], IntervalProcessor],
+        processors: Mapping[IntervalId, IntervalProcessor],
         senders: Callable[[], Iterable[DownstreamSender]],
         fenced: Callable[[str, int], bool] = lambda name, interval: False,
     ) -> None:
@@ -121,7 +121,7 @@ class _Gauges(Collector):
 
     def __init__(
         self,
-        processors: Mapping[tuple[str, int], IntervalProcessor],
+        processors: Mapping[IntervalId, IntervalProcessor],
         senders: Callable[[], Iterable[DownstreamSender]],
         fenced: Callable[[str, int], bool],
     ) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 from prometheus_client import start_http_server
 
+from millrace.computations import IntervalId
 from millrace.delivery import (
     CHANNEL_OPTIONS,
     DeliveryService,
@@ -93,8 +94,8 @@ class Node(WorkerHooks):
         self.data_dir = Path(data_dir)
         self.address = address or self.placement.address
         self._store_config = store_config or StoreConfig(sync=True)
-        self.processors: dict[tuple[str, int], IntervalProcessor] = {}
-        self.workers: dict[tuple[str, int], IntervalWorker] = {}
+        self.processors: dict[IntervalId, IntervalProcessor] = {}
+        self.workers: dict[IntervalId, IntervalWorker] = {}
         self.routes = Routes(deployment)
         self._senders = SenderPool(
             sender_id=self.name,
@@ -253,8 +254,8 @@ class Node(WorkerHooks):
             extra={"event": "recovered", **recovered},
         )
         worker = IntervalWorker(processor, self)
-        self.processors[(computation, interval)] = processor
-        self.workers[(computation, interval)] = worker
+        self.processors[IntervalId(computation, interval)] = processor
+        self.workers[IntervalId(computation, interval)] = worker
         return worker
 
     def _open_stores(self, intervals: list[int]) -> dict[int, StateStore]:
@@ -306,7 +307,7 @@ class Node(WorkerHooks):
     def _release(self, interval: int, reason: str) -> int | None:
         """Stop running ``interval`` for good and close its store; its epoch (None when it
         was not running here)."""
-        key = (self.placement.computation, interval)
+        key = IntervalId(self.placement.computation, interval)
         worker = self.workers.get(key)
         if worker is None:
             return None
@@ -359,7 +360,9 @@ class Node(WorkerHooks):
         )
         self._keeper = LeaseKeeper(
             injector.address,
-            held=lambda: {(p.name, p.interval): p.epoch for p in list(self.processors.values())},
+            held=lambda: {
+                IntervalId(p.name, p.interval): p.epoch for p in list(self.processors.values())
+            },
             on_superseded=self._superseded,
             on_routes=self._follow_routes,
             own_address=self.advertised_address,
@@ -384,12 +387,12 @@ class Node(WorkerHooks):
             self._senders.refresh()
 
     def _superseded(self, computation: str, interval: int, epoch: int, owner: str) -> None:
-        worker = self.workers.get((computation, interval))
+        worker = self.workers.get(IntervalId(computation, interval))
         if worker is not None and not worker.fenced:
             worker.fence(epoch, f"interval leased to {owner} at epoch {epoch}")
 
     def _conflict(self, computation: str, interval: int, epoch: int, owner: str) -> None:
-        worker = self.workers.get((computation, interval))
+        worker = self.workers.get(IntervalId(computation, interval))
         if worker is None or worker.fenced:
             return
         own = worker.processor.epoch
@@ -469,9 +472,9 @@ class Node(WorkerHooks):
             if gone:
                 kept = [f for f in frames if not splits.retired(f.consumer, f.interval)]
                 frames = kept + reroute(gone, self.deployment.topology, splits.layouts)
-        by_destination: dict[tuple[str, int], list[Frame]] = {}
+        by_destination: dict[IntervalId, list[Frame]] = {}
         for frame in frames:
-            by_destination.setdefault((frame.consumer, frame.interval), []).append(frame)
+            by_destination.setdefault(IntervalId(frame.consumer, frame.interval), []).append(frame)
         for (consumer, interval), items in by_destination.items():
             self._senders.to(consumer, interval).submit_frames(origin, items)
 
@@ -494,7 +497,7 @@ class Node(WorkerHooks):
         keeper = self._keeper
         if keeper is None:
             return not worker.fenced
-        interval = (worker.processor.name, worker.processor.interval)
+        interval = IntervalId(worker.processor.name, worker.processor.interval)
         while not keeper.wait_fresh(interval, 0.5):
             if self._stopping or worker.fenced:
                 return False
@@ -528,7 +531,7 @@ class Node(WorkerHooks):
             )  # fmt: skip
             self.drained.set()
 
-    def _reroute(self, retired: list[tuple[str, int]]) -> None:
+    def _reroute(self, retired: list[IntervalId]) -> None:
         """Route again what the senders held for intervals split or merged away."""
         for consumer, interval in retired:
             for origin, frames in self._senders.retire(consumer, interval):
@@ -537,7 +540,7 @@ class Node(WorkerHooks):
     # -- sender callbacks ----------------------------------------------------------
 
     def acked(self, origin: Origin, outbox_keys: list[bytes]) -> None:
-        worker = self.workers.get((origin.computation, origin.interval))
+        worker = self.workers.get(IntervalId(origin.computation, origin.interval))
         if worker is not None:  # None: handed over to another node since it sent
             worker.acknowledged(outbox_keys)
 
@@ -545,7 +548,7 @@ class Node(WorkerHooks):
         """A receiver refused ``origin`` as stale: it knows a newer epoch of the interval.
         With a registry, believe it only once the registry confirms (the lease keeper then
         fences the worker); without one, fence now. A fenced origin's sends stop."""
-        worker = self.workers.get((origin.computation, origin.interval))
+        worker = self.workers.get(IntervalId(origin.computation, origin.interval))
         if worker is None:
             return  # handed over to another node since it sent
         self.metrics.stale_refusals.labels(origin.computation).inc()
@@ -553,7 +556,7 @@ class Node(WorkerHooks):
             worker.fence(origin.epoch + 1, message)
         elif not worker.fenced:
             self._keeper.check_now()
-            interval = (origin.computation, origin.interval)
+            interval = IntervalId(origin.computation, origin.interval)
             conflict = self._stale.note(interval, origin.epoch, message, time.monotonic())
             if conflict is not None:
                 self._say_conflict(conflict, origin.computation, origin.interval, origin.epoch)
@@ -578,7 +581,7 @@ class Node(WorkerHooks):
             self._keeper.check_now()
 
     def refused(self, origin: Origin, production: Production, reason: int, message: str) -> None:
-        worker = self.workers.get((origin.computation, origin.interval))
+        worker = self.workers.get(IntervalId(origin.computation, origin.interval))
         if worker is not None:
             worker.refused(production, message)
 
@@ -596,7 +599,7 @@ class Node(WorkerHooks):
             worker.set_watermark(mark)
 
     def _fenced_reason(self, computation: str, interval: int) -> str:
-        worker = self.workers.get((computation, interval))
+        worker = self.workers.get(IntervalId(computation, interval))
         return "handed over" if worker is None else worker.fenced_reason
 
     def _hand_over(self, request: admin_pb2.HandOverRequest) -> Iterator[admin_pb2.StoreFilePiece]:

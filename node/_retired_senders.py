@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from millrace.computations import Layout, Topology
+from millrace.computations import IntervalId, Layout, Topology
 from millrace.delivery import Origin, tell_floor
 from millrace.engine import routes_of
 
@@ -46,7 +46,7 @@ class FloorNotices:
         self._address_of = address_of
         self._channel_factory = channel_factory
         self._lock = threading.Lock()
-        self._telling: set[tuple[str, int]] = set()
+        self._telling: set[IntervalId] = set()
         self.told = 0
         """Notices receivers committed (for tests and logs)."""
 
@@ -56,7 +56,7 @@ class FloorNotices:
         """Tell every receiver ``floors`` (retired interval id -> floor) that the interval
         of ``origin`` answers for, as ``origin``; then ``forget(floors)`` (on the telling
         thread). Nothing if that interval's last offer is still being told."""
-        key = (origin.computation, origin.interval)
+        key = IntervalId(origin.computation, origin.interval)
         with self._lock:
             if key in self._telling:
                 return
@@ -97,14 +97,14 @@ class FloorNotices:
             )
         finally:
             with self._lock:
-                self._telling.discard((computation, origin.interval))
+                self._telling.discard(IntervalId(computation, origin.interval))
 
-    def receivers(self, computation: str, layouts: Mapping[str, Layout]) -> list[tuple[str, int]]:
+    def receivers(self, computation: str, layouts: Mapping[str, Layout]) -> list[IntervalId]:
         """Every (consumer, interval id) the outputs of ``computation`` go to now."""
         spec = self._topology.computations[computation]
         return sorted(
             {
-                (route.consumer, index)
+                IntervalId(route.consumer, index)
                 for stream in spec.outputs
                 for route in routes_of(self._topology, stream, layouts)
                 for index in route.ids
@@ -112,7 +112,7 @@ class FloorNotices:
         )
 
     def _tell_all(
-        self, origin: Origin, retired: int, floor: int, receivers: list[tuple[str, int]]
+        self, origin: Origin, retired: int, floor: int, receivers: list[IntervalId]
     ) -> bool:
         for consumer, target in receivers:
             address = self._address_of(consumer, target)

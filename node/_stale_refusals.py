@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from millrace.computations import IntervalId
+
 PERSIST_S = 10.0
 """Refusals for longer than this (twice a lease) are no passing view of a newer owner."""
 REPEAT_S = 60.0
@@ -30,9 +32,9 @@ class StaleRefusals:
     """
 
     def __init__(self) -> None:
-        self._spells: dict[tuple[str, int], _Spell] = {}
+        self._spells: dict[IntervalId, _Spell] = {}
 
-    def note(self, interval: tuple[str, int], epoch: int, message: str, now: float) -> str | None:
+    def note(self, interval: IntervalId, epoch: int, message: str, now: float) -> str | None:
         """A refusal of ``interval`` (held at ``epoch``) at ``now`` (monotonic seconds);
         the conflict to log, or None."""
         spell = self._spells.get(interval)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.delivery import STREAM_DEADLINE_S
 from millrace.deployment.security import Security
 from millrace.engine import input_watermark
@@ -51,7 +51,7 @@ class WatermarkLink:
         self._computation = computation
         self._on_watermark = on_watermark
         self._interval_s = interval_s
-        self._latest: dict[tuple[str, int], _Report] = {}
+        self._latest: dict[IntervalId, _Report] = {}
         self._dirty = False
         self._lock = threading.Lock()
         self._delivered_cond = threading.Condition(self._lock)
@@ -89,7 +89,7 @@ class WatermarkLink:
         Returns a ticket for :meth:`wait_reported`.
         """
         with self._lock:
-            self._latest[(computation, interval)] = (computation, interval, epoch, oldest)
+            self._latest[IntervalId(computation, interval)] = (computation, interval, epoch, oldest)
             self._dirty = True
             self._requested += 1
             ticket = self._requested
@@ -101,7 +101,7 @@ class WatermarkLink:
         """Stop reporting an interval this node no longer runs (the authority keeps its
         last report until the interval's new owner reports)."""
         with self._lock:
-            self._latest.pop((computation, interval), None)
+            self._latest.pop(IntervalId(computation, interval), None)
 
     def wait_reported(self, ticket: int, timeout: float) -> bool:
         """Block until the authority accepted a report including ``ticket`` (True), or

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from millrace.computations import MAX_TIME
+from millrace.computations import MAX_TIME, IntervalId
 from millrace.injector.authority_service import create_authority_server
 from millrace.injector.watermark_authority import WatermarkAuthority
 from tests.support import (
@@ -95,8 +95,8 @@ def test_two_stage_outputs_are_exact_under_sigkill(tmp_path: Path) -> None:
         topology,
         "events",
         {
-            ("counts", 0): f"127.0.0.1:{ports['counts-0']}",
-            ("counts", 1): f"127.0.0.1:{ports['counts-1']}",
+            IntervalId("counts", 0): f"127.0.0.1:{ports['counts-0']}",
+            IntervalId("counts", 1): f"127.0.0.1:{ports['counts-1']}",
         },
     )
     records = jittered_records(rng, RECORDS, keys=KEYS, bound_ms=BOUND_MS, step_ms=STEP_MS)

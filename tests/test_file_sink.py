@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.sinks import FileSink, file_sink, read_sink_file, sink_line
 from millrace.wire.v1 import delivery_pb2, record_pb2
 from tests.support import (
@@ -113,7 +113,9 @@ def test_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> None:
     node = NodeProcess(deployment, "fwd", tmp_path / "data", tmp_path)
     node.start()
     driver = SourceDriver(
-        Topology.load(tmp_path / "topology.toml"), "in", {("fwd", 0): f"127.0.0.1:{node_port}"}
+        Topology.load(tmp_path / "topology.toml"),
+        "in",
+        {IntervalId("fwd", 0): f"127.0.0.1:{node_port}"},
     )
     total = 20_000
     try:

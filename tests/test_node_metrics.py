@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.wire.v1 import record_pb2
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port
 
@@ -62,7 +62,9 @@ address = "{sink.address}"
     node = NodeProcess(deployment, "p", tmp_path / "data", tmp_path)
     node.start()
     driver = SourceDriver(
-        Topology.load(tmp_path / "topology.toml"), "in", {("poison", 0): f"127.0.0.1:{port}"}
+        Topology.load(tmp_path / "topology.toml"),
+        "in",
+        {IntervalId("poison", 0): f"127.0.0.1:{port}"},
     )
     try:
         batch = [

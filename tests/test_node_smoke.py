@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port, wait_until
 
@@ -54,7 +54,12 @@ def test_records_flow_exactly_once_and_poison_is_dead_lettered(tmp_path: Path) -
     node.start()
     topology = Topology.load(tmp_path / "topology.toml")
     driver = SourceDriver(
-        topology, "in", {("poison", 0): f"127.0.0.1:{port}", ("poison", 1): f"127.0.0.1:{port}"}
+        topology,
+        "in",
+        {
+            IntervalId("poison", 0): f"127.0.0.1:{port}",
+            IntervalId("poison", 1): f"127.0.0.1:{port}",
+        },
     )
     try:
         records = [

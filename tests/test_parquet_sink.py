@@ -17,7 +17,7 @@ import grpc
 import pyarrow.parquet as pq
 import pytest
 
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.deployment import Deployment, DeploymentError
 from millrace.sinks import SinkLockedError
 from millrace.sinks.parquet_sink import SCHEMA, ParquetSink, committed_parts, read_parquet_sink
@@ -210,7 +210,9 @@ def test_parquet_sink_process_survives_sigkill_exactly_once(tmp_path: Path) -> N
     node = NodeProcess(deployment, "fwd", tmp_path / "data", tmp_path)
     node.start()
     driver = SourceDriver(
-        Topology.load(tmp_path / "topology.toml"), "in", {("fwd", 0): f"127.0.0.1:{node_port}"}
+        Topology.load(tmp_path / "topology.toml"),
+        "in",
+        {IntervalId("fwd", 0): f"127.0.0.1:{node_port}"},
     )
     total = 20_000
     kills = 0

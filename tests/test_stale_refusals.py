@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from millrace.computations import IntervalId
 from millrace.node._stale_refusals import PERSIST_S, QUIET_S, REPEAT_S, StaleRefusals
 
-AT = ("counts", 0)
+AT = IntervalId("counts", 0)
 
 
 def test_a_passing_refusal_is_not_a_conflict() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.engine import IntervalProcessor
 from millrace.engine._production_ids import Production
 from millrace.statestore import StateStore
@@ -95,7 +95,7 @@ def test_weak_pipeline_is_exactly_once_across_a_kill(tmp_path: Path) -> None:
     node = NodeProcess(deployment, "fwd", tmp_path / "data", tmp_path)
     node.start()
     topology = Topology.load(tmp_path / "topology.toml")
-    driver = SourceDriver(topology, "in", {("fwd", 0): f"127.0.0.1:{port}"})
+    driver = SourceDriver(topology, "in", {IntervalId("fwd", 0): f"127.0.0.1:{port}"})
     try:
         driver.send(records(0, 3000))
         time.sleep(0.5)

@@ -37,7 +37,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from millrace.computations import JSON, Computation, Context, Record, Topology
+from millrace.computations import JSON, Computation, Context, IntervalId, Record, Topology
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port, wait_until
 
@@ -165,7 +165,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     d = NodeProcess(deployment, "d", tmp_path / "data", tmp_path)
     topology = Topology.load(tmp_path / "topology.toml")
     z_address, d_address = f"127.0.0.1:{z_port}", f"127.0.0.1:{d_port}"
-    driver = SourceDriver(topology, "in", {("up", 0): z_address})
+    driver = SourceDriver(topology, "in", {IntervalId("up", 0): z_address})
     built = Cluster(topology, z, d, z_address, d_address, sink, driver, [])
     try:
         d.start()
@@ -210,9 +210,9 @@ def rejections(ack: delivery_pb2.DeliveryAck) -> dict[bytes, tuple[int, str]]:
 
 def direct_batch(
     *,
-    target: tuple[str, int],
+    target: IntervalId,
     records: list[record_pb2.Record],
-    sender_interval: tuple[str, int] | None = None,
+    sender_interval: IntervalId | None = None,
     sender_epoch: int = 0,
     target_epoch: int = 0,
     sender_id: str = "test",
@@ -275,9 +275,9 @@ def test_zombie_sender_is_rejected_downstream_and_fences_itself(cluster: Cluster
     ack = cluster.deliver(
         cluster.d_address,
         direct_batch(
-            target=("down", 0),
+            target=IntervalId("down", 0),
             records=[successor_record],
-            sender_interval=("up", 0),
+            sender_interval=IntervalId("up", 0),
             sender_epoch=z_epoch + 1,
             sender_id="z-successor",
         ),
@@ -311,7 +311,9 @@ def test_zombie_sender_is_rejected_downstream_and_fences_itself(cluster: Cluster
 
     # The zombie can no longer commit: a further delivery is refused as NOT_OWNER.
     probe = source_records("probe", 1)
-    ack = cluster.deliver(cluster.z_address, direct_batch(target=("up", 0), records=probe))
+    ack = cluster.deliver(
+        cluster.z_address, direct_batch(target=IntervalId("up", 0), records=probe)
+    )
     assert not ack.committed_ids and not ack.duplicate_ids, ack
     [(reason, message)] = rejections(ack).values()
     assert reason == delivery_pb2.NOT_OWNER, ack
@@ -340,7 +342,7 @@ def test_a_newer_target_epoch_is_refused_not_believed(cluster: Cluster) -> None:
     current = source_records("current", 1)
     ack = cluster.deliver(
         cluster.z_address,
-        direct_batch(target=("up", 0), records=current, target_epoch=z_epoch),
+        direct_batch(target=IntervalId("up", 0), records=current, target_epoch=z_epoch),
     )
     assert list(ack.committed_ids) == [current[0].record_id], ack
     assert ack.receiver_epoch == z_epoch
@@ -350,7 +352,7 @@ def test_a_newer_target_epoch_is_refused_not_believed(cluster: Cluster) -> None:
         newer = source_records(f"newer{forged}", 1)
         ack = cluster.deliver(
             cluster.z_address,
-            direct_batch(target=("up", 0), records=newer, target_epoch=forged),
+            direct_batch(target=IntervalId("up", 0), records=newer, target_epoch=forged),
         )
         assert not ack.committed_ids and not ack.duplicate_ids, ack
         [(reason, message)] = rejections(ack).values()

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from millrace.computations import IntervalId
+
 LIVE_S = 5.0
 """A node that reported within this many seconds is live."""
 SMOOTHING = 0.5
@@ -51,7 +53,7 @@ class LoadTable:
         self._lock = threading.Lock()
         self._seen: dict[str, tuple[str, float]] = {}
         """node id -> (its computation, when it last reported)."""
-        self._rates: dict[tuple[str, int], _Rate] = {}
+        self._rates: dict[IntervalId, _Rate] = {}
 
     def report(self, node_id: str, computation: str, samples: Iterable[IntervalSample]) -> None:
         """Take one node's report."""
@@ -62,7 +64,7 @@ class LoadTable:
                 self._take(node_id, computation, sample, now)
 
     def _take(self, node_id: str, computation: str, sample: IntervalSample, now: float) -> None:
-        key = (computation, sample.index)
+        key = IntervalId(computation, sample.index)
         rate = self._rates.get(key)
         if rate is None:
             self._rates[key] = _Rate(

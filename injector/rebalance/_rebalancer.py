@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from millrace.computations import KeyInterval
+from millrace.computations import IntervalId, KeyInterval
 from millrace.deployment import NodePlacement, RebalanceSettings
 from millrace.injector.ownership import OwnershipRegistry
 from millrace.injector.rebalance._layout import interval_places, takers
@@ -56,7 +56,7 @@ class Rebalancer:
         self._next_at = clock() + settings.period_ms / 1000
         self._recent: deque[float] = deque()
         """When each of the moves of the last minute was recorded."""
-        self._moved_at: dict[tuple[str, int], float] = {}
+        self._moved_at: dict[IntervalId, float] = {}
         self._changes_seen = 0
         self._proposed: dict[str, tuple[str, str, str]] = {}
         """Per computation: the change the last look proposed for load (its kind, from
@@ -82,12 +82,12 @@ class Rebalancer:
         recorded = self._registry.changes_recorded
         new = min(recorded - self._changes_seen, len(changes))
         for change in changes[len(changes) - new :]:
-            self._moved_at[(change.computation, change.index)] = now
+            self._moved_at[IntervalId(change.computation, change.index)] = now
             if change.reason.startswith("split:"):  # and the halves it made
                 base = self._registry.layout(change.computation).base_count
                 parent = KeyInterval.of_id(change.computation, change.index, base)
                 for half in parent.halves():
-                    self._moved_at[(change.computation, half.id(base))] = now
+                    self._moved_at[half.named(base)] = now
         self._changes_seen = recorded
 
     def _balance(self, computation: str, now: float) -> None:
@@ -109,7 +109,7 @@ class Rebalancer:
         movable = {
             index
             for index in places
-            if now - self._moved_at.get((computation, index), -1e18) >= cooldown_s
+            if now - self._moved_at.get(IntervalId(computation, index), -1e18) >= cooldown_s
         }
         layout = self._registry.layout(computation)
         finest = layout.base_count << MAX_SPLITS_DEEP
@@ -159,7 +159,7 @@ class Rebalancer:
             return
         self._recent.append(now)
         for ident in made:
-            self._moved_at[(computation, ident)] = now
+            self._moved_at[IntervalId(computation, ident)] = now
         log.info(
             "rebalance %s of %s/%s: %s on %s (%s)", proposal.action, computation, index,
             made, proposal.to_node, reason,

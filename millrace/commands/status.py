@@ -35,6 +35,7 @@ from millrace.commands._grpc_errors import (
 from millrace.commands._options import add_config_argument
 from millrace.commands.nodes import describe_change
 from millrace.commands.watermarks import iso_utc
+from millrace.computations import IntervalId
 from millrace.deployment import Deployment, NodePlacement
 from millrace.deployment.security import Security
 from millrace.wire.v1 import admin_pb2, admin_pb2_grpc, control_pb2, control_pb2_grpc
@@ -354,11 +355,11 @@ def _print_nodes(out: TextIO, nodes: Sequence[NodePlacement], answers: Sequence[
 def _print_leases(
     out: TextIO, deployment: Deployment, leases: Sequence[Any], answers: Sequence[Answer]
 ) -> None:
-    reported: dict[tuple[str, int], tuple[str, int]] = {}
+    reported: dict[IntervalId, tuple[str, int]] = {}
     for answer in answers:
         if answer.ok:
             for status in answer.response.intervals:
-                key = (status.interval.computation, status.interval.index)
+                key = IntervalId(status.interval.computation, status.interval.index)
                 reported[key] = (answer.response.node_id, status.epoch)
     placed = {
         (node.computation, index): node.name
@@ -368,9 +369,9 @@ def _print_leases(
     out.write("leases (from the injector)\n")
     header = ("computation", "interval", "epoch", "node", "address", "note")
     rows: list[tuple[str, ...]] = []
-    leased: set[tuple[str, int]] = set()
+    leased: set[IntervalId] = set()
     for lease in sorted(leases, key=lambda x: (x.interval.computation, x.interval.index)):
-        key = (lease.interval.computation, lease.interval.index)
+        key = IntervalId(lease.interval.computation, lease.interval.index)
         leased.add(key)
         notes = []
         if key in placed and placed[key] != lease.node_id:

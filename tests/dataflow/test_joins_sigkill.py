@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from millrace.computations import MAX_TIME, Topology
+from millrace.computations import MAX_TIME, IntervalId, Topology
 from millrace.injector.authority_service import create_authority_server
 from millrace.injector.watermark_authority import WatermarkAuthority
 from millrace.wire.v1 import record_pb2
@@ -187,10 +187,10 @@ def test_interval_and_versioned_joins_are_exact_across_sigkills(tmp_path: Path) 
         node.start()
     addresses = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
     drivers = {
-        "clicks": SourceDriver(topology, "clicks", {("pairs", 0): addresses["pairs"]}),
-        "views": SourceDriver(topology, "views", {("pairs", 0): addresses["pairs"]}),
+        "clicks": SourceDriver(topology, "clicks", {IntervalId("pairs", 0): addresses["pairs"]}),
+        "views": SourceDriver(topology, "views", {IntervalId("pairs", 0): addresses["pairs"]}),
         "customers": SourceDriver(
-            topology, "customers", {("enrich", i): addresses["enrich"] for i in range(2)}
+            topology, "customers", {IntervalId("enrich", i): addresses["enrich"] for i in range(2)}
         ),
     }
     stop = threading.Event()

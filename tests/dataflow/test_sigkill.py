@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from millrace.computations import MAX_TIME, Topology
+from millrace.computations import MAX_TIME, IntervalId, Topology
 from millrace.dataflow import Pane, Timing, Tumbling, Window
 from millrace.injector.authority_service import create_authority_server
 from millrace.injector.watermark_authority import WatermarkAuthority
@@ -91,7 +91,9 @@ def test_windowed_counts_are_exact_across_sigkills(tmp_path: Path) -> None:
     deployment = write_deployment(tmp_path, sink.address, f"127.0.0.1:{authority_port}", port)
     node = NodeProcess(deployment, "agg", tmp_path / "data", tmp_path)
     node.start()
-    driver = SourceDriver(topology, "events", {("agg", i): f"127.0.0.1:{port}" for i in range(2)})
+    driver = SourceDriver(
+        topology, "events", {IntervalId("agg", i): f"127.0.0.1:{port}" for i in range(2)}
+    )
     stop = threading.Event()
 
     def advance_watermark() -> None:

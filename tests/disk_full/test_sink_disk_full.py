@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.sinks import FileSink, SinkUnavailableError, read_sink_file
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
 from tests.disk_full.small_disk import small_disk
@@ -87,7 +87,9 @@ def test_sink_process_rides_out_a_full_disk_exactly_once(tmp_path: Path) -> None
         node = NodeProcess(deployment, "fwd", tmp_path / "data", tmp_path)
         node.start()
         driver = SourceDriver(
-            Topology.load(tmp_path / "topology.toml"), "in", {("fwd", 0): f"127.0.0.1:{node_port}"}
+            Topology.load(tmp_path / "topology.toml"),
+            "in",
+            {IntervalId("fwd", 0): f"127.0.0.1:{node_port}"},
         )
         total = 12_000
         try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.computations import MAX_TIME, MIN_TIME, IntervalId
 from millrace.injector.watermark_authority import IntervalReport, WatermarkAuthority
 from millrace.injector.watermark_invariants import (
     downstream_never_ahead,
@@ -49,21 +49,21 @@ class Oracle:
     """The authority's inputs, tracked independently of it: latest accepted report per interval."""
 
     def __init__(self) -> None:
-        self.latest: dict[tuple[str, int], tuple[int, int | None]] = {}
+        self.latest: dict[IntervalId, tuple[int, int | None]] = {}
         self.source = MIN_TIME
 
     def report(self, step: Report) -> bool:
-        held = self.latest.get((step.computation, step.index))
+        held = self.latest.get(IntervalId(step.computation, step.index))
         if held is not None and step.epoch < held[0]:
             return False
-        self.latest[step.computation, step.index] = (step.epoch, step.work)
+        self.latest[IntervalId(step.computation, step.index)] = (step.epoch, step.work)
         return True
 
     def oldest_work(self) -> dict[str, int | None]:
         result: dict[str, int | None] = {}
         for name in ("counts", "totals"):
             # An interval that never reported holds its computation at MIN_TIME.
-            works = [self.latest.get((name, i), (0, MIN_TIME))[1] for i in range(2)]
+            works = [self.latest.get(IntervalId(name, i), (0, MIN_TIME))[1] for i in range(2)]
             result[name] = min((w for w in works if w is not None), default=None)
         return result
 

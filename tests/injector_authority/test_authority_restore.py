@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from millrace.computations import MAX_TIME, MIN_TIME
+from millrace.computations import MAX_TIME, MIN_TIME, IntervalId
 from millrace.injector.authority_journal import AuthorityJournal, JournalError
 from millrace.injector.watermark_authority import (
     IntervalReport,
@@ -79,7 +79,7 @@ def test_restored_epochs_still_fence_stale_reporters() -> None:
     after.restore(before.journal())
     accepted, ignored = after.report([rep("counts", 0, 5, epoch=6)])
     assert (accepted, ignored) == (0, [("counts", 0)])
-    assert after.reported_epochs()[("counts", 0)] == 7
+    assert after.reported_epochs()[IntervalId("counts", 0)] == 7
 
 
 def test_a_late_retry_of_an_older_report_does_not_replace_a_newer_one() -> None:

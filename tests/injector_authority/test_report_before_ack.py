@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from millrace.computations import IntervalId
 from millrace.injector.authority_service import create_authority_server
 from millrace.injector.watermark_authority import WatermarkAuthority
 from millrace.node._watermark_link import WatermarkLink
@@ -40,7 +41,7 @@ def test_acks_wait_for_the_report_through_an_authority_outage() -> None:
         deadline = time.monotonic() + 5
         while ("counts", 0) not in authority.reported_epochs() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert authority.reported_epochs()[("counts", 0)] == 1
+        assert authority.reported_epochs()[IntervalId("counts", 0)] == 1
     finally:
         link.stop()
         if server is not None:

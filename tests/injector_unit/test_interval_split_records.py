@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from millrace.computations import KeyInterval
+from millrace.computations import IntervalId, KeyInterval
 from millrace.injector.ownership import EPOCHS_FILE, OwnershipRegistry
 from millrace.wire.v1 import control_pb2, record_pb2
 from tests.injector_unit.test_interval_move_records import control_service
@@ -95,7 +95,7 @@ def test_two_halves_on_one_node_merge_back_above_both_epochs(tmp_path: Path) -> 
     whole = registry.merge("counts", 5)
     assert whole == KeyInterval("counts", 1, 2)
     assert registry.layout("counts").ids() == [0, 1]
-    assert registry.moves(["counts"])[("counts", 1)] == "a"
+    assert registry.moves(["counts"])[IntervalId("counts", 1)] == "a"
     assert registry.changes[-1].reason == "merge: operator"
     [lease] = registry.register("a", "counts", "127.0.0.1:1", [1])
     assert lease.epoch > moved.epoch + 1, "above both halves' epochs"

@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from millrace.computations import IntervalId
 from millrace.injector.control_service import ControlService
 from millrace.injector.ownership import OwnershipRegistry
 from millrace.node._control_link import LeaseKeeper, register_intervals
@@ -48,13 +49,13 @@ def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
         routes: list[tuple[str, int, str]] = []
         keeper = LeaseKeeper(
             address,
-            held=lambda: {("counts", i): epoch for i, epoch in held.items()},
+            held=lambda: {IntervalId("counts", i): epoch for i, epoch in held.items()},
             on_superseded=lambda c, i, e, owner: superseded.append((c, i, e, owner)),
             on_routes=routes.extend,
             poll_s=0.05,
         )
         keeper.start()
-        assert keeper.wait_fresh(("counts", 1), 5.0), "the registry confirms the lease"
+        assert keeper.wait_fresh(IntervalId("counts", 1), 5.0), "the registry confirms the lease"
         newer = register_intervals(
             address, node_id="new", computation="counts", node_address="h:2", intervals=[1]
         )
@@ -71,8 +72,10 @@ def test_registration_and_supersession_over_grpc(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert superseded[0] == ("counts", 1, 2, "new"), "the old owner learns it lost interval 1"
         assert ("counts", 1, "h:2") in routes, "senders learn where interval 1 is served now"
-        assert not keeper.wait_fresh(("counts", 1), 0.5), "a superseded lease is not confirmed"
-        assert keeper.fresh(("counts", 0)), "the interval it kept still is"
+        assert not keeper.wait_fresh(IntervalId("counts", 1), 0.5), (
+            "a superseded lease is not confirmed"
+        )
+        assert keeper.fresh(IntervalId("counts", 0)), "the interval it kept still is"
         keeper.stop()
         with pytest.raises(ValueError, match="refused"):
             register_intervals(

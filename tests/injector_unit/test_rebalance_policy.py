@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from millrace.computations import Layout
+from millrace.computations import IntervalId, Layout
 from millrace.deployment import NodePlacement, RebalanceSettings
 from millrace.injector.ownership import EPOCHS_FILE, OwnershipRegistry
 from millrace.injector.rebalance import (
@@ -114,7 +114,7 @@ def test_a_drain_is_journaled_in_both_files_and_refuses_the_drained(tmp_path: Pa
     path = tmp_path / "ownership.json"
     registry = OwnershipRegistry(two_stage_topology(), path)
     registry.register("a", "counts", "127.0.0.1:1", [0, 1])
-    registry.drain("a", {("counts", 0): "b", ("counts", 1): "b"})
+    registry.drain("a", {IntervalId("counts", 0): "b", IntervalId("counts", 1): "b"})
     assert [(c.index, c.from_node, c.to_node, c.reason) for c in registry.changes] == [
         (0, "a", "b", "drain"),
         (1, "a", "b", "drain"),

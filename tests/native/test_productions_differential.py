@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xxhash import xxh3_128_digest
 
-from millrace.computations import KeyInterval, Layout, Topology
+from millrace.computations import IntervalId, KeyInterval, Layout, Topology
 from millrace.engine import Production, routes_of
 from millrace.engine._routing import ProductionRouter
 from millrace.engine._scope import Emitted
@@ -83,18 +83,18 @@ def reference_frames(
 ) -> list[tuple[bytes, list[bytes]]]:
     """``(payload, outbox keys)`` per destination, as the Python framing made them."""
     routes = {s: routes_of(topology, s, layouts) for s in topology.computations["p"].outputs}
-    batches: dict[tuple[str, int], tuple[delivery_pb2.DeliveryBatch, list[bytes]]] = {}
+    batches: dict[IntervalId, tuple[delivery_pb2.DeliveryBatch, list[bytes]]] = {}
     for cause, emitted in caused:
         for index, (stream, key, value, ts) in enumerate(emitted):
             record_id = xxh3_128_digest(cause + _U32.pack(index))
             for route in routes[stream]:
                 interval = 0 if route.single else route.interval_for(key, value)
-                entry = batches.get((route.consumer, interval))
+                entry = batches.get(IntervalId(route.consumer, interval))
                 if entry is None:
                     batch = delivery_pb2.DeliveryBatch()
                     batch.target.computation = route.consumer
                     batch.target.index = interval
-                    entry = batches[(route.consumer, interval)] = (batch, [])
+                    entry = batches[IntervalId(route.consumer, interval)] = (batch, [])
                 entry[0].records.add(
                     record_id=record_id, key=key, value=value, event_time_ms=ts,
                     producer="p", stream=stream,

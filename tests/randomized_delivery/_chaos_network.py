@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from millrace.computations import MIN_TIME
+from millrace.computations import MIN_TIME, IntervalId
 from millrace.engine import (
     SINK_PREFIX,
     ComputationWatermark,
@@ -292,7 +292,7 @@ class ChaosRun:
         wire encoding), as a node's worker runs it."""
         messages = [
             self.wire.batch_of(
-                None if batch.sender == SOURCE else (batch.sender, 0),
+                None if batch.sender == SOURCE else IntervalId(batch.sender, 0),
                 batch.epoch,
                 frames_of(batch.productions),
             )

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from millrace.computations import MAX_TIME
+from millrace.computations import MAX_TIME, IntervalId
 from millrace.computations.testing import TestHarness
 from millrace.engine._processor import IntervalProcessor
 from millrace.statestore import TimeDomain, Timer
@@ -82,7 +82,7 @@ def fault_free_run(events: Sequence[Event], checkpoint_ms: int) -> tuple[Snapsho
     snapshots = []
     for mark in (checkpoint_ms, MAX_TIME):
         harness.advance_watermark(mark)
-        processors = {name: harness.processors[(name, 0)] for name in STAGES}
+        processors = {name: harness.processors[IntervalId(name, 0)] for name in STAGES}
         sink = {r.record_id: r.value for r in harness.outputs(SINK_STREAM)}
         snapshots.append(snapshot(processors, sink))
     return snapshots[0], snapshots[1]

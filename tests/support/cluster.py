@@ -27,7 +27,7 @@ from typing import Any
 import grpc
 
 from examples.clickstream import demo
-from millrace.computations import Topology
+from millrace.computations import IntervalId, Topology
 from millrace.delivery import Origin, SenderPool
 from millrace.engine import Production, routes_of, source_productions
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
@@ -341,9 +341,7 @@ class SinkProcess(MillraceChild):
 class SourceDriver:
     """The source of a test topology: sends records, retries until acked, holds the watermark."""
 
-    def __init__(
-        self, topology: Topology, stream: str, addresses: dict[tuple[str, int], str]
-    ) -> None:
+    def __init__(self, topology: Topology, stream: str, addresses: dict[IntervalId, str]) -> None:
         self._topology = topology
         self._stream = stream
         self._addresses = addresses
@@ -361,7 +359,7 @@ class SourceDriver:
             for record in records:
                 for production in source_productions(routes, record):
                     self._unacked[production.outbox_key] = record.event_time_ms
-                    address = self._addresses[(production.consumer, production.interval)]
+                    address = self._addresses[IntervalId(production.consumer, production.interval)]
                     by_address.setdefault(address, []).append(production)
                 if self.max_sent_ms is None or record.event_time_ms > self.max_sent_ms:
                     self.max_sent_ms = record.event_time_ms

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import grpc
 
+from millrace.computations import IntervalId
 from millrace.injector.client import IngestClient
 from millrace.sinks import read_sink_file
 from millrace.wire.v1 import control_pb2, control_pb2_grpc
@@ -243,7 +244,7 @@ class LeaseWatch(threading.Thread):
         self._done = threading.Event()
 
     def run(self) -> None:
-        newest: dict[tuple[str, int], int] = {}
+        newest: dict[IntervalId, int] = {}
         published = self.published
         while not self._done.wait(0.1):
             try:
@@ -254,7 +255,7 @@ class LeaseWatch(threading.Thread):
             except grpc.RpcError:
                 continue
             for lease in leases.leases:
-                key = (lease.interval.computation, lease.interval.index)
+                key = IntervalId(lease.interval.computation, lease.interval.index)
                 self.owners[(*key, lease.epoch)].add(lease.node_id)
                 if lease.epoch < newest.get(key, 0):
                     self.regressions.append(f"{key}: {newest[key]} -> {lease.epoch}")
