@@ -175,7 +175,11 @@ class IntervalJoin(Computation):
             # Later than the lateness allows: partners it would have met may be gone.
             send_late(ctx, record, self.late_output)
             return
-        entry = {"t": t, "id": record.record_id.hex(), "v": json_bytes(record.value), "m": False}
+        if self.left_unique and side == "R":
+            if not self._met_unique_left(ctx, record):
+                self._keep(ctx, side, _entry_of(record), t - self.lower_ms)
+            return
+        entry = _entry_of(record)
         # The partners' times: left.t + lower <= right.t <= left.t + upper (narrowed by
         # the left record's own bounds, checked per pair).
         low, high = (
@@ -185,15 +189,11 @@ class IntervalJoin(Computation):
         )
         if side == "L" and (self.left_from or self.left_until):
             low, high = self._left_bounds(record.value, entry, low, high)
-        if self.left_unique:
-            if side == "R":
-                if not self._met_unique_left(ctx, entry):
-                    self._keep(ctx, side, entry, high)
-            else:
-                _migrate(ctx, "LR")
-                self._meet_waiting_rights(ctx, entry)
-                self._keep(ctx, side, entry, high)
-                ctx.put_state(_UNIQUE_LEFT, entry, JSON)
+        if self.left_unique:  # a left record: the right ones above
+            _migrate(ctx, "LR")
+            self._meet_waiting_rights(ctx, entry)
+            self._keep(ctx, side, entry, high)
+            ctx.put_state(_UNIQUE_LEFT, entry, JSON)
             return
         _migrate(ctx, other)  # the rows this record reads
         for tag, candidate in ctx.scan_state(
@@ -215,21 +215,53 @@ class IntervalJoin(Computation):
         ctx.put_state(_element_tag(side, t, entry["id"]), entry, JSON)
         ctx.set_timer(_expiry_tag(side, t, entry["id"]), self._expiry(side, t, high))
 
-    def _met_unique_left(self, ctx: Context, right: dict[str, Any]) -> bool:
-        """``left_unique``: decide a right record now if its key's left record is kept
-        (no other can come); False when there is none yet."""
-        left = _unique_left(ctx)
-        if left is None:
+    def _met_unique_left(self, ctx: Context, record: Record) -> bool:
+        """``left_unique``: decide a right ``record`` now if its key's left record is
+        kept (no other can come); False when there is none yet. The hot path of a key
+        with many right records: the left one is read as parsed (:meth:`_kept_left`),
+        the right one never becomes a row, and ``select`` gets the records as they are."""
+        kept = self._kept_left(ctx)
+        if kept is None:
             return False
-        if self._in_interval(left, right) and self._pair(ctx, left, right):
-            self._emit(ctx, left, right)
+        left, left_record = kept
+        t = record.event_time_ms
+        right_record = Record(self.right, ctx.key, record.value, t, record.record_id)
+        met = left["t"] + self.lower_ms <= t <= left["t"] + self.upper_ms
+        met = met and left.get("lo", t) <= t <= left.get("hi", t)  # the left one's bounds
+        if met and (self.where is not None or type(self).matches is not IntervalJoin.matches):
+            met = self.matches(left_record, right_record)
+        if met:
+            if self.select is not None:
+                result = self.select(left_record, right_record)
+                emit_result(ctx, self.output, ctx.key, max(left["t"], t), result)
+            else:
+                self._emit(ctx, left, _entry_of(record))
             if not left["m"]:
-                left["m"] = True
-                ctx.put_state(_element_tag("L", left["t"], left["id"]), left, JSON)
-                ctx.put_state(_UNIQUE_LEFT, left, JSON)
+                marked = {**left, "m": True}  # the cached entry stays as its row was
+                ctx.put_state(_element_tag("L", left["t"], left["id"]), marked, JSON)
+                ctx.put_state(_UNIQUE_LEFT, marked, JSON)
         elif self.how in (JoinType.RIGHT, JoinType.FULL):
-            self._emit(ctx, None, right)
+            self._emit(ctx, None, _entry_of(record))
         return True
+
+    def _kept_left(self, ctx: Context) -> tuple[dict[str, Any], Record] | None:
+        """``left_unique``: the key's left record's entry and record, or None. Parsed
+        once per state value: a key's copy is reused while its row's bytes are the same
+        (state is what decides, so a rolled-back change or another writer is seen)."""
+        raw = ctx.get_state(_UNIQUE_LEFT)
+        if raw is None:
+            left = _unique_left(ctx)  # a row kept without its copy, or none
+            return None if left is None else (left, self._record(ctx, self.left, left))
+        cache = self.__dict__.setdefault("_lefts", {})
+        cached = cache.get(ctx.key)
+        if cached is not None and cached[0] == raw:
+            return cached[1], cached[2]
+        entry = JSON.loads(raw)
+        found = entry, self._record(ctx, self.left, entry)
+        if len(cache) >= _KEPT_LEFTS:
+            cache.clear()
+        cache[ctx.key] = (raw, *found)
+        return found
 
     def _meet_waiting_rights(self, ctx: Context, left: dict[str, Any]) -> None:
         """``left_unique``: the first left record of a key decides every right record
@@ -341,6 +373,20 @@ class IntervalJoin(Computation):
         if self.output_version == 1:
             return {"t": entry["t"], "value": entry["v"]}
         return {"t": entry["t"], **embedded(from_json_bytes(entry["v"]))}
+
+
+def _entry_of(record: Record) -> dict[str, Any]:
+    """A record as the join keeps it in a row (``m``: it has matched)."""
+    return {
+        "t": record.event_time_ms,
+        "id": record.record_id.hex(),
+        "v": json_bytes(record.value),
+        "m": False,
+    }
+
+
+_KEPT_LEFTS = 4096
+"""How many keys' left records a ``left_unique`` join keeps parsed in memory."""
 
 
 def _element_tag(side: str, t: int, rid: str) -> str:
