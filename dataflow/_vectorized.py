@@ -9,7 +9,9 @@ states are then read in one store read (``BatchContext.read_states``), folded na
 for the built-in combiners (:func:`millrace.dataplane.fold_window_states`,
 ``native/core/src/window_state.rs``) and written back in one call; a group that cannot
 be folded there exactly (a float accumulator, a user's combiner, an early trigger by
-processing time) is folded here in Python, one group at a time.
+processing time) is folded here in Python, one group at a time. Windows read from the
+records' values (``field:...``) are grouped here, each value parsed once, and folded
+in Python.
 
 It only *folds*; it never emits. A key whose records could emit a pane or be
 late (a window the watermark has passed, a fired window, an early trigger
@@ -25,6 +27,7 @@ state and outputs equal the one-at-a-time path's
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
 from typing import Any
 
 from millrace.computations import (
@@ -37,7 +40,7 @@ from millrace.computations import (
 from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from millrace.dataflow._triggers import firing
 from millrace.dataflow._window_ops import WindowOps
-from millrace.dataflow._windows import GlobalWindows, Hopping, Tumbling, Window
+from millrace.dataflow._windows import FieldWindows, GlobalWindows, Hopping, Tumbling, Window
 from millrace.dataplane import fold_groups, fold_window_states
 
 _INT_FOLDS = (Count, Sum, Min, Max, Mean)
@@ -56,6 +59,8 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     ``process_record`` (the engine discards what this did to those keys)."""
     window = native_window(agg)
     if window is None:
+        if type(agg.window) is FieldWindows and not agg.input_panes:
+            return _fold_field_windows(agg, batch, records)
         return records
     combiner = agg.aggregate
     int_values = combiner.needs_value and _int_foldable(combiner)
@@ -79,6 +84,44 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     return [r for r in records if r.key in left_keys] if left_keys else ()
 
 
+def _fold_field_windows(
+    agg: WindowOps, batch: BatchContext, records: Sequence[Record]
+) -> Sequence[Record]:
+    """:func:`fold_batch` for windows read from each record's value
+    (:class:`FieldWindows`): each value parsed once, here, for its window and the value
+    it folds; the batch grouped by (key, window) in arrival order and folded one group
+    at a time. Any value ``process_record`` would refuse leaves the batch to it."""
+    assign = agg.window.assign_value  # type: ignore[attr-defined]  # a FieldWindows
+    index: dict[tuple[bytes, Window], int] = {}
+    keys: list[bytes] = []
+    windows: list[Window] = []
+    members: list[list[int]] = []
+    values: list[Any] = []
+    for i, record in enumerate(records):
+        try:
+            value, _, body = agg._input(record, parse=True)
+            [window] = assign(body, record.event_time_ms)
+        except Exception:  # process_record dead-letters it, with the error
+            return records
+        values.append(value)
+        g = index.setdefault((record.key, window), len(keys))
+        if g == len(keys):
+            keys.append(record.key)
+            windows.append(window)
+            members.append([])
+        members[g].append(i)
+    slots = [i for group in members for i in group]
+    bounds = [0, *accumulate(len(group) for group in members)]
+    counts = [len(group) for group in members]
+    folds = _Folds(values, slots, bounds, counts, lambda: values)
+    starts = [window.start for window in windows]
+    step = _FoldStep(agg, batch, keys=keys, starts=starts, folds=folds, size=0, windows=windows)
+    step.openers = lambda groups: [records[members[g][0]].record_id for g in groups]
+    step.in_python(range(len(keys)))
+    left_keys = step.left_keys
+    return [r for r in records if r.key in left_keys] if left_keys else ()
+
+
 class _FoldStep:
     """One batch's groups folded into their windows' states: natively
     (:func:`~millrace.dataplane.fold_window_states`) where the combiner is built in and
@@ -93,9 +136,13 @@ class _FoldStep:
         starts: list[int],
         folds: _Folds,
         size: int,
+        windows: list[Window] | None = None,
     ) -> None:
+        """``size``: of every group's window (0: global), unless ``windows`` gives each
+        group's."""
         self.agg, self.batch, self.keys, self.starts, self.folds = agg, batch, keys, starts, folds
         self.size = size
+        self._windows = windows
         watermark = batch.low_watermark
         self.passed = MIN_EVENT_TIME_MS - 1 if watermark is None else watermark
         early = firing(agg.trigger.early)
@@ -105,6 +152,8 @@ class _FoldStep:
         """The record ids of the groups' first records (which open their windows)."""
 
     def window(self, g: int) -> Window:
+        if self._windows is not None:
+            return self._windows[g]
         start = self.starts[g]
         return Window(start, start + self.size if self.size else GLOBAL.end)
 

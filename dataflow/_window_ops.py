@@ -76,3 +76,8 @@ class WindowOps(Protocol):
     def _value_of(self, record: Record) -> Any:
         """The value a record contributes (its field, checked)."""
         ...
+
+    def _input(self, record: Record, *, parse: bool) -> tuple[Any, bool, Any]:
+        """``(value to fold, whether it retracts, the parsed value)`` of a record (the
+        value parsed once, when it is needed or ``parse``)."""
+        ...

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from millrace.computations import Topology
@@ -53,20 +54,31 @@ CONFIGS = [
      "allowed_lateness_ms": 120, "accumulation": "accumulating", "late_output": "late"},
     {"window": "tumbling:50", "aggregate": "count+max", "allowed_lateness_ms": 80,
      "accumulation": "discarding"},
+    # windows read from the values (grouped in Python): from the event time to a field,
+    # and between two fields
+    {"window": "field:closes", "aggregate": "count+sum", "field": "v",
+     "allowed_lateness_ms": 50},
+    {"window": "field:opened:closes", "aggregate": "max_by:v", "early_every_records": 5},
 ]  # fmt: skip
 
 VALUES: list[Any] = [1, 2, 7, 100, -3, 2**40, 2.5, 0.1, "text", True, None, "missing", "{bad"]
 BARE = [b"5", b"17", b"-0", b"2.5", b"01", b" 5", b"1_0", b"1\n2", b'"x"', b"9" * 20, b"NaN"]
 
 
-def _value(choice: Any, bare: bool) -> bytes:
+def _value(choice: Any, bare: bool, key: int = 0, ts: int = 0) -> bytes:
+    """A record's value: a bare number, or an object with the field ``v`` and (for
+    windows read from the value) a window ``[opened, closes)`` holding ``ts``, whose
+    length depends on the key."""
     if bare:
         return BARE[VALUES.index(choice) % len(BARE)] if VALUES.index(choice) % 3 else b"3"
     if choice == "missing":
         return b'{"w": 1}'
     if choice == "{bad":
         return b"{bad"
-    return json.dumps({"v": choice, "pad": "x"}).encode()
+    opened = ts - ts % 100
+    return json.dumps(
+        {"v": choice, "pad": "x", "opened": opened, "closes": opened + 100 + 50 * (key % 2)}
+    ).encode()
 
 
 steps = st.lists(
@@ -153,6 +165,7 @@ def test_vectorized_equals_one_at_a_time(
     """With ``attempts`` 3, a failing record holds its key and is resent (with the
     records held behind it) in the next batch, as a sender does."""
     tmp = tmp_path_factory.mktemp("vec")
+    bare = "field" not in config and not config["window"].startswith("field:")
     with _processors(tmp, config, attempts) as (vectorized, plain):
         resend: list[record_pb2.Record] = []
         for step in steps:
@@ -165,7 +178,7 @@ def test_vectorized_equals_one_at_a_time(
                     record_pb2.Record(
                         record_id=rid.to_bytes(4, "big"),
                         key=f"k{key}".encode(),
-                        value=_value(value, "field" not in config),
+                        value=_value(value, bare, key, ts),
                         event_time_ms=ts,
                         stream="events",
                     )
@@ -179,18 +192,19 @@ def test_vectorized_equals_one_at_a_time(
             assert _contents(vectorized) == _contents(plain)
 
 
+@pytest.mark.parametrize("window", ["tumbling:1000", "field:opened:closes"])
 def test_a_batch_without_late_or_due_records_is_folded_by_the_vectorized_path(
-    tmp_path: Path,
+    tmp_path: Path, window: str
 ) -> None:
     """Guards the test above: the fast path really takes records (one state write per
-    (key, window) instead of one per record)."""
-    params = {"window": "tumbling:1000", "aggregate": "count+sum", "field": "v"}
+    (key, window) instead of one per record), windows read from the values too."""
+    params = {"window": window, "aggregate": "count+sum", "field": "v"}
     with _processors(tmp_path, params) as (vectorized, plain):
         batch = [
             record_pb2.Record(
                 record_id=i.to_bytes(4, "big"),
                 key=f"k{i % 3}".encode(),
-                value=_value(i, False),
+                value=_value(i, False, 0, 0) if window.startswith("field") else _value(i, False),
                 event_time_ms=i,
                 stream="events",
             )
@@ -213,5 +227,6 @@ def test_a_batch_without_late_or_due_records_is_folded_by_the_vectorized_path(
             writes.append(calls["records"])
         assert writes == [0, 300]
         assert _contents(vectorized) == _contents(plain)
-        state = json.loads(dict(vectorized.store.scan_state(b""))[state_key(b"k0", "w:0/1000")])
+        tag = "w:0/1000" if window.startswith("tumbling") else "w:0/100"
+        state = json.loads(dict(vectorized.store.scan_state(b""))[state_key(b"k0", tag)])
         assert state["acc"] == [100, sum(range(0, 300, 3))]
