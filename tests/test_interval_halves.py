@@ -111,17 +111,7 @@ def test_the_halves_go_on_exactly_as_the_whole_would(tmp_path: Path, seed: int) 
     pending = {p.record.record_id for p in before.pending_productions()}
     assert pending  # nothing was acknowledged: the outbox holds every production
     low, high = Layout.base("sum", 1).split(whole).intervals
-    for half in (low, high):
-        before.store.checkpoint(tmp_path / f"half-{half.index}")
-    before.store.close()
-
-    halves = {}
-    for half in (low, high):
-        store = StateStore.open_rocksdb(tmp_path / f"half-{half.index}", config=CONFIG)
-        cut_to_half(store, half, 2, split=0)
-        store.close()
-        halves[half] = _processor(tmp_path / f"half-{half.index}", 2, half)
-
+    halves = _split(before, whole, tmp_path)
     lower, upper = halves[low], halves[high]
     assert {p.record.record_id for p in lower.pending_productions()} == pending
     assert not upper.pending_productions()  # each production is sent once, by the lower
@@ -155,6 +145,23 @@ def test_the_halves_go_on_exactly_as_the_whole_would(tmp_path: Path, seed: int) 
     assert len(again.duplicates) == 25 and not again.committed
     made.update(_run({whole: after}, records[900:]))
     assert made == expected
+
+
+def _split(
+    before: IntervalProcessor, whole: KeyInterval, tmp_path: Path
+) -> dict[KeyInterval, IntervalProcessor]:
+    """``before``'s store (closed here) split as a node splits it: a checkpoint per half,
+    each cut to its half, opened at epoch 2."""
+    for half in whole.halves():
+        before.store.checkpoint(tmp_path / f"half-{half.index}")
+    before.store.close()
+    halves = {}
+    for half in whole.halves():
+        store = StateStore.open_rocksdb(tmp_path / f"half-{half.index}", config=CONFIG)
+        cut_to_half(store, half, 2, split=whole.id(1))
+        store.close()
+        halves[half] = _processor(tmp_path / f"half-{half.index}", 2, half)
+    return halves
 
 
 def _state_keys(processor: IntervalProcessor) -> list[tuple[bytes, bytes]]:
@@ -191,15 +198,7 @@ def test_the_store_that_takes_the_outbox_answers_for_the_retired_names(tmp_path:
     frames = sorted(frame_seq(key) for key, _ in before.store.outbox())
     assert frames and before.retired_floors() == {}, "a first interval retired nobody"
     low, high = whole.halves()
-    for half in (low, high):
-        before.store.checkpoint(tmp_path / f"half-{half.index}")
-    before.store.close()
-    halves = {}
-    for half in (low, high):
-        store = StateStore.open_rocksdb(tmp_path / f"half-{half.index}", config=CONFIG)
-        cut_to_half(store, half, 2, split=0)
-        store.close()
-        halves[half] = _processor(tmp_path / f"half-{half.index}", 2, half)
+    halves = _split(before, whole, tmp_path)
     lower, upper = halves[low], halves[high]
     assert upper.retired_floors() == {}
     assert lower.retired_floors() == {}, "its inherited frames await acks"
