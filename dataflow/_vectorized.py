@@ -272,13 +272,17 @@ def native_window(
 def _values(agg: WindowOps, records: Sequence[Record]) -> Any:
     """``True`` when the combiner ignores values, else a list of Python values as
     ``process_record`` reads them (integer columns come natively); None when some value
-    is invalid (left to ``process_record``, which dead-letters it)."""
+    is invalid (left to ``process_record``, which dead-letters it) or retracts (an
+    updating input's retraction is folded one record at a time)."""
     if not agg.aggregate.needs_value:
         return True
     try:
-        return [agg._value_of(r) for r in records]
-    except ValueError:
+        inputs = [agg._input(r, parse=False) for r in records]
+    except Exception:  # process_record dead-letters it, with the error
         return None
+    if any(retract for _, retract, _ in inputs):
+        return None
+    return [value for value, _, _ in inputs]
 
 
 def _int_foldable(combiner: Combiner) -> bool:

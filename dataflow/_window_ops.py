@@ -73,8 +73,9 @@ class WindowOps(Protocol):
     """Else, the row each on-time pane is written natively as (names and what each
     column holds: ``millrace.dataplane.on_time_panes``'s ``row``), if it may be."""
 
-    def _value_of(self, record: Record) -> Any:
-        """The value a record contributes (its field, checked)."""
+    def _value_of(self, body: Any) -> Any:
+        """The value a record whose value parses to ``body`` contributes (its field,
+        checked)."""
         ...
 
     def _input(self, record: Record, *, parse: bool) -> tuple[Any, bool, Any]:
