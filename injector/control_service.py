@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -246,6 +247,16 @@ class ControlService(control_pb2_grpc.ControlServicer):
         )
         return control_pb2.ReportLoadResponse()
 
+    def _wait_made(self, computation: str, node_id: str, timeout_s: float = 30.0) -> None:
+        """Until ``node_id`` registered the intervals a split or a merge placed on it
+        (their stores are made there and nowhere else), for at most ``timeout_s``; the
+        drain then refuses them."""
+        deadline = time.monotonic() + timeout_s
+        while (
+            time.monotonic() < deadline and node_id in self._registry.unmade(computation).values()
+        ):
+            time.sleep(0.2)
+
     def DrainNode(
         self, request: control_pb2.DrainNodeRequest, context: grpc.ServicerContext
     ) -> control_pb2.DrainNodeResponse:
@@ -262,6 +273,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
             if request.resume:
                 self._registry.resume(node_id)
                 return control_pb2.DrainNodeResponse()
+            self._wait_made(computation, node_id)
             places = interval_places(self._registry, self._nodes, computation)
             targets = takers(self._registry, self._loads, computation) - {node_id}
             owners = {index: place.owner for index, place in places.items()}

@@ -205,6 +205,12 @@ class OwnershipRegistry:
             if node_id in self._draining:
                 raise ValueError(f"node {node_id} is being drained: it takes no interval")
             key = IntervalId(computation, index)
+            maker = self._maker(key)
+            if maker not in (None, node_id):
+                raise ValueError(
+                    f"{computation}/{index} is being made on {maker} (a split or a merge "
+                    "placed it there): it can move once that node has registered it"
+                )
             if self._moved.get(key) != node_id:
                 self._commit(self._leases, {**self._moved, key: node_id})
                 self._note_change(key, node_id, reason)
@@ -221,6 +227,12 @@ class OwnershipRegistry:
             unavailable = sorted(set(moves.values()) & self._draining)
             if unavailable:
                 raise ValueError(f"nodes {unavailable} are being drained themselves")
+            unmade = sorted(f"{key}" for key in moves if self._maker(key) is not None)
+            if unmade:
+                raise ValueError(
+                    f"{', '.join(unmade)} are being made on {node_id} (a split or a merge "
+                    "placed them there): drain it once it has registered them"
+                )
             self._commit(self._leases, {**self._moved, **moves}, self._draining | {node_id})
             for key, to in sorted(moves.items()):
                 self._note_change(key, to, "drain")
@@ -328,6 +340,29 @@ class OwnershipRegistry:
         self.changes.append(LayoutChange(self._clock(), *key, from_node, to, reason))
         self.changes_recorded += 1
         self.moves_by_reason[(key[0], reason.partition(":")[0])] += 1
+
+    def unmade(self, computation: str) -> dict[int, str]:
+        """The intervals of ``computation`` a split or a merge placed on a node that has
+        not registered them yet (their stores are made there, and nowhere else: they
+        cannot move until then), with that node."""
+        with self._cond:
+            return {
+                key[1]: maker
+                for key in self._moved
+                if key[0] == computation and (maker := self._maker(key)) is not None
+            }
+
+    def _maker(self, key: IntervalId) -> str | None:
+        """(Lock held.) The node making ``key``'s store after a split or a merge, or None
+        when it is registered (or was never made by one: a first interval new, whose
+        store any node starts empty). Such an interval is in the layout, has no lease
+        and a floor (the epochs of the interval(s) it was made from)."""
+        if key in self._leases or not self._floors.get(key, 0):
+            return None
+        computation, index = key
+        if index not in self._layouts[computation].ids():
+            return None
+        return self._moved.get(key)
 
     def moves(self, computations: Iterable[str] = ()) -> dict[IntervalId, str]:
         """Every recorded move (of ``computations``, or all): interval -> node id."""

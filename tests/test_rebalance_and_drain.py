@@ -107,3 +107,26 @@ def test_cold_halves_come_back_together_and_merge(tmp_path: Path) -> None:
             assert merged(), cluster.holders("counts")
         ingest.finish_and_check()
         watch.check()
+
+
+def test_a_node_drained_right_after_a_split_hands_over_the_halves_it_made(
+    tmp_path: Path,
+) -> None:
+    """The halves of a split are made from the store of the node that held the
+    interval: a drain of that node right after the split waits until it has registered
+    them, then moves them (moved before, another node would start them empty)."""
+    deployment, at = deployment_file(tmp_path)
+    with running_cluster(tmp_path, deployment, at) as cluster:
+        watch = LeaseWatch(cluster.injector_address)
+        watch.start()
+        with Ingest(cluster) as ingest:
+            wait_until(lambda: len(cluster.holders("counts")) == 2, 60, "both intervals leased")
+            time.sleep(1.0)
+            cluster.split("counts", 0, wait=False)
+            drained = cluster.run("nodes", "drain", "counts-0", "--wait-s", "120")
+            assert "drained counts-0" in drained, drained
+            node = cluster.processes["counts-0"].process
+            assert node is not None and node.wait(timeout=60) == 0
+            assert cluster.holders("counts") == {1: "counts-1", 2: "counts-1", 3: "counts-1"}
+        ingest.finish_and_check()
+        watch.check()

@@ -106,10 +106,12 @@ class Rebalancer:
         ):
             return  # one change at a time: wait for the moves (and splits) under way
         cooldown_s = self._settings.cooldown_ms / 1000
+        unmade = self._registry.unmade(computation)  # made where they are, first
         movable = {
             index
             for index in places
             if now - self._moved_at.get(IntervalId(computation, index), -1e18) >= cooldown_s
+            and index not in unmade
         }
         layout = self._registry.layout(computation)
         finest = layout.base_count << MAX_SPLITS_DEEP

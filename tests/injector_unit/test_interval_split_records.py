@@ -103,3 +103,36 @@ def test_two_halves_on_one_node_merge_back_above_both_epochs(tmp_path: Path) -> 
         registry.merge("counts", 1)
     with pytest.raises(ValueError, match="has no interval 4"):
         registry.register("a", "counts", "127.0.0.1:1", [4])
+
+
+@pytest.mark.parametrize("lost", [None, "ownership.json", EPOCHS_FILE])
+def test_what_a_split_or_merge_places_moves_only_once_registered(
+    tmp_path: Path, lost: str | None
+) -> None:
+    """A half (or a merged whole) is made from the store on the node that held what it
+    came from, and nowhere else: until that node registers it, neither a move nor a
+    drain may send it elsewhere (the other node would start it empty, or from an old
+    copy); the registry remembers this across the loss of either journal file."""
+    registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    registry.register("a", "counts", "127.0.0.1:1", [0, 1])
+    registry.split("counts", 1)
+    if lost is not None:
+        (tmp_path / lost).unlink()
+        registry = OwnershipRegistry(two_stage_topology(), tmp_path / "ownership.json")
+    assert registry.unmade("counts") == {4: "a", 5: "a"}
+    with pytest.raises(ValueError, match="being made on a"):
+        registry.move("counts", 4, "b")
+    with pytest.raises(ValueError, match="being made on a"):
+        registry.drain("a", {IntervalId("counts", 5): "b"})
+    registry.move("counts", 4, "a")  # where it is made: nothing changes
+    registry.register("a", "counts", "127.0.0.1:1", [4, 5])
+    assert registry.unmade("counts") == {}
+    registry.move("counts", 4, "b")
+    registry.register("b", "counts", "127.0.0.1:2", [4])
+    registry.move("counts", 4, "a")
+    registry.register("a", "counts", "127.0.0.1:1", [4])
+    registry.merge("counts", 4)
+    assert registry.unmade("counts") == {1: "a"}, "the whole again, made on a"
+    with pytest.raises(ValueError, match="being made on a"):
+        registry.move("counts", 1, "b")
+    registry.move("counts", 0, "b")  # a first interval never split moves as before
