@@ -36,6 +36,13 @@ class Combiner(ABC):
     def add(self, accumulator: Any, value: float) -> Any:
         """``accumulator`` with ``value`` folded in."""
 
+    def add_all(self, accumulator: Any, values: list[Any]) -> Any:
+        """``accumulator`` with every one of ``values`` folded in, as :meth:`add` one
+        by one would (a batch's group of values; a combiner may do it in fewer steps)."""
+        for value in values:
+            accumulator = self.add(accumulator, value)
+        return accumulator
+
     @abstractmethod
     def merge(self, left: Any, right: Any) -> Any:
         """One accumulator holding both."""

@@ -11,8 +11,10 @@ order is kept.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
+from itertools import chain
 from typing import Any
 
 from millrace.dataflow._combiners import Combiner
@@ -35,6 +37,13 @@ class _Scored(Combiner):
 
     def score(self, value: Any) -> float:
         """``value``'s score: a finite number (``ValueError`` otherwise)."""
+        by = self.by  # the common cases first, checked cheaply
+        found = value if by is None else value.get(by) if type(value) is dict else None
+        if type(found) is int or (type(found) is float and math.isfinite(found)):
+            return found
+        return self._checked_score(value)
+
+    def _checked_score(self, value: Any) -> float:
         found = value
         if self.by is not None:
             if not isinstance(value, dict) or self.by not in value:
@@ -81,6 +90,18 @@ class TopN(_Scored):
         if self.n == 1 and accumulator and rank < self._rank(accumulator[0]):
             return [value]  # better than the kept ones (tied with each other): alone
         return self._trim([*accumulator, value])
+
+    def add_all(self, accumulator: list[Any], values: list[Any]) -> list[Any]:
+        """As :meth:`add` one by one, ranking each value once: only values ranked within
+        the ``n`` best of all (ties included) are sorted."""
+        if not values:
+            return accumulator
+        ranks = [self._rank(value) for value in values]
+        kept_ranks = [self._rank(value) for value in accumulator]
+        limit = heapq.nsmallest(self.n, chain(kept_ranks, ranks))[-1]
+        best = [value for value, rank in zip(values, ranks, strict=True) if rank <= limit]
+        kept = [value for value, rank in zip(accumulator, kept_ranks, strict=True) if rank <= limit]
+        return self._trim([*kept, *best])
 
     def merge(self, left: list[Any], right: list[Any]) -> list[Any]:
         return self._trim([*left, *right])

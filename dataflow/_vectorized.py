@@ -91,8 +91,8 @@ def _fold_field_windows(
     (:class:`FieldWindows`): each value parsed once, here, for its window and the value
     it folds; the batch grouped by (key, window) in arrival order and folded one group
     at a time. Any value ``process_record`` would refuse leaves the batch to it."""
-    assign = agg.window.assign_value  # type: ignore[attr-defined]  # a FieldWindows
-    index: dict[tuple[bytes, Window], int] = {}
+    bounds = agg.window.bounds  # type: ignore[attr-defined]  # a FieldWindows
+    index: dict[tuple[bytes, int, int], int] = {}
     keys: list[bytes] = []
     windows: list[Window] = []
     members: list[list[int]] = []
@@ -100,14 +100,14 @@ def _fold_field_windows(
     for i, record in enumerate(records):
         try:
             value, _, body = agg._input(record, parse=True)
-            [window] = assign(body, record.event_time_ms)
+            start, end = bounds(body, record.event_time_ms)
         except Exception:  # process_record dead-letters it, with the error
             return records
         values.append(value)
-        g = index.setdefault((record.key, window), len(keys))
+        g = index.setdefault((record.key, start, end), len(keys))
         if g == len(keys):
             keys.append(record.key)
-            windows.append(window)
+            windows.append(Window(start, end))
             members.append([])
         members[g].append(i)
     slots = [i for group in members for i in group]
@@ -350,9 +350,7 @@ class _Folds:
         return lambda acc, g: one_by_one(combiner, acc, g)
 
     def _one_by_one(self, combiner: Combiner, acc: Any, g: int) -> Any:
-        for value in self._group_values(g):
-            acc = combiner.add(acc, value)
-        return acc
+        return combiner.add_all(acc, self._group_values(g))
 
     def _group_values(self, g: int) -> list[Any]:
         slots = self._slots[self._bounds[g] : self._bounds[g + 1]]

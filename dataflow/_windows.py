@@ -230,17 +230,24 @@ class FieldWindows(WindowAssigner):
     def assign_value(self, body: Any, event_time_ms: int) -> list[Window]:
         """:meth:`assign_record` of a record whose value parses to ``body`` (for a caller
         that has parsed it already)."""
+        return [Window(*self.bounds(body, event_time_ms))]
+
+    def bounds(self, body: Any, event_time_ms: int) -> tuple[int, int]:
+        """The ``(start, end)`` of the one window of a record whose value parses to
+        ``body`` (``ValueError`` when the fields are missing, not times, or empty)."""
         if not isinstance(body, dict):
             raise ValueError(f"{type(self).__name__}: the record's value is not a JSON object")
         end = _time_field(body, self.end_field)
         start = event_time_ms if self.start_field is None else _time_field(body, self.start_field)
         if end <= start:
             raise ValueError(f"window [{start}, {end}) is empty ({self.end_field!r} <= start)")
-        return [Window(start, end)]
+        return start, end
 
 
 def _time_field(body: dict[str, object], name: str) -> int:
     found = body.get(name)
+    if type(found) is int and MIN_EVENT_TIME_MS <= found <= MAX_EVENT_TIME_MS + 1:
+        return found  # the common case, checked cheaply
     if isinstance(found, bool) or not isinstance(found, int):
         raise ValueError(f"field {name!r} is {found!r}, not a time in ms")
     if not MIN_EVENT_TIME_MS <= found <= MAX_EVENT_TIME_MS + 1:

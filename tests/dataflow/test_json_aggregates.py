@@ -106,8 +106,27 @@ def test_the_combiners_do_not_depend_on_the_order_of_their_values() -> None:
     assert Collect().result(_folded(Collect(), [3, {"a": 1}, [2]])) == [3, [2], {"a": 1}]
 
 
-def _folded(combiner: Any, values: list[Any]) -> Any:
-    acc = combiner.create()
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["top", "max", "min"]),
+    n=st.integers(1, 4),
+    ties=st.booleans(),
+    kept=st.lists(st.integers(0, 6), max_size=6),
+    batch=st.lists(st.one_of(st.integers(0, 6), st.floats(-3, 3)), max_size=12),
+)
+def test_a_batch_folds_as_its_values_one_by_one(
+    kind: str, n: int, ties: bool, kept: list[int], batch: list[float]
+) -> None:
+    """``add_all`` (the vectorized path's group fold) equals ``add`` value by value."""
+    combiner: TopN = {"top": TopN(n, "s", ties=ties), "max": MaxBy("s", ties=ties),
+                      "min": MinBy("s", ties=ties)}[kind]  # fmt: skip
+    before = _folded(combiner, [{"s": s, "k": i} for i, s in enumerate(kept)])
+    values = [{"s": s, "i": i} for i, s in enumerate(batch)]
+    assert combiner.add_all(list(before), values) == _folded(combiner, values, before)
+
+
+def _folded(combiner: Any, values: list[Any], acc: Any = None) -> Any:
+    acc = combiner.create() if acc is None else list(acc)
     for value in values:
         acc = combiner.add(acc, value)
     return acc
