@@ -9,7 +9,8 @@ interval run as a backfill runs it: ``spark_jobs.batch.run_interval``, batches o
 
 - *library*: ``IntervalJoin`` (auctions with their bids, the bound read from the
   auction's ``expires``, ``left_unique``: an auction's id is its key, so a bid that
-  meets its auction is not kept; ``select`` makes the offer) and
+  meets its auction is not kept; ``select`` makes the offer from the two values,
+  parsed by the library: ``select_values``) and
   ``WindowedAggregation`` (a window read from the record, ``max_by:price``);
 - *library, general*: the same without ``left_unique`` and with a ``Map`` stage
   making the offer from the joined pair (every bid kept until its expiry);
@@ -103,13 +104,12 @@ def offer(record: Record) -> dict[str, Any]:
     return {"price": bid["price"], "opened": auction["dateTime"], "closes": auction["expires"] + 1}
 
 
-def offer_of(auction: Record | None, bid: Record | None) -> dict[str, Any]:
-    """The library's join ``select`` (an inner join: both sides are there): the offer
-    with its auction's window, the ``Map`` folded into the join."""
+def offer_of(auction: dict[str, Any] | None, bid: dict[str, Any] | None) -> dict[str, Any]:
+    """The library's join ``select`` of the two values (``select_values``; an inner
+    join: both sides are there): the offer with its auction's window, the ``Map``
+    folded into the join."""
     assert auction is not None and bid is not None
-    opened = json.loads(auction.value)
-    return {"price": json.loads(bid.value)["price"], "opened": opened["dateTime"],
-            "closes": opened["expires"] + 1}  # fmt: skip
+    return {"price": bid["price"], "opened": auction["dateTime"], "closes": auction["expires"] + 1}
 
 
 def topologies() -> dict[str, Topology]:
@@ -137,7 +137,7 @@ def topologies() -> dict[str, Topology]:
                  "params": {"left": "auctions", "right": "bids", "lower_ms": 0,
                             "upper_ms": 2 * HOUR_MS, "left_until": "expires",
                             "left_unique": True, "select": f"{M}:offer_of",
-                            "output": "offers"}},
+                            "select_values": True, "output": "offers"}},
         "winner": library["winner"],
     }  # fmt: skip
     hand = {

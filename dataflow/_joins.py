@@ -33,7 +33,8 @@ unmatched) and never kept, and the right records that came first are decided whe
 the left one arrives; only those wait in state. A second left record for a key
 whose first is still kept is dead-lettered. ``select`` (a function of the left and
 the right record, either None when unmatched) makes the output instead of the pair,
-as ``Map``'s function does (Flink's ``ProcessJoinFunction``), saving a stage.
+as ``Map``'s function does (Flink's ``ProcessJoinFunction``), saving a stage; with
+``select_values`` it gets the two values parsed from JSON instead of the records.
 
 Output value (version 2, JSON)::
 
@@ -106,14 +107,16 @@ class IntervalJoin(Computation):
     """2: each side's value as parsed JSON; 1: as text (the format before)."""
     left_unique: bool = False
     """At most one left record per key: a right record meeting it is not kept."""
-    select: Callable[[Record | None, Record | None], Any] | None = None
+    select: Callable[[Any, Any], Any] | None = None
     """The output of (left, right), either None when unmatched: a value (bytes, str or
     JSON) or a Record; None: the pair (``output_version``'s format)."""
+    select_values: bool = False
+    """``select`` gets the two records' values parsed from JSON, not the records."""
 
     SETTINGS = frozenset({
         "left", "right", "lower_ms", "upper_ms", "how", "allowed_lateness_ms", "output",
         "late_output", "left_from", "left_until", "where", "ttl_ms", "output_version",
-        "left_unique", "select",
+        "left_unique", "select", "select_values",
     })  # fmt: skip
     """What ``params`` (and a subclass's attributes) may set."""
 
@@ -138,10 +141,13 @@ class IntervalJoin(Computation):
             self.where = load_function(params["where"], "where")
         if "select" in params:
             self.select = load_function(params["select"], "select")
-        if "left_unique" in params:
-            if not isinstance(params["left_unique"], bool):
-                raise ValueError(f"left_unique {params['left_unique']!r}: expected true or false")
-            self.left_unique = params["left_unique"]
+        for name in ("left_unique", "select_values"):
+            if name in params:
+                if not isinstance(params[name], bool):
+                    raise ValueError(f"{name} {params[name]!r}: expected true or false")
+                setattr(self, name, params[name])
+        if self.select_values and self.select is None:
+            raise ValueError("select_values needs a select function")
         if "how" in params:
             self.how = JoinType(params["how"])
         if "late_output" in params:
@@ -232,7 +238,7 @@ class IntervalJoin(Computation):
             met = self.matches(left_record, right_record)
         if met:
             if self.select is not None:
-                result = self.select(left_record, right_record)
+                result = self._selected(left_record, right_record)
                 emit_result(ctx, self.output, ctx.key, max(left["t"], t), result)
             else:
                 self._emit(ctx, left, _entry_of(record))
@@ -355,7 +361,7 @@ class IntervalJoin(Computation):
     ) -> None:
         t = max(side["t"] for side in (left, right) if side is not None)
         if self.select is not None:
-            result = self.select(
+            result = self._selected(
                 None if left is None else self._record(ctx, self.left, left),
                 None if right is None else self._record(ctx, self.right, right),
             )
@@ -369,10 +375,28 @@ class IntervalJoin(Computation):
         }
         ctx.produce(self.output, ctx.key, json_output(body), t)
 
+    def _selected(self, left: Record | None, right: Record | None) -> Any:
+        """``select`` of the pair: of the records, or (``select_values``) of their values
+        as parsed JSON (each value parsed per call: a function may change what it gets)."""
+        assert self.select is not None
+        if not self.select_values:
+            return self.select(left, right)
+        return self.select(_parsed(left, "left"), _parsed(right, "right"))
+
     def _side(self, entry: dict[str, Any]) -> dict[str, Any]:
         if self.output_version == 1:
             return {"t": entry["t"], "value": entry["v"]}
         return {"t": entry["t"], **embedded(from_json_bytes(entry["v"]))}
+
+
+def _parsed(record: Record | None, side: str) -> Any:
+    if record is None:
+        return None
+    try:
+        return JSON.loads(record.value)
+    except ValueError as error:
+        message = f"select_values: the {side} record's value is not JSON ({error})"
+        raise ValueError(message) from None
 
 
 def _entry_of(record: Record) -> dict[str, Any]:

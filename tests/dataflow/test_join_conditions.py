@@ -140,6 +140,17 @@ def test_bad_settings_and_bad_bounds() -> None:
         harness({"ttl_ms": 100, "lower_ms": 0})
     with pytest.raises(ValueError, match=r"where 'no\.such:thing' cannot be imported"):
         harness({"lower_ms": 0, "upper_ms": 10, "where": "no.such:thing"})
+    with pytest.raises(ValueError, match="select_values needs a select function"):
+        harness({"lower_ms": 0, "upper_ms": 10, "select_values": True})
+    h = harness({"lower_ms": 0, "upper_ms": 10, "select": f"{__name__}:offer_of_values",
+                 "select_values": True}, dead_letters=True)  # fmt: skip
+    h.feed("clicks", b"a", b'{"id": "c"}', 5)
+    h.feed("views", b"a", b"not json", 6)
+    h.run()
+    assert any(
+        "select_values: the right record's value is not JSON" in d.error
+        for d in h.dead_letters("join")
+    ), h.dead_letters("join")
     h = harness({"lower_ms": 0, "upper_ms": 10, "left_until": "until"}, dead_letters=True)
     h.feed("clicks", b"a", b'{"until": "later"}', 5)
     h.run()
@@ -151,6 +162,11 @@ def offer(left: Record | None, right: Record | None) -> dict[str, Any]:
     return {"ids": [None if r is None else json.loads(r.value)["id"] for r in (left, right)]}
 
 
+def offer_of_values(left: Any, right: Any) -> dict[str, Any]:
+    """A ``select`` function with ``select_values``: the two ids, either None."""
+    return {"ids": [None if value is None else value["id"] for value in (left, right)]}
+
+
 def selected_rows(h: TestHarness) -> Counter[Row]:
     found: Counter[Row] = Counter()
     for record in h.outputs("joined"):
@@ -160,11 +176,11 @@ def selected_rows(h: TestHarness) -> Counter[Row]:
 
 
 @pytest.mark.parametrize("how", list(JoinType))
-@pytest.mark.parametrize("select", [False, True])
+@pytest.mark.parametrize("select", ["", "records", "values"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(left=events, right=events, data=st.data())
 def test_a_unique_left_side_decides_right_records_at_once_with_the_same_pairs(
-    how: JoinType, select: bool, left: list[tuple[str, int, int]],
+    how: JoinType, select: str, left: list[tuple[str, int, int]],
     right: list[tuple[str, int, int]], data: st.DataObject,
 ) -> None:  # fmt: skip
     """``left_unique``: at most one left record per key (the first of each key here),
@@ -176,8 +192,10 @@ def test_a_unique_left_side_decides_right_records_at_once_with_the_same_pairs(
     views = [{"id": f"v{j}", "key": k, "t": t, "w": d % 4} for j, (k, t, d) in enumerate(right)]
     params = {"lower_ms": -200, "upper_ms": 300, "left_until": "until", "how": how.value,
               "where": f"{__name__}:same_parity", "left_unique": True}  # fmt: skip
-    if select:
+    if select == "records":
         params["select"] = f"{__name__}:offer"
+    elif select == "values":
+        params.update(select=f"{__name__}:offer_of_values", select_values=True)
     h = harness(params)
     feed(h, clicks, views, data)
 
