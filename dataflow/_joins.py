@@ -123,6 +123,8 @@ class IntervalJoin(Computation):
     def setup(self, params: Mapping[str, Any]) -> None:
         """Settings from the topology's ``params`` override the class's."""
         check_settings(self, params, self.SETTINGS)
+        self._lefts: dict[bytes, tuple[bytes, dict[str, Any], Record]] = {}
+        """``left_unique``: each key's left record as parsed (:meth:`_kept_left`)."""
         for name in ("left", "right", "output"):
             if name in params:
                 setattr(self, name, str(params[name]))
@@ -231,14 +233,16 @@ class IntervalJoin(Computation):
             return False
         left, left_record = kept
         t = record.event_time_ms
-        right_record = Record(self.right, ctx.key, record.value, t, record.record_id)
         met = left["t"] + self.lower_ms <= t <= left["t"] + self.upper_ms
         met = met and left.get("lo", t) <= t <= left.get("hi", t)  # the left one's bounds
         if met and (self.where is not None or type(self).matches is not IntervalJoin.matches):
-            met = self.matches(left_record, right_record)
+            met = self.matches(left_record, self._as_right(ctx, record))
         if met:
             if self.select is not None:
-                result = self._selected(left_record, right_record)
+                if self.select_values:  # the records are not needed
+                    result = self.select(_parsed(left_record, "left"), _parsed(record, "right"))
+                else:
+                    result = self.select(left_record, self._as_right(ctx, record))
                 emit_result(ctx, self.output, ctx.key, max(left["t"], t), result)
             else:
                 self._emit(ctx, left, _entry_of(record))
@@ -250,6 +254,9 @@ class IntervalJoin(Computation):
             self._emit(ctx, None, _entry_of(record))
         return True
 
+    def _as_right(self, ctx: Context, record: Record) -> Record:
+        return Record(self.right, ctx.key, record.value, record.event_time_ms, record.record_id)
+
     def _kept_left(self, ctx: Context) -> tuple[dict[str, Any], Record] | None:
         """``left_unique``: the key's left record's entry and record, or None. Parsed
         once per state value: a key's copy is reused while its row's bytes are the same
@@ -258,7 +265,7 @@ class IntervalJoin(Computation):
         if raw is None:
             left = _unique_left(ctx)  # a row kept without its copy, or none
             return None if left is None else (left, self._record(ctx, self.left, left))
-        cache = self.__dict__.setdefault("_lefts", {})
+        cache = self._lefts
         cached = cache.get(ctx.key)
         if cached is not None and cached[0] == raw:
             return cached[1], cached[2]

@@ -63,6 +63,21 @@ class _Scored(Combiner):
         """Lower is better: the negated score."""
         return -self.score(value)
 
+    def _ranks(self, values: list[Any]) -> list[float]:
+        """``[self._rank(value) for value in values]``, with no call per value when
+        every score is an int (the common case)."""
+        by = self.by
+        try:
+            scores = [value[by] for value in values] if by is not None else values
+        except (KeyError, TypeError, IndexError):
+            scores = []
+        if len(scores) != len(values) or not all(type(score) is int for score in scores):
+            return [self._rank(value) for value in values]  # checks each, raises
+        return list(scores) if self.lowest_first else [-score for score in scores]
+
+    lowest_first = False
+    """True when the lowest score is the best (:class:`MinBy`)."""
+
     def _order(self, value: Any) -> tuple[float, str]:
         """Best first: the better rank, then the canonical JSON text."""
         return self._rank(value), _canonical(value)
@@ -96,7 +111,7 @@ class TopN(_Scored):
         the ``n`` best of all (ties included) are sorted."""
         if not values:
             return accumulator
-        ranks = [self._rank(value) for value in values]
+        ranks = self._ranks(values)
         kept_ranks = [self._rank(value) for value in accumulator]
         limit = heapq.nsmallest(self.n, chain(kept_ranks, ranks))[-1]
         best = [value for value, rank in zip(values, ranks, strict=True) if rank <= limit]
@@ -132,6 +147,8 @@ class MaxBy(TopN):
 
 class MinBy(MaxBy):
     """The values with the lowest score (``by``), ties included; without ``ties``, one."""
+
+    lowest_first = True
 
     def _rank(self, value: Any) -> float:
         return self.score(value)

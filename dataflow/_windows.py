@@ -235,6 +235,12 @@ class FieldWindows(WindowAssigner):
     def bounds(self, body: Any, event_time_ms: int) -> tuple[int, int]:
         """The ``(start, end)`` of the one window of a record whose value parses to
         ``body`` (``ValueError`` when the fields are missing, not times, or empty)."""
+        if type(body) is dict:  # the common case, checked cheaply
+            end = body.get(self.end_field)
+            start = event_time_ms if self.start_field is None else body.get(self.start_field)
+            if type(start) is int and type(end) is int:  # noqa: SIM102 (short lines)
+                if MIN_EVENT_TIME_MS <= start < end <= MAX_EVENT_TIME_MS + 1:
+                    return start, end
         if not isinstance(body, dict):
             raise ValueError(f"{type(self).__name__}: the record's value is not a JSON object")
         end = _time_field(body, self.end_field)
