@@ -239,10 +239,8 @@ class IntervalJoin(Computation):
             met = self.matches(left_record, self._as_right(ctx, record))
         if met:
             if self.select is not None:
-                if self.select_values:  # the records are not needed
-                    result = self.select(_parsed(left_record, "left"), _parsed(record, "right"))
-                else:
-                    result = self.select(left_record, self._as_right(ctx, record))
+                right = record if self.select_values else self._as_right(ctx, record)
+                result = self._selected(left_record, right)  # select_values reads its value only
                 emit_result(ctx, self.output, ctx.key, max(left["t"], t), result)
             else:
                 self._emit(ctx, left, _entry_of(record))

@@ -60,8 +60,8 @@ class _Scored(Combiner):
         return value
 
     def _rank(self, value: Any) -> float:
-        """Lower is better: the negated score."""
-        return -self.score(value)
+        """Lower is better: the negated score (the score itself when ``lowest_first``)."""
+        return self.score(value) if self.lowest_first else -self.score(value)
 
     def _ranks(self, values: list[Any]) -> list[float]:
         """``[self._rank(value) for value in values]``, with no call per value when
@@ -69,9 +69,10 @@ class _Scored(Combiner):
         by = self.by
         try:
             scores = [value[by] for value in values] if by is not None else values
+            plain = all(type(score) is int for score in scores)
         except (KeyError, TypeError, IndexError):
-            scores = []
-        if len(scores) != len(values) or not all(type(score) is int for score in scores):
+            plain = False
+        if not plain:
             return [self._rank(value) for value in values]  # checks each, raises
         return list(scores) if self.lowest_first else [-score for score in scores]
 
@@ -149,9 +150,6 @@ class MinBy(MaxBy):
     """The values with the lowest score (``by``), ties included; without ``ties``, one."""
 
     lowest_first = True
-
-    def _rank(self, value: Any) -> float:
-        return self.score(value)
 
 
 class Collect(Combiner):
