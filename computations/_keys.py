@@ -24,6 +24,7 @@ import msgspec
 from xxhash import xxh3_64_intdigest
 
 from millrace.computations._serde import JsonSerde
+from millrace.dataplane import json_field_keys
 
 KeyExtractor = Callable[[bytes, bytes], bytes]
 
@@ -111,6 +112,12 @@ class _JsonField:
     def _exact(self, value: bytes) -> bytes:
         found = json.loads(value)[self.field]
         return found.encode() if isinstance(found, str) else json.dumps(found).encode()
+
+    def many(self, values: list[bytes]) -> list[bytes | None]:
+        """The keys of a batch's values read natively (``native/core/src/json_keys.rs``)
+        where their reading is plain; None where this extractor's own call decides (and
+        says what is wrong)."""
+        return json_field_keys(values, self.field)
 
     def __call__(self, key: bytes, value: bytes) -> bytes:
         try:

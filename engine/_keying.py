@@ -58,6 +58,12 @@ class RecordKeying:
         self._interval = interval
         self._intervals = intervals
         self._extract = extractors
+        self._many: dict[str, Callable[[list[bytes]], list[bytes | None]]] = {
+            stream: many
+            for stream, extract in extractors.items()
+            if (many := getattr(extract, "many", None)) is not None
+        }
+        """The extractors that key a batch's values at once (``json:FIELD``, natively)."""
         self._dead_letter = dead_letter
         self._keyed_as_sent = keyed_as_sent
 
@@ -81,6 +87,7 @@ class RecordKeying:
         admitted: Admitted = []
         repeats: list[bytes] = []
         streams, times, producers = received.streams, received.times, received.producers
+        known = self._batch_keys(received)
         for i, (rid, duplicate) in enumerate(zip(rids, seen, strict=True)):
             if duplicate:
                 outcome.duplicates.append(rid)
@@ -88,7 +95,7 @@ class RecordKeying:
             if rid in in_batch:
                 repeats.append(rid)
                 continue
-            key = self._key_of(txn, received, i, outcome)
+            key = self._key_of(txn, received, i, outcome, known[i])
             if key is None:
                 continue
             in_batch.add(rid)
@@ -115,11 +122,33 @@ class RecordKeying:
         users = map(new_tuple, repeat(Record, count), fields)
         return list(zip(range(count), rids, keys, users, strict=True))
 
+    def _batch_keys(self, received: Received) -> list[bytes | None]:
+        """The keys of the batch's records that their streams' extractors read a batch
+        at a time, by position; None where a record is keyed on its own."""
+        streams, values = received.streams, received.values
+        known: list[bytes | None] = [None] * len(streams)
+        if not self._many or not streams:
+            return known
+        if received.shape.one_stream:
+            many = self._many.get(streams[0])
+            return known if many is None else many(values)
+        for stream, many in self._many.items():
+            at = [i for i, s in enumerate(streams) if s == stream]
+            if at:
+                for i, key in zip(at, many([values[i] for i in at]), strict=True):
+                    known[i] = key
+        return known
+
     def _key_of(
-        self, txn: Transaction, received: Received, i: int, outcome: BatchOutcome
+        self,
+        txn: Transaction,
+        received: Received,
+        i: int,
+        outcome: BatchOutcome,
+        known: bytes | None = None,
     ) -> bytes | None:
-        """Record ``i``'s key for this computation, or None after rejecting or
-        dead-lettering it."""
+        """Record ``i``'s key for this computation (``known``: as read with its batch),
+        or None after rejecting or dead-lettering it."""
         rid, stream, time_ms = received.ids[i], received.streams[i], received.times[i]
         extract = self._extract.get(stream)
         if not rid:
@@ -134,7 +163,7 @@ class RecordKeying:
             outcome.rejected.append((rid, MALFORMED_RECORD, f"record {rid!r}: {problem}"))
             return None
         try:
-            key = extract(received.keys[i], received.values[i])
+            key = known if known is not None else extract(received.keys[i], received.values[i])
         except Exception as exc:
             # The payload can never be keyed: keep it, with the reason, for the operator.
             record = received.wire_record(i)

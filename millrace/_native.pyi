@@ -23,6 +23,7 @@ __all__ = [
     "fold_window_states",
     "ingest_request",
     "ingest_response",
+    "json_field_keys",
     "on_time_panes",
     "parse_json_lines",
     "scan_columns",
@@ -269,3 +270,4 @@ def parse_json_lines(
     max_event_time_ms: int,
     max_record_bytes: int,
 ) -> tuple[RecordBatch, list[int]]: ...
+def json_field_keys(values: Sequence[bytes], field: str) -> list[bytes | None]: ...

@@ -11,6 +11,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   ``Ingest`` wire messages (``proto/millrace/wire/v1/ingest.proto``).
 - :func:`encode_log_request`: a request's RECORD and COMMIT entries of the durable log
   (``docs/log-format.md``).
+- :func:`json_field_keys`: the ``json:FIELD`` keys of a batch's values whose reading
+  is plain; the rest goes to the reference reader in ``computations/_keys.py``.
 - :func:`parse_json_lines`: JSON lines whose reading is plain; the rest goes to the
   reference reader in ``injector/json_lines.py``.
 - :func:`scan_requests`: the durable log's whole requests (records and COMMIT),
@@ -60,6 +62,7 @@ from millrace._native import (
     fold_window_states,
     ingest_request,
     ingest_response,
+    json_field_keys,
     on_time_panes,
     parse_json_lines,
     scan_columns,
@@ -87,6 +90,7 @@ __all__ = [
     "fold_window_states",
     "ingest_request",
     "ingest_response",
+    "json_field_keys",
     "on_time_panes",
     "parse_json_lines",
     "scan_columns",

@@ -1,5 +1,6 @@
 """The ``json:FIELD`` key extractor reads only its field (msgspec) and still gives
-``json.loads``'s key, or its error, for any bytes."""
+``json.loads``'s key, or its error, for any bytes; its batch reading (``many``: native,
+``native/core/src/json_keys.rs``) gives the same key wherever it gives one."""
 
 from __future__ import annotations
 
@@ -19,6 +20,22 @@ def by_json_loads(value: bytes) -> bytes:
     """The definition: ``json.loads``, strings as UTF-8, others as their JSON text."""
     found = json.loads(value)["k"]
     return found.encode() if isinstance(found, str) else json.dumps(found).encode()
+
+
+def agrees_in_batch(*values: bytes) -> None:
+    """``many`` keys each value as ``json.loads`` does, or leaves it (None) to the call;
+    the values read alone and together give the same."""
+    together = extract.many(list(values))  # type: ignore[attr-defined]
+    assert together == [extract.many([v])[0] for v in values]  # type: ignore[attr-defined]
+    for value, key in zip(values, together, strict=True):
+        if key is not None:
+            assert ("key", key) == outcome(by_json_loads, value)
+
+
+def test_plain_values_are_keyed_in_batch() -> None:
+    values = [b'{"k": 12, "x": [1, {"k": 2}]}', b'{"x": 1, "k": "u\\u00e9"}', b'{"k": 1.5}']
+    assert extract.many(values) == [b"12", "u\u00e9".encode(), None]  # type: ignore[attr-defined]
+    agrees_in_batch(*values)
 
 
 def outcome(function: Any, value: bytes) -> tuple[str, Any]:
@@ -49,6 +66,7 @@ def test_objects_give_json_loads_key(
                            for n, v in fields) + "}"  # fmt: skip
     value = text.encode()
     assert outcome(extract, value) == outcome(by_json_loads, value)
+    agrees_in_batch(value)
 
 
 @settings(max_examples=400, deadline=None)
@@ -58,6 +76,7 @@ def test_any_bytes_give_json_loads_key_or_error(data: bytes, cut: int, insert: b
     value = b'{"x": "' + data[:cut] + insert + data[cut:] + b'", "k": 7}'
     assert outcome(extract, value) == outcome(by_json_loads, value)
     assert outcome(extract, data) == outcome(by_json_loads, data)
+    agrees_in_batch(value, data)
 
 
 @pytest.mark.parametrize(
@@ -81,3 +100,4 @@ def test_any_bytes_give_json_loads_key_or_error(data: bytes, cut: int, insert: b
 )
 def test_edge_values(value: bytes) -> None:
     assert outcome(extract, value) == outcome(by_json_loads, value)
+    agrees_in_batch(value)

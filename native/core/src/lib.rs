@@ -16,6 +16,7 @@ pub mod delivery;
 pub mod fold;
 pub mod frames;
 pub mod ingest;
+pub mod json_keys;
 pub mod json_lines;
 pub mod log_format;
 pub mod log_scan;

@@ -15,6 +15,7 @@ mod bloom;
 mod delivery;
 mod fold;
 mod ingest;
+mod keys;
 mod log;
 mod productions;
 mod records;
@@ -75,5 +76,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ingest::ingest_request, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::encode_log_request, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::parse_json_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(keys::json_field_keys, m)?)?;
     Ok(())
 }
