@@ -10,10 +10,10 @@ forwarder, the test harness).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from millrace.computations import Layout, Topology, interval_of
+from millrace.computations import Layout, Topology, interval_of, intervals_of
 from millrace.dataplane import ProductionPlan
 from millrace.engine._frames import Frame
 from millrace.engine._production_ids import Production, outbox_key_prefix
@@ -75,6 +75,24 @@ class Route:
             return table[interval_of(self.extract(key, value), len(table))]
         except Exception:
             return table[0]
+
+    def intervals_for(self, keys: Sequence[bytes], values: Sequence[bytes]) -> list[int]:
+        """:meth:`interval_for` of each record; the keys read a batch at a time where the
+        extractor can (``json:FIELD``, natively), the rest one by one."""
+        many = getattr(self.extract, "many", None)
+        if many is None or self.single:
+            return list(map(self.interval_for, keys, values))
+        read: list[bytes | None] = many(values if isinstance(values, list) else list(values))
+        table = self.table
+        hashed = iter(
+            intervals_of([k for k in read if k is not None], len(table) or self.intervals)
+        )
+        if table:
+            hashed = map(table.__getitem__, hashed)
+        return [
+            next(hashed) if k is not None else self.interval_for(key, value)
+            for key, value, k in zip(keys, values, read, strict=True)
+        ]
 
     @property
     def ids(self) -> list[int]:

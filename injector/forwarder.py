@@ -354,4 +354,4 @@ def _intervals(route: Route, records: LogBatch) -> list[int] | None:
     when records are keyed by their own key (the frames hash it natively)."""
     if route.single or (route.keyed_as_sent and not route.table):
         return None
-    return list(map(route.interval_for, records.keys(), records.values()))
+    return route.intervals_for(records.keys(), records.values())

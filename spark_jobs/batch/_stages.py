@@ -108,7 +108,7 @@ class SourceRouter:
                 numbers = (
                     intervals_of(keys, route.intervals)
                     if route.keyed_as_sent
-                    else map(route.interval_for, keys, values)
+                    else route.intervals_for(keys, values)
                 )
                 intervals = pa.array(numbers, pa.int32(), size=size)
             yield pa.RecordBatch.from_arrays(

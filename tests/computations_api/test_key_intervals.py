@@ -10,6 +10,8 @@ import pytest
 
 from millrace.computations import KeyInterval, Layout, interval_of, key_hash
 from millrace.computations._intervals import HASH_SPACE
+from millrace.computations._keys import load_key_extractor
+from millrace.engine import Route
 
 KEYS = [b"key-%d" % i for i in range(2000)]
 
@@ -100,3 +102,21 @@ def test_the_routing_table_routes_as_the_layout(seed: int) -> None:
     finest, ids = layout.routing_table()
     for key in KEYS:
         assert ids[(key_hash(key) * finest) >> 64] == layout.interval_for(key).id(3)
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_batch_routes_as_its_records_one_by_one(count: int, split: bool) -> None:
+    """``Route.intervals_for`` (``json:FIELD`` keys read natively a batch at a time) ==
+    ``Route.interval_for`` of each record, unkeyable values and split layouts too."""
+    layout = Layout.base("c", count)
+    if split:
+        layout = layout.split(KeyInterval("c", 0, count))
+    rng = random.Random(count)
+    values = [b'{"k": %d, "x": "y"}' % rng.randrange(10**6) for _ in range(300)]
+    values += [b'{"k": "u%d"}' % i for i in range(50)]
+    values += [b'{"k": 1.5}', b"not json", b'{"x": 1}', b'{"k": [1]}', b'{"k": 1, "k": 2}']
+    rng.shuffle(values)
+    keys = [b"ignored"] * len(values)
+    route = Route.to("c", count, load_key_extractor("json:k"), layout=layout)
+    assert route.intervals_for(keys, values) == list(map(route.interval_for, keys, values))
