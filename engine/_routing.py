@@ -193,7 +193,8 @@ class FrameBuilder:
         self._router = router
         self._causes: list[bytes] = []
         self._emitted: list[list[Emitted]] = []
-        self._given: list[int] = []
+        self._given: list[tuple[Route, bytes, bytes]] = []
+        """The records whose interval Python picks, with their routes, in order."""
         self._built: list[Frame] | None = None
 
     def add(self, cause: bytes, emitted: list[Emitted]) -> None:
@@ -205,7 +206,7 @@ class FrameBuilder:
             given = self._router.given
             for stream, key, value, _ in emitted:
                 for route in given.get(stream, ()):
-                    self._given.append(route.interval_for(key, value))
+                    self._given.append((route, key, value))
 
     def built(self) -> list[Frame]:
         """One frame per destination, in order of its first production."""
@@ -215,7 +216,7 @@ class FrameBuilder:
                 Frame(consumers[c], interval, None, payload, outbox_keys=keys,
                       oldest_event_time_ms=oldest)
                 for c, interval, payload, keys, oldest in self._router.plan.frames(
-                    self._causes, self._emitted, self._given
+                    self._causes, self._emitted, _given_intervals(self._given)
                 )
             ]  # fmt: skip
         return self._built
@@ -242,6 +243,23 @@ class FrameBuilder:
             if kept:
                 frames.append(Frame(frame.consumer, frame.interval, kept, None))
         return frames
+
+
+def _given_intervals(given: list[tuple[Route, bytes, bytes]]) -> list[int]:
+    """The interval of each ``(route, key, value)``: a route's records at once
+    (:meth:`Route.intervals_for`)."""
+    if not given:
+        return []
+    places: dict[int, tuple[Route, list[int]]] = {}
+    for at, (route, _, _) in enumerate(given):
+        places.setdefault(id(route), (route, []))[1].append(at)
+    intervals = [0] * len(given)
+    for route, ats in places.values():
+        keys = [given[at][1] for at in ats]
+        values = [given[at][2] for at in ats]
+        for at, interval in zip(ats, route.intervals_for(keys, values), strict=True):
+            intervals[at] = interval
+    return intervals
 
 
 def reroute(
