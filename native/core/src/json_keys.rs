@@ -67,8 +67,9 @@ pub fn field_keys<'a>(
     values.into_iter().map(|v| field_key(v, field)).collect()
 }
 
-/// A string's UTF-8, or an integer's decimal text.
-fn plain_bytes(raw: &RawValue) -> Option<Vec<u8>> {
+/// A string's UTF-8, or an integer's decimal text (what `json.dumps` writes for one);
+/// None for any other JSON value.
+pub(crate) fn plain_bytes(raw: &RawValue) -> Option<Vec<u8>> {
     let text = raw.get();
     match text.as_bytes().first()? {
         b'"' => {

@@ -15,9 +15,9 @@
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::borrow::Cow;
 
 use crate::batch::{Record, RecordBatch};
+use crate::json_keys;
 
 /// The accepted event times and the largest key plus value of one line's record.
 #[derive(Clone, Copy, Debug)]
@@ -80,23 +80,7 @@ pub fn parse_line(line: &[u8], limits: &LineLimits) -> Option<Record> {
 
 /// A string's UTF-8, or an integer's decimal text (what `json.dumps` writes for one).
 fn field_bytes(raw: &RawValue) -> Option<Bytes> {
-    let text = raw.get();
-    match text.as_bytes().first()? {
-        b'"' => {
-            let s: Cow<'_, str> = serde_json::from_str(text).ok()?;
-            Some(Bytes::copy_from_slice(s.as_bytes()))
-        }
-        b'-' | b'0'..=b'9' => {
-            let mut buffer = itoa::Buffer::new();
-            let digits = if let Ok(n) = serde_json::from_str::<i64>(text) {
-                buffer.format(n)
-            } else {
-                buffer.format(serde_json::from_str::<u64>(text).ok()?)
-            };
-            Some(Bytes::copy_from_slice(digits.as_bytes()))
-        }
-        _ => None,
-    }
+    json_keys::plain_bytes(raw).map(Bytes::from)
 }
 
 /// The records of `lines`, and the positions (in `lines`) of the lines left to the
