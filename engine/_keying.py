@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from itertools import repeat
+from typing import cast
 
 from millrace.computations import (
     MAX_EVENT_TIME_MS,
@@ -19,6 +20,7 @@ from millrace.computations import (
     KeyExtractor,
     Record,
     interval_of,
+    intervals_of,
 )
 from millrace.engine._outcome import BatchOutcome
 from millrace.engine._received import Received
@@ -80,14 +82,14 @@ class RecordKeying:
         ``remembered`` False: the store keeps no ids (an ephemeral run), none is looked up."""
         rids = received.ids
         seen = txn.seen(rids) if remembered else [False] * len(rids)
-        plain = self._admit_plain(received, seen)
-        if plain is not None:
-            return plain, []
+        known = self._batch_keys(received)
+        whole = self._admit_whole(received, seen, known)
+        if whole is not None:
+            return whole, []
         in_batch: set[bytes] = set()
         admitted: Admitted = []
         repeats: list[bytes] = []
         streams, times, producers = received.streams, received.times, received.producers
-        known = self._batch_keys(received)
         for i, (rid, duplicate) in enumerate(zip(rids, seen, strict=True)):
             if duplicate:
                 outcome.duplicates.append(rid)
@@ -103,18 +105,31 @@ class RecordKeying:
             admitted.append((i, rid, key, new_tuple(Record, fields)))
         return admitted, repeats
 
-    def _admit_plain(self, received: Received, seen: list[bool]) -> Admitted | None:
+    def _admit_whole(
+        self, received: Received, seen: list[bool], known: list[bytes | None]
+    ) -> Admitted | None:
         """The usual batch -- new records with distinct ids, all of one stream keyed by its
-        own key, event times in range, keys of this interval -- admitted in C-level
-        passes, exactly as the loop of :meth:`admit` would; None for any other batch."""
+        own key or read a batch at a time (``known``, every one keyed), event times in
+        range, keys of this interval -- admitted in C-level passes, exactly as the loop
+        of :meth:`admit` would; None for any other batch."""
         count, shape = len(received), received.shape
         if not count or not shape.ids_distinct or not shape.one_stream or any(seen):
             return None
-        if received.streams[0] not in self._keyed_as_sent or shape.keys_in_interval != count:
-            return None
         if shape.min_event_ms < MIN_EVENT_TIME_MS or shape.max_event_ms > MAX_EVENT_TIME_MS:
             return None
-        rids, keys = received.ids, received.keys
+        rids = received.ids
+        keys: list[bytes]
+        if received.streams[0] in self._keyed_as_sent:
+            if shape.keys_in_interval != count:
+                return None
+            keys = received.keys
+        elif received.streams[0] in self._many and None not in known and all(rids):
+            keys = cast(list[bytes], known)  # no None in it
+            intervals = self._intervals
+            if intervals > 1 and intervals_of(keys, intervals).count(self._interval) != count:
+                return None
+        else:
+            return None
         fields = zip(
             received.streams, keys, received.values, received.times, rids, received.producers,
             strict=True,
