@@ -22,6 +22,7 @@ from millrace.computations import (
     interval_of,
     intervals_of,
 )
+from millrace.engine._batch_keys import BatchKeys, batch_key_reader
 from millrace.engine._outcome import BatchOutcome
 from millrace.engine._received import Received
 from millrace.engine._tuples import new_tuple
@@ -60,10 +61,10 @@ class RecordKeying:
         self._interval = interval
         self._intervals = intervals
         self._extract = extractors
-        self._many: dict[str, Callable[[list[bytes]], list[bytes | None]]] = {
+        self._many: dict[str, BatchKeys] = {
             stream: many
             for stream, extract in extractors.items()
-            if (many := getattr(extract, "many", None)) is not None
+            if (many := batch_key_reader(extract)) is not None
         }
         """The extractors that key a batch's values at once (``json:FIELD``, natively)."""
         self._dead_letter = dead_letter

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from millrace.computations import Layout, Topology, interval_of, intervals_of
 from millrace.dataplane import ProductionPlan
+from millrace.engine._batch_keys import batch_key_reader
 from millrace.engine._frames import Frame
 from millrace.engine._production_ids import Production, outbox_key_prefix
 from millrace.engine._scope import Emitted
@@ -79,10 +80,10 @@ class Route:
     def intervals_for(self, keys: Sequence[bytes], values: Sequence[bytes]) -> list[int]:
         """:meth:`interval_for` of each record; the keys read a batch at a time where the
         extractor can (``json:FIELD``, natively), the rest one by one."""
-        many = getattr(self.extract, "many", None)
+        many = batch_key_reader(self.extract)
         if many is None or self.single:
             return list(map(self.interval_for, keys, values))
-        read: list[bytes | None] = many(values if isinstance(values, list) else list(values))
+        read = many(values if isinstance(values, list) else list(values))
         table = self.table
         hashed = iter(
             intervals_of([k for k in read if k is not None], len(table) or self.intervals)
