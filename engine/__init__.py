@@ -11,6 +11,7 @@ dedups on) and the low-watermark arithmetic the injector's authority and the
 harness share.
 """
 
+from millrace.dataplane import state_key
 from millrace.engine._driver import (
     Admission,
     IntervalDriver,
@@ -34,7 +35,7 @@ from millrace.engine._routing import (
     routes_of,
     source_productions,
 )
-from millrace.engine._scope import state_key, state_prefix
+from millrace.engine._scope import state_prefix
 from millrace.engine._tuples import new_tuple
 from millrace.engine._watermarks import (
     SOURCE_PREFIX,

@@ -16,6 +16,7 @@ from typing import Any
 
 from millrace.computations import Computation, FiredTimer, Record
 from millrace.computations.errors import ProduceError
+from millrace.dataplane import state_keys
 from millrace.engine._keying import Admitted
 from millrace.engine._outcome import BatchOutcome
 from millrace.engine._production_ids import fire_setter
@@ -24,7 +25,6 @@ from millrace.engine._scope import (
     RecordScope,
     checked_time,
     record_setter,
-    state_key,
     timer_setter,
 )
 from millrace.engine._timer_cuts import TimerCuts
@@ -204,7 +204,7 @@ class BatchScope:
         return scope
 
     def read_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> list[bytes | None]:
-        raws = self._txn.get_many([state_key(k, t) for k, t in zip(keys, tags, strict=True)])
+        raws = self._txn.get_many(state_keys(list(keys), list(tags)))
         if self.scopes or self._states:  # this call's own changes first
             for i, (key, tag) in enumerate(zip(keys, tags, strict=True)):
                 if (scope := self.scopes.get(key)) is not None:
@@ -284,12 +284,15 @@ class BatchScope:
                 late.extend(scope.late_ms)
         txn = self._txn
         fired = self._rules_scope().fired_watermark if self._timers else None
-        txn.write_many(  # deletes too: a None value is one
-            (state_key(key, tag), value)
-            for key, own in self._states.items()
-            if key not in skip
-            for tag, value in own.items()
-        )
+        keys: list[bytes] = []
+        tags: list[str] = []
+        values: list[bytes | None] = []
+        for key, own in self._states.items():
+            if key not in skip:
+                keys += [key] * len(own)
+                tags += own
+                values += own.values()
+        txn.write_many(zip(state_keys(keys, tags), values, strict=True))  # None deletes
         for key, own_timers in self._timers.items():
             if key not in skip:
                 for (domain, tag), setting in own_timers.items():

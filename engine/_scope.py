@@ -9,37 +9,29 @@ unaffected.
 from __future__ import annotations
 
 import numbers
-import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from xxhash import xxh3_64_digest
-
 from millrace.computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
 from millrace.computations.errors import ProduceError, TimerError
+from millrace.dataplane import state_key
 from millrace.engine._tuples import new_tuple
 from millrace.event_time import event_time_problem
 from millrace.statestore import Transaction, prefix_end
 from millrace.statestore.types import TimeDomain, Timer
-
-_U32 = struct.Struct(">I")
 
 RESERVED_PREFIX = b"\xff" * 12
 """The state the engine keeps for itself starts with this: a user key's entries start
 with its 8-byte hash and 4-byte length, and no key is 4 GiB long."""
 
 
-def state_key(key: bytes, tag: str) -> bytes:
-    """Where ``key``'s state ``tag`` lives in the state column family."""
-    return xxh3_64_digest(key) + _U32.pack(len(key)) + key + tag.encode()
-
-
 def state_prefix(key: bytes) -> bytes:
     """The prefix of every state entry of ``key``: the key's 64-bit hash (big-endian, as
     :func:`computations.key_hash`), so that the state of a range of the hash space (a
     key interval, or either half of one being split) is one range of store keys; then
-    the key's length and the key."""
-    return xxh3_64_digest(key) + _U32.pack(len(key)) + key
+    the key's length and the key. An entry's key is the prefix and its tag
+    (:func:`state_key`; a batch's: :func:`~millrace.dataplane.state_keys`)."""
+    return state_key(key, "")
 
 
 def record_setter(record_id: bytes) -> bytes:

@@ -33,6 +33,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
 - :class:`ProductionPlan`: a computation's productions of one commit (ids, routes,
   one ``DeliveryBatch`` frame per destination with the outbox keys), from what user
   code emitted per cause (``engine/_routing.py``).
+- :func:`state_key`, :func:`state_keys`: where a user key's state lives in the state
+  column family, one key or a batch (``engine/_scope.py``).
 - :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
   each group's count and integer columns, and :func:`fold_window_states`, those
   groups folded into their windows' stored states, and :func:`on_time_panes`, the
@@ -68,6 +70,8 @@ from millrace._native import (
     scan_columns,
     scan_log,
     scan_requests,
+    state_key,
+    state_keys,
 )
 
 __all__ = [
@@ -96,4 +100,6 @@ __all__ = [
     "scan_columns",
     "scan_log",
     "scan_requests",
+    "state_key",
+    "state_keys",
 ]

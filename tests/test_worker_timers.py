@@ -13,8 +13,8 @@ from pathlib import Path
 
 from millrace.computations import Topology
 from millrace.delivery._acks import DeliveryWork
+from millrace.engine import state_key
 from millrace.engine._processor import IntervalProcessor
-from millrace.engine._scope import state_key
 from millrace.node._worker import TIMER_RETRY_S, IntervalWorker, WorkerHooks
 from millrace.statestore import StateStore
 from millrace.wire.v1 import delivery_pb2, record_pb2

@@ -18,9 +18,9 @@ from millrace.computations import (
     Topology,
 )
 from millrace.computations.testing import TestHarness, UserCodeError
+from millrace.engine import state_key
 from millrace.engine._failures import HOLD_TIMEOUT_MS
 from millrace.engine._processor import IntervalProcessor
-from millrace.engine._scope import state_key
 from millrace.statestore import StateStore, StoreConfig
 from millrace.wire.v1 import record_pb2
 from tests.workloads import (

@@ -22,6 +22,7 @@ pub mod log_format;
 pub mod log_scan;
 pub mod panes;
 pub mod productions;
+pub mod state_keys;
 pub mod timer_index;
 pub mod window_state;
 pub mod wire;

@@ -77,5 +77,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ingest::encode_log_request, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::parse_json_lines, m)?)?;
     m.add_function(wrap_pyfunction!(keys::json_field_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(keys::state_key, m)?)?;
+    m.add_function(wrap_pyfunction!(keys::state_keys, m)?)?;
     Ok(())
 }
