@@ -19,12 +19,14 @@ from millrace.computations.errors import ProduceError
 from millrace.dataplane import state_keys
 from millrace.engine._keying import Admitted
 from millrace.engine._outcome import BatchOutcome
+from millrace.engine._pending import PendingChanges
 from millrace.engine._production_ids import fire_setter
 from millrace.engine._scope import (
     Emitted,
     RecordScope,
     checked_time,
     record_setter,
+    record_setters,
     timer_setter,
 )
 from millrace.engine._timer_cuts import TimerCuts
@@ -141,14 +143,6 @@ def _left_keys(
         return None
 
 
-def _keep(book: dict[bytes, dict[Any, Any]], key: bytes, item: Any, value: Any) -> None:
-    """``book[key][item] = value``, making ``key``'s entry when it has none."""
-    if (own := book.get(key)) is None:
-        book[key] = {item: value}
-    else:
-        own[item] = value
-
-
 class BatchScope:
     """Implements :class:`computations.BatchContext`.
 
@@ -173,9 +167,11 @@ class BatchScope:
         self._low_watermark = low_watermark
         self._now_ms = now_ms
         self.scopes: dict[bytes, RecordScope] = {}
-        self._states: dict[bytes, dict[str, bytes | None]] = {}
-        self._timers: dict[bytes, dict[tuple[TimeDomain, str], tuple[int, bytes] | None]] = {}
-        """Per key, the timers the bulk calls set (time and setter) or deleted (None)."""
+        self._states: PendingChanges[str, bytes | None] = PendingChanges()
+        """The states the bulk calls wrote, or deleted (None), of keys without a scope."""
+        self._timers: PendingChanges[tuple[TimeDomain, str], tuple[int, bytes] | None]
+        self._timers = PendingChanges()
+        """The timers they set (time and setter) or deleted (None): ``(domain, tag)``."""
         self._rules: RecordScope | None = None
 
     @property
@@ -191,12 +187,12 @@ class BatchScope:
         if scope is None:
             scope = self.scopes[key] = self._new_scope(key)
             scope.setter = self._setter_of(key)
-            for tag, value in self._states.pop(key, {}).items():
+            for tag, value in self._states.take(key).items():
                 if value is None:
                     scope.delete_state(tag)
                 else:
                     scope.put_state(tag, value)
-            for (domain, tag), setting in self._timers.pop(key, {}).items():
+            for (domain, tag), setting in self._timers.take(key).items():
                 if setting is None:
                     scope.delete_timer(tag, domain)
                 else:
@@ -206,30 +202,41 @@ class BatchScope:
     def read_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> list[bytes | None]:
         raws = self._txn.get_many(state_keys(list(keys), list(tags)))
         if self.scopes or self._states:  # this call's own changes first
+            scopes, states = self.scopes, self._states
             for i, (key, tag) in enumerate(zip(keys, tags, strict=True)):
-                if (scope := self.scopes.get(key)) is not None:
+                if (scope := scopes.get(key)) is not None:
                     raws[i] = scope.get_state(tag)
-                elif (own := self._states.get(key)) is not None and tag in own:
+                elif (own := states.of(key)) is not None and tag in own:
                     raws[i] = own[tag]
         return raws
 
     def write_states(
         self, keys: Sequence[bytes], tags: Sequence[str], values: Sequence[bytes]
     ) -> None:
-        scopes, states = self.scopes, self._states
-        for key, tag, value in zip(keys, tags, values, strict=True):
-            if (scope := scopes.get(key)) is not None:
-                scope.put_state(tag, value)
-            else:
-                _keep(states, key, tag, bytes(value))
+        self._bulk_states(keys, tags, list(map(bytes, values)))
 
     def delete_states(self, keys: Sequence[bytes], tags: Sequence[str]) -> None:
-        scopes, states = self.scopes, self._states
-        for key, tag in zip(keys, tags, strict=True):
-            if (scope := scopes.get(key)) is not None:
-                scope.delete_state(tag)
-            else:
-                _keep(states, key, tag, None)
+        self._bulk_states(keys, tags, [None] * len(keys))
+
+    def _bulk_states(
+        self, keys: Sequence[bytes], tags: Sequence[str], values: list[bytes | None]
+    ) -> None:
+        _same_lengths(keys, tags, values)
+        keys, tags = list(keys), list(tags)
+        if self.scopes:  # a key with a scope keeps its changes there
+            scopes = self.scopes
+            kept = []
+            for i, key in enumerate(keys):
+                if (scope := scopes.get(key)) is None:
+                    kept.append(i)
+                elif (value := values[i]) is None:
+                    scope.delete_state(tags[i])
+                else:
+                    scope.put_state(tags[i], value)
+            if len(kept) < len(keys):
+                keys, tags = [keys[i] for i in kept], [tags[i] for i in kept]
+                values = [values[i] for i in kept]
+        self._states.extend(keys, tags, values)
 
     def set_timers(
         self,
@@ -241,31 +248,39 @@ class BatchScope:
         record_ids: Sequence[bytes] | None = None,
     ) -> None:
         domain = TimeDomain(domain)
-        rules = self._rules_scope()
-        scopes, timers, setter_of = self.scopes, self._timers, self._setter_of
         setters = (
-            [record_setter(rid) for rid in record_ids]
+            record_setters(record_ids)
             if record_ids is not None
-            else [setter_of(key) for key in keys]
+            else [self._setter_of(key) for key in keys]
         )
-        for key, tag, time_ms, setter in zip(keys, tags, times_ms, setters, strict=True):
-            if (scope := scopes.get(key)) is not None:
-                scope.set_timer_by(tag, time_ms, domain, setter)
-            else:
-                checked = rules.checked_timer_time(tag, time_ms)
-                _keep(timers, key, (domain, tag), (checked, setter))
+        _same_lengths(keys, tags, times_ms, setters)
+        times = self._rules_scope().checked_timer_times(tags, times_ms)
+        keys, tags = list(keys), list(tags)
+        if self.scopes:  # a key with a scope keeps its timers there
+            scopes = self.scopes
+            kept = []
+            for i, key in enumerate(keys):
+                if (scope := scopes.get(key)) is None:
+                    kept.append(i)
+                else:
+                    scope.set_timer_by(tags[i], times[i], domain, setters[i])
+            if len(kept) < len(keys):
+                keys, tags = [keys[i] for i in kept], [tags[i] for i in kept]
+                times, setters = [times[i] for i in kept], [setters[i] for i in kept]
+        idents = [(domain, tag) for tag in tags]
+        self._timers.extend(keys, idents, list(zip(times, setters, strict=True)))
 
     def keys_with_timer_changes(self) -> set[bytes]:
         """The keys whose timers this call set or deleted (in their scopes or in bulk)."""
         return {key for key, scope in self.scopes.items() if scope.timer_changes} | set(
-            self._timers
+            self._timers.changed_keys()
         )
 
     def timer_changes(self, key: bytes) -> Mapping[tuple[TimeDomain, str], int | None]:
         """What this call did to ``key``'s timers: ``(domain, tag)`` -> time, or None."""
         if (scope := self.scopes.get(key)) is not None:
             return scope.timer_changes
-        own = self._timers.get(key, {})
+        own = self._timers.of(key) or {}
         return {ident: None if setting is None else setting[0] for ident, setting in own.items()}
 
     def _rules_scope(self) -> RecordScope:
@@ -284,25 +299,25 @@ class BatchScope:
                 late.extend(scope.late_ms)
         txn = self._txn
         fired = self._rules_scope().fired_watermark if self._timers else None
-        keys: list[bytes] = []
-        tags: list[str] = []
-        values: list[bytes | None] = []
-        for key, own in self._states.items():
-            if key not in skip:
-                keys += [key] * len(own)
-                tags += own
-                values += own.values()
-        txn.write_many(zip(state_keys(keys, tags), values, strict=True))  # None deletes
-        for key, own_timers in self._timers.items():
-            if key not in skip:
-                for (domain, tag), setting in own_timers.items():
-                    if setting is None:
-                        txn.delete_timer(domain, key, tag)
-                    else:
-                        time_ms, setter = setting
-                        cause = timer_setter(domain, time_ms, fired, setter)
-                        txn.set_timer(Timer(domain, key, tag, time_ms, cause))
+        keys, tags, values = self._states.entries(skip)
+        if keys:
+            txn.write_many(zip(state_keys(keys, tags), values, strict=True))  # None deletes
+        keys, idents, settings = self._timers.entries(skip)
+        for key, (domain, tag), setting in zip(keys, idents, settings, strict=True):
+            if setting is None:
+                txn.delete_timer(domain, key, tag)
+            else:
+                time_ms, setter = setting
+                cause = timer_setter(domain, time_ms, fired, setter)
+                txn.set_timer(Timer(domain, key, tag, time_ms, cause))
         return late
+
+
+def _same_lengths(*columns: Sequence[Any]) -> None:
+    """ValueError unless the columns of a bulk call are of one length."""
+    if len({len(column) for column in columns}) > 1:
+        lengths = ", ".join(str(len(column)) for column in columns)
+        raise ValueError(f"the columns of a bulk call differ in length: {lengths}")
 
 
 class TimerBatchScope(BatchScope):
@@ -325,8 +340,8 @@ class TimerBatchScope(BatchScope):
         setters = {t.key: fire_setter(c) for t, c in zip(offered, causes, strict=True)}
         super().__init__(new_scope, txn, low_watermark, now_ms, setters.__getitem__)
         self._timer_keys = [t.key for t in offered]
-        for t in offered:
-            _keep(self._timers, t.key, (t.domain, t.tag), None)
+        idents = [(t.domain, t.tag) for t in offered]
+        self._timers.extend(list(self._timer_keys), idents, [None] * len(offered))
         self.emitted: dict[int, list[Emitted]] = {}
         """Per offered timer (by position), what it produced, in order."""
 

@@ -9,7 +9,7 @@ unaffected.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from millrace.computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
@@ -34,9 +34,17 @@ def state_prefix(key: bytes) -> bytes:
     return state_key(key, "")
 
 
+_RECORD_SETTER = b"r"
+
+
 def record_setter(record_id: bytes) -> bytes:
     """What a timer set while processing record ``record_id`` keeps as its setter."""
-    return b"r" + record_id
+    return _RECORD_SETTER + record_id
+
+
+def record_setters(record_ids: Iterable[bytes]) -> list[bytes]:
+    """:func:`record_setter` of each record id."""
+    return list(map(_RECORD_SETTER.__add__, record_ids))
 
 
 def timer_setter(domain: TimeDomain, time_ms: int, fired: int | None, setter: bytes) -> bytes:
@@ -225,6 +233,14 @@ class RecordScope:
         if not MIN_EVENT_TIME_MS <= int(time_ms) <= MAX_EVENT_TIME_MS:
             raise TimerError(f"timer {tag!r}: {event_time_problem(int(time_ms))}")
         return int(time_ms)
+
+    def checked_timer_times(self, tags: Sequence[str], times_ms: Sequence[int]) -> list[int]:
+        """:meth:`checked_timer_time` of each timer, the first that is refused raising."""
+        if self._handles_timers and times_ms:
+            times = list(map(int, times_ms))
+            if min(times) >= MIN_EVENT_TIME_MS and max(times) <= MAX_EVENT_TIME_MS:
+                return times
+        return [self.checked_timer_time(t, ms) for t, ms in zip(tags, times_ms, strict=True)]
 
     def delete_timer(self, tag: str, domain: TimeDomain = TimeDomain.EVENT_TIME) -> None:
         self._timers[(TimeDomain(domain), tag)] = None
