@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from millrace.statestore.types import TimeDomain
@@ -24,9 +23,10 @@ class Record(NamedTuple):
     producer: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class FiredTimer:
-    """A timer that fired: the key it belongs to, its tag, its time and its clock."""
+class FiredTimer(NamedTuple):
+    """A timer that fired: the key it belongs to, its tag, its time and its clock.
+
+    A named tuple, like :class:`Record`: the engine makes one per fire."""
 
     key: bytes
     tag: str

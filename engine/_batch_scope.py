@@ -309,7 +309,7 @@ class BatchScope:
             else:
                 time_ms, setter = setting
                 cause = timer_setter(domain, time_ms, fired, setter)
-                txn.set_timer(Timer(domain, key, tag, time_ms, cause))
+                txn.set_timer(new_tuple(Timer, (domain, key, tag, time_ms, cause)))
         return late
 
 
@@ -337,8 +337,10 @@ class TimerBatchScope(BatchScope):
         """``offered``: the timers offered, in order, and ``causes`` the causes of their
         fires; each is deleted (as a timer that fires is) unless the call sets it
         again. Timers a key's call sets are set on its last offered timer's account."""
-        setters = {t.key: fire_setter(c) for t, c in zip(offered, causes, strict=True)}
-        super().__init__(new_scope, txn, low_watermark, now_ms, setters.__getitem__)
+        last_causes = dict(zip((t.key for t in offered), causes, strict=True))
+        super().__init__(
+            new_scope, txn, low_watermark, now_ms, lambda key: fire_setter(last_causes[key])
+        )
         self._timer_keys = [t.key for t in offered]
         idents = [(t.domain, t.tag) for t in offered]
         self._timers.extend(list(self._timer_keys), idents, [None] * len(offered))

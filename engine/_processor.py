@@ -29,6 +29,7 @@ from millrace.computations import (
     Layout,
     Topology,
 )
+from millrace.dataplane import timer_fire_causes
 from millrace.engine._batch_scope import (
     BatchScope,
     TimerBatchScope,
@@ -59,6 +60,7 @@ from millrace.engine._scope import Emitted, RecordScope
 from millrace.engine._sender_epochs import SenderEpochs
 from millrace.engine._state_layout import ensure_state_layout
 from millrace.engine._timer_cuts import TimerCuts
+from millrace.engine._tuples import new_tuple
 from millrace.engine._upkeep import StoreUpkeep
 from millrace.statestore import (
     Clock,
@@ -390,10 +392,8 @@ class IntervalProcessor:
         if not offered:
             return due
         timers = [t for _, t in offered]
-        fired = [
-            FiredTimer(key=t.key, tag=t.tag, time_ms=t.time_ms, domain=t.domain) for t in timers
-        ]
-        causes = [timer_fire_cause(self.name, t) for t in timers]
+        fired = [new_tuple(FiredTimer, (t.key, t.tag, t.time_ms, t.domain)) for t in timers]
+        causes = timer_fire_causes(self.name, timers)
         batch = TimerBatchScope(
             lambda key: self._scope(txn, key, 0, now, may_produce=False),
             txn,

@@ -308,7 +308,7 @@ class RecordScope:
             else:
                 cause = setters.get(ident, setter) if setters else setter
                 cause = timer_setter(domain, time_ms, watermark, cause)
-                txn.set_timer(Timer(domain, self._key, tag, time_ms, cause))
+                txn.set_timer(new_tuple(Timer, (domain, self._key, tag, time_ms, cause)))
 
 
 def _bytes_of(stream: str, what: str, given: Any) -> bytes:

@@ -32,7 +32,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   looked up, filled and written through a batch at a time (``statestore/store.py``).
 - :class:`ProductionPlan`: a computation's productions of one commit (ids, routes,
   one ``DeliveryBatch`` frame per destination with the outbox keys), from what user
-  code emitted per cause (``engine/_routing.py``).
+  code emitted per cause (``engine/_routing.py``); :func:`timer_fire_causes`, the
+  causes of a round's timer fires (``engine/_production_ids.py``).
 - :func:`state_key`, :func:`state_keys`: where a user key's state lives in the state
   column family, one key or a batch (``engine/_scope.py``).
 - :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
@@ -72,6 +73,7 @@ from millrace._native import (
     scan_requests,
     state_key,
     state_keys,
+    timer_fire_causes,
 )
 
 __all__ = [
@@ -102,4 +104,5 @@ __all__ = [
     "scan_requests",
     "state_key",
     "state_keys",
+    "timer_fire_causes",
 ]

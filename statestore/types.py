@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_EPOCH = 2**53
 """No epoch at or above this is ever claimed, granted or believed: far beyond any real count
@@ -19,13 +20,13 @@ class TimeDomain(enum.IntEnum):
     """Fires when the node's wall clock passes the timer."""
 
 
-@dataclass(frozen=True, slots=True)
-class Timer:
+class Timer(NamedTuple):
     """A timer of one key. ``(domain, key, tag)`` identifies it; setting it again moves it.
 
     ``cause``: opaque bytes kept with the timer, from whoever set it (the engine names
     the timer's fire by them); setting a timer again to the time it has keeps its
-    cause. Timers of a store of format 2 have none."""
+    cause. Timers of a store of format 2 have none. A named tuple: the engine makes
+    one per timer it fires or sets."""
 
     domain: TimeDomain
     key: bytes

@@ -18,6 +18,31 @@ use crate::wire::KeyInterval;
 #[cfg(doc)]
 use crate::wire::{DeliveryFrame, Record};
 
+/// The cause of the productions of a timer's fire (`engine/_production_ids.py`):
+/// `f | computation | 0x00 | domain u8 | len(key) u32 | key | len(tag) u32 | tag |
+/// time i64 | setter`, all big-endian. Keys and tags of 4 GiB or more cannot occur.
+pub fn fire_cause(
+    computation: &[u8],
+    domain: u8,
+    key: &[u8],
+    tag: &[u8],
+    time_ms: i64,
+    setter: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(22 + computation.len() + key.len() + tag.len() + setter.len());
+    out.push(b'f');
+    out.extend_from_slice(computation);
+    out.push(0);
+    out.push(domain);
+    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&(tag.len() as u32).to_be_bytes());
+    out.extend_from_slice(tag);
+    out.extend_from_slice(&time_ms.to_be_bytes());
+    out.extend_from_slice(setter);
+    out
+}
+
 /// How a route picks the interval of a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Routing {

@@ -79,5 +79,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys::json_field_keys, m)?)?;
     m.add_function(wrap_pyfunction!(keys::state_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::state_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(productions::timer_fire_causes, m)?)?;
     Ok(())
 }

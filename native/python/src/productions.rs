@@ -1,9 +1,10 @@
-//! A computation's productions of one commit, framed per destination (`ProductionPlan`).
+//! A computation's productions of one commit, framed per destination (`ProductionPlan`),
+//! and the causes of a round's timer fires that name them.
 
-use millrace_core::productions::{FrameSet, Plan, PlanError, Route, Routing};
+use millrace_core::productions::{self, FrameSet, Plan, PlanError, Route, Routing};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 /// Where one computation's output streams go; built once per computation.
 #[pyclass(name = "ProductionPlan", module = "millrace._native", frozen)]
@@ -149,4 +150,34 @@ impl PyProductionPlan {
             .position(|(s, _)| s == name)
             .ok_or_else(|| PyValueError::new_err(format!("{name:?} is not an output stream")))
     }
+}
+
+/// The causes of the fires of `timers` (each a `Timer` named tuple: domain, key, tag,
+/// time, setter) of `computation`: `engine/_production_ids.py`'s `timer_fire_cause`,
+/// a round's in one call.
+#[pyfunction]
+pub(crate) fn timer_fire_causes<'py>(
+    py: Python<'py>,
+    computation: &str,
+    timers: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let made = PyList::empty(py);
+    for timer in timers.try_iter()? {
+        let timer = timer?.cast_into::<PyTuple>()?;
+        let domain: u8 = timer.get_item(0)?.extract()?;
+        let key = timer.get_item(1)?.cast_into::<PyBytes>()?;
+        let tag = timer.get_item(2)?.cast_into::<PyString>()?;
+        let time_ms: i64 = timer.get_item(3)?.extract()?;
+        let setter = timer.get_item(4)?.cast_into::<PyBytes>()?;
+        let cause = productions::fire_cause(
+            computation.as_bytes(),
+            domain,
+            key.as_bytes(),
+            tag.to_str()?.as_bytes(),
+            time_ms,
+            setter.as_bytes(),
+        );
+        made.append(PyBytes::new(py, &cause))?;
+    }
+    Ok(made)
 }
