@@ -47,6 +47,6 @@ def test_a_round_of_fire_causes_is_the_documented_layout(
 
 def test_a_timer_that_is_not_one_is_refused() -> None:
     with pytest.raises(TypeError):
-        timer_fire_causes("c", [(1, "key", "tag", 5, b"")])
+        timer_fire_causes("c", [(1, "key", "tag", 5, b"")])  # type: ignore[list-item]
     with pytest.raises(OverflowError):
         timer_fire_causes("c", [Timer(TimeDomain.EVENT_TIME, b"k", "t", 2**63)])
