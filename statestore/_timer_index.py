@@ -29,6 +29,8 @@ class TimerIndex:
 
     def __init__(self, native: _NativeTimerIndex | None = None) -> None:
         self._native = native if native is not None else _NativeTimerIndex()
+        self._staged: Mapping[TimerId, Timer | None] | None = None
+        """The changes of the last :meth:`stage`, which the native index holds read."""
 
     @classmethod
     def load(cls, engine: Engine) -> TimerIndex:
@@ -49,12 +51,18 @@ class TimerIndex:
         the old entries of moved or deleted timers go, the new ones are put; a timer
         set again to its committed time writes nothing."""
         deletes, keys, values = self._native.stage(changes)
+        self._staged = changes
         batch.delete_keys(Column.TIMERS, deletes)
         batch.put_many(Column.TIMERS, zip(keys, values, strict=True))
 
     def apply(self, changes: Mapping[TimerId, Timer | None]) -> None:
-        """A commit's timer changes, once it is durable."""
-        self._native.apply(changes)
+        """A commit's timer changes, once it is durable (those :meth:`stage` wrote last
+        are applied as it read them)."""
+        if changes is self._staged:
+            self._staged = None
+            self._native.apply_staged()
+        else:
+            self._native.apply(changes)
 
     def earliest(self, domain: TimeDomain) -> int | None:
         """The earliest time of ``domain``'s timers, or None."""

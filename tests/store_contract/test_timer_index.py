@@ -99,3 +99,20 @@ def test_firing_in_order_drains_every_timer(factory: StoreFactory) -> None:
     assert [t.time_ms for t in fired] == sorted(t.time_ms for t in fired)
     assert len({(t.key, t.tag) for t in fired}) == 500
     assert store.pending_timers == 0
+
+
+def test_a_commit_that_failed_after_staging_leaves_nothing_behind(factory: StoreFactory) -> None:
+    """The index keeps the changes it read when staging for the commit's apply: a
+    commit whose write failed after staging must not leak them into the next."""
+    from millrace.statestore._timer_index import TimerIndex
+
+    store = factory.open()
+    index = TimerIndex()
+    first = {(TimeDomain.EVENT_TIME, b"a", "on"): Timer(TimeDomain.EVENT_TIME, b"a", "on", 5)}
+    index.stage(store._engine.new_batch(), first)  # its write fails: never applied
+    second = {(TimeDomain.EVENT_TIME, b"b", "on"): Timer(TimeDomain.EVENT_TIME, b"b", "on", 7)}
+    index.stage(store._engine.new_batch(), second)
+    index.apply(second)
+    assert index.due(TimeDomain.EVENT_TIME, None, None) == [second[next(iter(second))]]
+    index.apply(first)  # changes it did not stage last: read again
+    assert [t.key for t in index.due(TimeDomain.EVENT_TIME, None, None)] == [b"a", b"b"]

@@ -13,6 +13,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 #[derive(Default)]
 pub struct PyTimerIndex {
     inner: TimerIndex,
+    /// The changes of the last [`PyTimerIndex::stage`], read once, for
+    /// [`PyTimerIndex::apply_staged`].
+    staged: Option<Vec<(Ident, Option<Setting>)>>,
 }
 
 fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<Setting>)>> {
@@ -22,6 +25,9 @@ fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<Settin
         let ident: Ident = ident.extract()?;
         let setting = if timer.is_none() {
             None
+        } else if let Ok(timer) = timer.cast::<PyTuple>() {
+            // A `Timer` named tuple: (domain, key, tag, time_ms, cause).
+            Some((timer.get_item(3)?.extract()?, timer.get_item(4)?.extract()?))
         } else {
             let time_ms = timer.getattr(pyo3::intern!(py, "time_ms"))?.extract()?;
             let cause = timer.getattr(pyo3::intern!(py, "cause"))?.extract()?;
@@ -71,9 +77,12 @@ impl PyTimerIndex {
 
     /// `(deletes, put_keys, put_values)`: what a commit with `changes` writes to the
     /// column, against the committed times.
-    fn stage<'py>(&self, changes: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
+    /// The changes are kept for [`PyTimerIndex::apply_staged`].
+    fn stage<'py>(&mut self, changes: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
         let py = changes.py();
-        let ops = self.inner.stage(&changes_of(changes)?);
+        let read = changes_of(changes)?;
+        let ops = self.inner.stage(&read);
+        self.staged = Some(read);
         let deletes = PyList::new(py, ops.deletes.iter().map(|k| PyBytes::new(py, k)))?;
         let keys = PyList::new(py, ops.puts.iter().map(|(k, _)| PyBytes::new(py, k)))?;
         let values = PyList::new(py, ops.puts.iter().map(|(_, v)| PyBytes::new(py, v)))?;
@@ -83,6 +92,15 @@ impl PyTimerIndex {
     /// A commit's `changes`, once it is durable.
     fn apply(&mut self, changes: &Bound<'_, PyDict>) -> PyResult<()> {
         self.inner.apply(changes_of(changes)?);
+        Ok(())
+    }
+
+    /// The changes of the last `stage`, once that commit is durable; ValueError if
+    /// none is staged (or they were applied already).
+    fn apply_staged(&mut self) -> PyResult<()> {
+        let staged = self.staged.take();
+        let changes = staged.ok_or_else(|| PyValueError::new_err("no timer changes staged"))?;
+        self.inner.apply(changes);
         Ok(())
     }
 
