@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from millrace.computations import Computation, FiredTimer, Record
 from millrace.computations.errors import ProduceError
@@ -38,6 +38,7 @@ _log = logging.getLogger(__name__)
 _RECORD_ID = itemgetter(1)
 """An admitted item's record id."""
 _KEY = itemgetter(2)
+T = TypeVar("T")
 _warned: set[str] = set()
 """Computation classes whose batch hook failure was logged (once each)."""
 
@@ -223,20 +224,31 @@ class BatchScope:
     ) -> None:
         _same_lengths(keys, tags, values)
         keys, tags = list(keys), list(tags)
-        if self.scopes:  # a key with a scope keeps its changes there
-            scopes = self.scopes
-            kept = []
-            for i, key in enumerate(keys):
-                if (scope := scopes.get(key)) is None:
-                    kept.append(i)
-                elif (value := values[i]) is None:
-                    scope.delete_state(tags[i])
-                else:
-                    scope.put_state(tags[i], value)
-            if len(kept) < len(keys):
-                keys, tags = [keys[i] for i in kept], [tags[i] for i in kept]
-                values = [values[i] for i in kept]
+
+        def in_scope(scope: RecordScope, i: int) -> None:
+            if (value := values[i]) is None:
+                scope.delete_state(tags[i])
+            else:
+                scope.put_state(tags[i], value)
+
+        if (kept := self._unscoped(keys, in_scope)) is not None:
+            keys, tags, values = _picked(kept, keys), _picked(kept, tags), _picked(kept, values)
         self._states.extend(keys, tags, values)
+
+    def _unscoped(
+        self, keys: list[bytes], in_scope: Callable[[RecordScope, int], None]
+    ) -> list[int] | None:
+        """Hands each change ``i`` of a key that has a scope to ``in_scope(scope, i)``
+        (its changes are kept there); the places of the others, None when they are all."""
+        if not (scopes := self.scopes):
+            return None
+        kept = []
+        for i, key in enumerate(keys):
+            if (scope := scopes.get(key)) is None:
+                kept.append(i)
+            else:
+                in_scope(scope, i)
+        return None if len(kept) == len(keys) else kept
 
     def set_timers(
         self,
@@ -256,17 +268,13 @@ class BatchScope:
         _same_lengths(keys, tags, times_ms, setters)
         times = self._rules_scope().checked_timer_times(tags, times_ms)
         keys, tags = list(keys), list(tags)
-        if self.scopes:  # a key with a scope keeps its timers there
-            scopes = self.scopes
-            kept = []
-            for i, key in enumerate(keys):
-                if (scope := scopes.get(key)) is None:
-                    kept.append(i)
-                else:
-                    scope.set_timer_by(tags[i], times[i], domain, setters[i])
-            if len(kept) < len(keys):
-                keys, tags = [keys[i] for i in kept], [tags[i] for i in kept]
-                times, setters = [times[i] for i in kept], [setters[i] for i in kept]
+
+        def in_scope(scope: RecordScope, i: int) -> None:
+            scope.set_timer_by(tags[i], times[i], domain, setters[i])
+
+        if (kept := self._unscoped(keys, in_scope)) is not None:
+            keys, tags = _picked(kept, keys), _picked(kept, tags)
+            times, setters = _picked(kept, times), _picked(kept, setters)
         idents = [(domain, tag) for tag in tags]
         self._timers.extend(keys, idents, list(zip(times, setters, strict=True)))
 
@@ -311,6 +319,11 @@ class BatchScope:
                 cause = timer_setter(domain, time_ms, fired, setter)
                 txn.set_timer(new_tuple(Timer, (domain, key, tag, time_ms, cause)))
         return late
+
+
+def _picked(places: list[int], column: list[T]) -> list[T]:
+    """The items of ``column`` at ``places``."""
+    return [column[i] for i in places]
 
 
 def _same_lengths(*columns: Sequence[Any]) -> None:
