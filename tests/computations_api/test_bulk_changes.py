@@ -18,9 +18,8 @@ from millrace.computations import (
     Context,
     FiredTimer,
     Record,
-    Topology,
 )
-from millrace.computations.testing import TestHarness
+from tests.computations_api._one_computation import harness_of
 
 KEYS = [b"a", b"b", b"c", b"d"]
 TAGS = ["x", "y"]
@@ -116,20 +115,7 @@ def test_bulk_and_per_key_changes_keep_what_a_dict_would(
     script: list[Any], left: set[bytes]
 ) -> None:
     Scripted.script, Scripted.left = script, left
-    harness = TestHarness(
-        Topology.from_dict(
-            {
-                "streams": {"in": {}, "out": {}},
-                "computations": {
-                    "c": {
-                        "handler": f"{__name__}:Scripted",
-                        "inputs": {"in": "key"},
-                        "outputs": ["out"],
-                    }
-                },
-            }
-        )
-    )
+    harness = harness_of(f"{__name__}:Scripted")
     harness.feed_many("in", [(k, b"v", 0) for k in KEYS])
     harness.run()
     states, fired = expected(script, left)

@@ -16,9 +16,9 @@ from millrace.computations import (
     Context,
     FiredTimer,
     Record,
-    Topology,
 )
 from millrace.computations.testing import TestHarness
+from tests.computations_api._one_computation import harness_of
 
 
 class Counting(Computation):
@@ -49,20 +49,7 @@ class Counting(Computation):
 def _run(mode: str) -> TestHarness:
     handler = type(f"Counting_{mode}", (Counting,), {"mode": mode})
     globals()[handler.__name__] = handler
-    harness = TestHarness(
-        Topology.from_dict(
-            {
-                "streams": {"in": {}, "out": {}},
-                "computations": {
-                    "c": {
-                        "handler": f"{__name__}:{handler.__name__}",
-                        "inputs": {"in": "key"},
-                        "outputs": ["out"],
-                    }
-                },
-            }
-        )
-    )
+    harness = harness_of(f"{__name__}:{handler.__name__}")
     harness.feed_many("in", [(k, b"x", t) for t, k in enumerate([b"a", b"b", b"a", b"b", b"c"])])
     harness.run()
     return harness
@@ -118,20 +105,7 @@ class BulkCounting(Computation):
 
 
 def test_bulk_state_and_timer_calls_equal_the_per_key_ones() -> None:
-    harness = TestHarness(
-        Topology.from_dict(
-            {
-                "streams": {"in": {}, "out": {}},
-                "computations": {
-                    "c": {
-                        "handler": f"{__name__}:BulkCounting",
-                        "inputs": {"in": "key"},
-                        "outputs": ["out"],
-                    }
-                },
-            }
-        )
-    )
+    harness = harness_of(f"{__name__}:BulkCounting")
     keys = [b"a", b"b", b"a", b"c", b"b", b"b", b"c", b"d"]
     harness.feed_many("in", [(k, b"x", t) for t, k in enumerate(keys)])
     harness.run()
