@@ -7,8 +7,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 /// Every committed timer of one store, in time order per domain, and the `TIMERS`
 /// column's operations of a commit that changes them. A timer is `(domain, key, tag)`;
-/// a commit's changes are a dict of those to an object with `time_ms` and `cause`
-/// (bytes), or None (deleted).
+/// a commit's changes are a dict of those to a `Timer` named tuple (its `time_ms` and
+/// `cause` read by place), or None (deleted).
 #[pyclass(module = "millrace._native", name = "TimerIndex")]
 #[derive(Default)]
 pub struct PyTimerIndex {
@@ -19,19 +19,15 @@ pub struct PyTimerIndex {
 }
 
 fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<Setting>)>> {
-    let py = changes.py();
     let mut out = Vec::with_capacity(changes.len());
     for (ident, timer) in changes.iter() {
         let ident: Ident = ident.extract()?;
         let setting = if timer.is_none() {
             None
-        } else if let Ok(timer) = timer.cast::<PyTuple>() {
-            // A `Timer` named tuple: (domain, key, tag, time_ms, cause).
-            Some((timer.get_item(3)?.extract()?, timer.get_item(4)?.extract()?))
         } else {
-            let time_ms = timer.getattr(pyo3::intern!(py, "time_ms"))?.extract()?;
-            let cause = timer.getattr(pyo3::intern!(py, "cause"))?.extract()?;
-            Some((time_ms, cause))
+            // A `Timer` named tuple: (domain, key, tag, time_ms, cause).
+            let timer = timer.cast_into::<PyTuple>()?;
+            Some((timer.get_item(3)?.extract()?, timer.get_item(4)?.extract()?))
         };
         out.push((ident, setting));
     }
