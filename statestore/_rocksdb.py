@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from itertools import repeat, starmap
+from operator import itemgetter
 from pathlib import Path
 
 from rocksdict import (
@@ -66,8 +67,21 @@ def _options() -> Options:
     return options
 
 
+_FIRST = itemgetter(0)
+
+
 class RocksBatch:
-    """A rocksdict ``WriteBatch`` addressed by :class:`Column`."""
+    """A rocksdict ``WriteBatch`` addressed by :class:`Column`.
+
+    The bulk calls put their keys in key order. RocksDB inserts a batch into its
+    memtable (a skip list) one key at a time, remembering where the last insert
+    went: keys in order land near each other, keys in hash order (state and timer
+    keys) each walk the list from the top. Sorting costs ~0.1 us a key and saves more
+    in ``db.write`` once batches are large (a node's group commits of a few thousand
+    records: ~9% of the engine's CPU at 4,000 a commit, BENCHMARKS.md).
+    The sort is stable, so a key given twice in one call keeps its last value; calls
+    stay in their order, and a batch is applied atomically whatever its order.
+    """
 
     def __init__(self, handles: tuple[ColumnFamily, ...]) -> None:
         self._handles = handles
@@ -78,17 +92,19 @@ class RocksBatch:
 
     def put_many(self, column: Column, items: Iterable[tuple[bytes, bytes]]) -> None:
         # C-level loops, as put_keys.
-        deque(starmap(partial(self.batch.put, column_family=self._handles[column]), items), 0)
+        ordered = sorted(items, key=_FIRST)
+        deque(starmap(partial(self.batch.put, column_family=self._handles[column]), ordered), 0)
 
     def put_keys(self, column: Column, keys: Iterable[bytes], value: bytes) -> None:
         # A C-level loop: one call per key, no Python frame per key.
-        deque(map(self.batch.put, keys, repeat(value), repeat(self._handles[column])), maxlen=0)
+        ordered = sorted(keys)
+        deque(map(self.batch.put, ordered, repeat(value), repeat(self._handles[column])), 0)
 
     def delete(self, column: Column, key: bytes) -> None:
         self.batch.delete(key, self._handles[column])
 
     def delete_keys(self, column: Column, keys: Iterable[bytes]) -> None:
-        deque(map(self.batch.delete, keys, repeat(self._handles[column])), maxlen=0)
+        deque(map(self.batch.delete, sorted(keys), repeat(self._handles[column])), maxlen=0)
 
     def delete_range(self, column: Column, start: bytes, end: bytes) -> None:
         self.batch.delete_range(start, end, self._handles[column])
