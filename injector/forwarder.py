@@ -24,22 +24,18 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import itemgetter
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from millrace.computations import Layout, Topology
-from millrace.dataplane import LogBatch
+from millrace.dataplane import AckBook, LogBatch
 from millrace.delivery import Origin
 from millrace.deployment import write_json_durably
 from millrace.engine import (
     SINK_PREFIX,
     Frame,
-    OldestInFlight,
     Route,
     routes_of,
     source_name,
@@ -90,11 +86,8 @@ class Submitter(Protocol):
         """Queue frames for delivery; acks come back through :meth:`Forwarder.acked_keys`."""
 
 
-_PREFIX_OF = itemgetter(slice(None, -16))
-"""An outbox key's consumer and interval (before the 16-byte record id)."""
-_OFFSET_OF = itemgetter(slice(-8, None))
-"""An outbox key's log offset (big-endian u64, the record id's end)."""
-_BIG_ENDIAN: Literal["big"] = "big"
+_CONSUMER_END = -21
+"""Where an outbox key's consumer name ends (before 0x00, the interval, the record id)."""
 
 
 @dataclass(eq=False)
@@ -107,9 +100,9 @@ class _Consumer:
     """It acknowledged every offset below this before a restart: never sent again."""
     acked_offset: int = 0
     """It acknowledged every offset below this."""
-    unacked: OrderedDict[int, None] = field(default_factory=OrderedDict)
-    """Offsets sent to it and not acknowledged, in offset (= sending) order."""
-    in_flight: OldestInFlight = field(default_factory=OldestInFlight)
+    unacked: AckBook = field(default_factory=AckBook)
+    """Offsets sent to it and not acknowledged, with the oldest event time in flight
+    (natively: an ack is a lookup by offset, not a hash per record)."""
 
 
 class Forwarder:
@@ -278,7 +271,6 @@ class Forwarder:
                 if start >= count:
                     continue
                 route, name = consumer.route, consumer.name
-                consumer.unacked.update(dict.fromkeys(range(first + start, first + count)))
                 built = records.frames(
                     name,
                     route.intervals,
@@ -288,8 +280,8 @@ class Forwarder:
                     producer=INJECTOR,
                     stream=stream,
                 )
+                consumer.unacked.send(first, start, count, [(f[2], f[4]) for f in built])
                 for interval, payload, slots, keys, oldest in built:
-                    consumer.in_flight.add_keys(keys, oldest)
                     # Offsets are the positions receivers forget record ids by.
                     positions = (first + slots[0], first + slots[-1])
                     frame = Frame(
@@ -311,7 +303,8 @@ class Forwarder:
     def _settle_locked(self) -> None:
         """Under the lock: recompute every consumer's acknowledged offset and the minimum."""
         for consumer in self._consumers.values():
-            consumer.acked_offset = next(iter(consumer.unacked), max(consumer.floor, self._next))
+            pending = consumer.unacked.first_pending()
+            consumer.acked_offset = max(consumer.floor, self._next) if pending is None else pending
         self.acked_offset = min(
             (c.acked_offset for c in self._consumers.values()), default=self._next
         )
@@ -323,20 +316,17 @@ class Forwarder:
 
         The consumer is the one the outbox key names; a repeated ack changes nothing.
         """
-        # consumer | 0x00 | interval u32 | record id (stream tag, offset u64); one ack's
-        # keys share their prefix (one destination): C-level passes, no step per key.
-        prefixes = set(map(_PREFIX_OF, outbox_keys))
+        # consumer | 0x00 | interval u32 | record id (stream tag, offset u64): an ack is
+        # of one destination, so its first key names the consumer of (nearly) all.
+        rest = outbox_keys
         with self._lock:
-            for prefix in prefixes:
-                consumer = self._consumers.get(prefix[:-5].decode(errors="replace"))
+            while rest:
+                name = rest[0][:_CONSUMER_END]
+                consumer = self._consumers.get(name.decode(errors="replace"))
                 if consumer is None:
-                    continue
-                keys = outbox_keys if len(prefixes) == 1 else [
-                    key for key in outbox_keys if key[:-16] == prefix
-                ]  # fmt: skip
-                consumer.in_flight.remove_many(keys)
-                offsets = map(int.from_bytes, map(_OFFSET_OF, keys), repeat(_BIG_ENDIAN))
-                deque(map(consumer.unacked.pop, offsets, repeat(None)), maxlen=0)
+                    rest = [key for key in rest if key[:_CONSUMER_END] != name]
+                else:
+                    rest = consumer.unacked.ack_keys(rest, name)
             self._settle_locked()
 
     def oldest_unfinished_ms(self, consumer: str | None = None) -> int | None:
@@ -344,8 +334,8 @@ class Forwarder:
         consumer); appended but not yet forwarded records are the injector's to track."""
         with self._lock:
             if consumer is not None:
-                return self._consumers[consumer].in_flight.oldest()
-            times = [c.in_flight.oldest() for c in self._consumers.values()]
+                return self._consumers[consumer].unacked.oldest_ms()
+            times = [c.unacked.oldest_ms() for c in self._consumers.values()]
             return min((t for t in times if t is not None), default=None)
 
 

@@ -4,6 +4,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar, final
 
 __all__ = [
+    "AckBook",
     "BloomBits",
     "BloomHasher",
     "BloomPositions",
@@ -200,6 +201,18 @@ def decode_ingest_request(
     min_event_time_ms: int,
     max_event_time_ms: int,
 ) -> tuple[str, str, RecordBatch, tuple[str] | tuple[str, int] | tuple[str, int, int] | None]: ...
+
+@final
+class AckBook:
+    def __new__(cls) -> Self: ...
+    def send(
+        self, first: int, start: int, count: int, frames: list[tuple[list[int], int | None]]
+    ) -> None: ...
+    def ack_keys(self, keys: list[bytes], consumer: bytes) -> list[bytes]: ...
+    def ack(self, offsets: list[int]) -> None: ...
+    def first_pending(self) -> int | None: ...
+    def oldest_ms(self) -> int | None: ...
+    def __len__(self) -> int: ...
 
 @final
 class TimerIndex:

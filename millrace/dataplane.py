@@ -21,6 +21,9 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
   :func:`scan_log` and :class:`LogBatch`: its RECORD entries read and checked a
   stretch at a time, and :meth:`LogBatch.frames`, the forwarder's
   ``DeliveryBatch`` frames per destination interval.
+- :class:`AckBook`: what one consumer of a stream was sent and has not acknowledged,
+  by log offset: the first such offset and the oldest event time in flight
+  (``injector/forwarder.py``).
 - :func:`decode_deliveries`: the records of delivered ``DeliveryBatch`` messages as
   columns, and the shape admission takes whole (``engine/_received.py``);
   :func:`columns_shape`, that shape of records already held as columns.
@@ -46,6 +49,7 @@ Importing starts nothing (no thread, no runtime): Spark forks its Python workers
 """
 
 from millrace._native import (
+    AckBook,
     BloomBits,
     BloomHasher,
     BloomPositions,
@@ -77,6 +81,7 @@ from millrace._native import (
 )
 
 __all__ = [
+    "AckBook",
     "BloomBits",
     "BloomHasher",
     "BloomPositions",

@@ -216,6 +216,8 @@ def test_acks_in_any_order_move_a_consumer_to_its_first_unacked_offset(
         assert forwarder.acked_offset == 1
         forwarder.acked_keys([b"gone\x00" + keys["a", 3][2:]])  # a consumer no longer here
         assert forwarder.consumer_acked_offset("a") == 3
+        forwarder.acked_keys([b"short", keys["a", 3][:-1], keys["a", 3][1:]])  # not keys
+        assert forwarder.consumer_acked_offset("a") == 3
         assert forwarder.lag_records("a") == RECORDS - 3
         assert forwarder.oldest_unfinished_ms("a") == BASE_MS, "a group's minimum holds"
     finally:

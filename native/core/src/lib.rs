@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ack_book;
 pub mod batch;
 pub mod bloom;
 pub mod delivery;

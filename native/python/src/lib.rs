@@ -11,6 +11,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+mod ack_book;
 mod bloom;
 mod delivery;
 mod fold;
@@ -50,6 +51,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyBackedLine {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<records::PyRecordBatch>()?;
+    m.add_class::<ack_book::PyAckBook>()?;
     m.add_class::<log::PyLogBatch>()?;
     m.add_class::<bloom::PyBloomHasher>()?;
     m.add_class::<bloom::PyBloomPositions>()?;
