@@ -29,7 +29,7 @@ from millrace.computations._keys import (
     intervals_of,
     key_hash,
 )
-from millrace.computations._records import FiredTimer, Record
+from millrace.computations._records import FiredTimer, Record, RecordColumns, record_columns
 from millrace.computations._serde import (
     BYTES,
     JSON,
@@ -65,6 +65,7 @@ __all__ = [
     "ProduceError",
     "ProtobufSerde",
     "Record",
+    "RecordColumns",
     "Serde",
     "TimeDomain",
     "TimerBatchContext",
@@ -75,4 +76,5 @@ __all__ = [
     "interval_of",
     "intervals_of",
     "key_hash",
+    "record_columns",
 ]

@@ -36,6 +36,7 @@ from millrace.computations import (
     BatchContext,
     Record,
     TimeDomain,
+    record_columns,
 )
 from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, Min, Sum
 from millrace.dataflow._triggers import firing
@@ -64,7 +65,11 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
         return records
     combiner = agg.aggregate
     int_values = combiner.needs_value and _int_foldable(combiner)
-    grouped = fold_groups(records, window=window, int_values=int_values, field=agg.field)
+    fields = record_columns(records)  # as the engine hands them: no copy
+    grouped = fold_groups(
+        fields.keys, fields.values, fields.times,
+        window=window, int_values=int_values, field=agg.field,
+    )  # fmt: skip
     if grouped is None:
         return records
     keys, starts, counts, slots, bounds, columns = grouped
@@ -74,14 +79,17 @@ def fold_batch(agg: WindowOps, batch: BatchContext, records: Sequence[Record]) -
     folds = _Folds(values, slots, bounds, counts, lambda: _values(agg, records))
     size = window[1] if window[0] != "global" else 0
     step = _FoldStep(agg, batch, keys=keys, starts=starts, folds=folds, size=size)
-    step.openers = lambda groups: [records[slots[bounds[g]]].record_id for g in groups]
+    ids = fields.record_ids
+    step.openers = lambda groups: [ids[slots[bounds[g]]] for g in groups]
     parts = native_parts(combiner)
     if parts is not None and step.interval_ms is None and (columns or not combiner.needs_value):
         step.in_python(step.natively(columns, *parts))
     else:
         step.in_python(range(len(keys)))
     left_keys = step.left_keys
-    return [r for r in records if r.key in left_keys] if left_keys else ()
+    if not left_keys:
+        return ()
+    return [fields[i] for i, key in enumerate(fields.keys) if key in left_keys]
 
 
 def _fold_field_windows(

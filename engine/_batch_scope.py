@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from operator import itemgetter
 from typing import Any, TypeVar
 
 from millrace.computations import Computation, FiredTimer, Record
 from millrace.computations.errors import ProduceError
 from millrace.dataplane import state_keys
-from millrace.engine._keying import Admitted
+from millrace.engine._keying import Admitted, AdmittedWhole, admitted_keys_ids
 from millrace.engine._outcome import BatchOutcome
 from millrace.engine._pending import PendingChanges
 from millrace.engine._production_ids import fire_setter
@@ -35,9 +34,6 @@ from millrace.statestore import Transaction
 from millrace.statestore.types import TimeDomain, Timer
 
 _log = logging.getLogger(__name__)
-_RECORD_ID = itemgetter(1)
-"""An admitted item's record id."""
-_KEY = itemgetter(2)
 T = TypeVar("T")
 _warned: set[str] = set()
 """Computation classes whose batch hook failure was logged (once each)."""
@@ -60,10 +56,15 @@ def offer_batch(
     ``cut_at_timers`` (``engine/_timer_cuts.py``): what it did to a key with a record
     after a timer it set for that key is not applied either; the key's records are
     returned, to run one at a time."""
-    offered = [item for item in admitted if item[2] not in held] if held else admitted
-    if not offered:
-        return admitted
-    user_records = [item[3] for item in offered]
+    offered: Admitted
+    user_records: Sequence[Record]
+    if isinstance(admitted, AdmittedWhole) and not held:
+        offered, user_records = admitted, admitted.records  # the columns, as they are
+    else:
+        offered = [item for item in admitted if item[2] not in held] if held else admitted
+        if not offered:
+            return admitted
+        user_records = [item[3] for item in offered]
     left_keys = _left_keys(user, "process_batch", batch, user_records)
     if left_keys is None:
         return admitted  # nothing was applied: each record is processed on its own
@@ -72,7 +73,7 @@ def offer_batch(
         left_keys.update(_keys_run_past_timers(batch, offered, left_keys))
     outcome.late_ms.extend(batch.apply(skip=left_keys))
     if not left_keys:  # it took every record
-        outcome.committed.extend(map(_RECORD_ID, admitted))
+        outcome.committed.extend(admitted_keys_ids(admitted)[1])
         return []
     rest = []
     for item in admitted:
@@ -101,7 +102,7 @@ def last_record_setters(admitted: Admitted) -> Callable[[bytes], bytes]:
 
     def setter_of(key: bytes) -> bytes:
         if not book:
-            book.update(zip(map(_KEY, admitted), map(_RECORD_ID, admitted), strict=True))
+            book.update(zip(*admitted_keys_ids(admitted), strict=True))
         return record_setter(book[key])
 
     return setter_of

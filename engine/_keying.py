@@ -9,9 +9,9 @@ admitted: the new records with their ids and keys, in arrival order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from itertools import repeat
+from operator import itemgetter
 from typing import cast
 
 from millrace.computations import (
@@ -19,6 +19,7 @@ from millrace.computations import (
     MIN_EVENT_TIME_MS,
     KeyExtractor,
     Record,
+    RecordColumns,
     interval_of,
     intervals_of,
 )
@@ -34,9 +35,40 @@ MALFORMED_RECORD = delivery_pb2.MALFORMED_RECORD
 UNKNOWN_STREAM = delivery_pb2.UNKNOWN_STREAM
 WRONG_INTERVAL = delivery_pb2.WRONG_INTERVAL
 
-Admitted = list[tuple[int, bytes, bytes, Record]]
+AdmittedItems = list[tuple[int, bytes, bytes, Record]]
 """New records of a batch: their positions in the :class:`Received` columns, ids, keys
 and the :class:`computations.Record` user code gets, in arrival order."""
+
+
+class AdmittedWhole:
+    """A batch admitted whole (the usual one): its records as columns, handed to
+    ``process_batch`` as they are, without a :class:`Record` made per record.
+    Iterated, it gives the items of :data:`AdmittedItems` (records left to
+    ``process_record``)."""
+
+    __slots__ = ("records",)
+
+    def __init__(self, records: RecordColumns) -> None:
+        self.records = records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes, bytes, Record]]:
+        records = self.records
+        return zip(range(len(records)), records.record_ids, records.keys, records, strict=True)
+
+
+Admitted = AdmittedItems | AdmittedWhole
+"""A batch's new records: as items, or whole."""
+
+
+def admitted_keys_ids(admitted: Admitted) -> tuple[Iterable[bytes], Iterable[bytes]]:
+    """The keys and the ids of the admitted records, in arrival order."""
+    if isinstance(admitted, AdmittedWhole):
+        return admitted.records.keys, admitted.records.record_ids
+    return map(itemgetter(2), admitted), map(itemgetter(1), admitted)
+
 
 DeadLetter = Callable[[Transaction, record_pb2.Record, str, int, BatchOutcome], None]
 """``(txn, record, error, attempts, outcome)``: keep a record that can never succeed."""
@@ -88,7 +120,7 @@ class RecordKeying:
         if whole is not None:
             return whole, []
         in_batch: set[bytes] = set()
-        admitted: Admitted = []
+        admitted: AdmittedItems = []
         repeats: list[bytes] = []
         streams, times, producers = received.streams, received.times, received.producers
         for i, (rid, duplicate) in enumerate(zip(rids, seen, strict=True)):
@@ -108,7 +140,7 @@ class RecordKeying:
 
     def _admit_whole(
         self, received: Received, seen: list[bool], known: list[bytes | None]
-    ) -> Admitted | None:
+    ) -> AdmittedWhole | None:
         """The usual batch -- new records with distinct ids, all of one stream keyed by its
         own key or read a batch at a time (``known``, every one keyed), event times in
         range, keys of this interval -- admitted in C-level passes, exactly as the loop
@@ -131,12 +163,11 @@ class RecordKeying:
                 return None
         else:
             return None
-        fields = zip(
-            received.streams, keys, received.values, received.times, rids, received.producers,
-            strict=True,
+        records = RecordColumns(
+            streams=received.streams, keys=keys, values=received.values, times=received.times,
+            record_ids=rids, producers=received.producers,
         )  # fmt: skip
-        users = map(new_tuple, repeat(Record, count), fields)
-        return list(zip(range(count), rids, keys, users, strict=True))
+        return AdmittedWhole(records)
 
     def _batch_keys(self, received: Received) -> list[bytes | None]:
         """The keys of the batch's records that their streams' extractors read a batch

@@ -97,7 +97,9 @@ class LogBatch:
     ) -> list[tuple[int, bytes, list[int], list[bytes], int]]: ...
 
 def fold_groups(
-    records: Iterable[tuple[object, ...]],
+    keys: list[bytes],
+    values: list[bytes],
+    times: list[int],
     *,
     window: tuple[str, int] | tuple[str, int, int] | tuple[str, int, int, int],
     int_values: bool,

@@ -11,7 +11,7 @@ def test_the_user_api_is_pinned() -> None:
         [
             "BYTES", "JSON", "BytesSerde", "JsonSerde", "ProtobufSerde", "Serde",
             "Computation", "Context", "BatchContext", "TimerBatchContext", "Record", "FiredTimer",
-            "TimeDomain",
+            "RecordColumns", "record_columns", "TimeDomain",
             "Topology", "ComputationSpec", "InputSpec", "KeyExtractor",
             "IntervalId", "KeyInterval", "Layout",
             "import_object", "interval_of", "intervals_of", "key_hash",

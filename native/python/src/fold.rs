@@ -9,8 +9,9 @@ use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 /// `(keys, starts, counts, slots, bounds, columns)`: the windowed aggregation's batch
-/// grouped by (key, window start), `records` being `computations.Record` tuples (key,
-/// value and event time at positions 1, 2 and 3).
+/// grouped by (key, window start), the batch given as columns: each record's key,
+/// value and event time (`computations.RecordColumns` holds them so; equal lengths,
+/// else ValueError).
 ///
 /// `window`: `("tumbling", size_ms, offset_ms)`, `("hopping", size_ms, slide_ms,
 /// offset_ms)` or `("global", start_ms)`. Groups come by key (first appearance), then
@@ -20,44 +21,59 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 /// object's `field`) is a JSON integer within int64, else None. Returns None when a
 /// window start falls outside int64.
 #[pyfunction]
-#[pyo3(signature = (records, *, window, int_values, field = None))]
+#[pyo3(signature = (keys, values, times, *, window, int_values, field = None))]
 pub(crate) fn fold_groups<'py>(
     py: Python<'py>,
-    records: &Bound<'py, PyAny>,
+    keys: &Bound<'py, PyList>,
+    values: &Bound<'py, PyList>,
+    times: Vec<i64>,
     window: &Bound<'py, PyTuple>,
     int_values: bool,
     field: Option<&str>,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let spec = window_spec(window)?;
-    let mut key_ids: Vec<u32> = Vec::new();
-    let mut times: Vec<i64> = Vec::new();
-    let mut values: Option<Vec<i64>> = int_values.then(Vec::new);
+    if keys.len() != times.len() || values.len() != times.len() {
+        return Err(PyValueError::new_err(format!(
+            "columns of different lengths: {} keys, {} values, {} times",
+            keys.len(),
+            values.len(),
+            times.len()
+        )));
+    }
+    let mut key_ids: Vec<u32> = Vec::with_capacity(times.len());
+    let mut column: Option<Vec<i64>> = int_values.then(|| Vec::with_capacity(times.len()));
     let mut distinct: Vec<Bound<'py, PyBytes>> = Vec::new();
-    let mut ids: std::collections::HashMap<Vec<u8>, u32> = std::collections::HashMap::new();
-    for item in records.try_iter()? {
-        let item = item?;
-        let record = item.cast::<PyTuple>()?;
-        let key = record.get_item(1)?.cast_into::<PyBytes>()?;
+    let mut ids: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
+    // The keys' bytes are borrowed from the list's objects, which the list keeps alive.
+    let key_objects: Vec<Bound<'py, PyBytes>> = keys
+        .iter()
+        .map(|key| key.cast_into::<PyBytes>().map_err(PyErr::from))
+        .collect::<PyResult<_>>()?;
+    for key in &key_objects {
         let id = match ids.get(key.as_bytes()) {
             Some(&id) => id,
             None => {
                 let id = u32::try_from(distinct.len())
                     .map_err(|_| PyValueError::new_err("too many keys in one batch"))?;
-                ids.insert(key.as_bytes().to_vec(), id);
-                distinct.push(key);
+                ids.insert(key.as_bytes(), id);
+                distinct.push(key.clone());
                 id
             }
         };
         key_ids.push(id);
-        times.push(record.get_item(3)?.extract()?);
-        if let Some(column) = values.as_mut() {
-            let value = record.get_item(2)?;
+    }
+    if column.is_some() {
+        for value in values.iter() {
             match fold::int_value(value.cast::<PyBytes>()?.as_bytes(), field) {
-                Some(v) => column.push(v),
-                None => values = None,
+                Some(v) => column.as_mut().expect("checked").push(v),
+                None => {
+                    column = None;
+                    break;
+                }
             }
         }
     }
+    let values = column;
     let Some(groups) = py.detach(|| fold::group(&key_ids, &times, spec)) else {
         return Ok(None);
     };
