@@ -8,7 +8,8 @@
 //! order of the time-ordered entries' bytes, so due timers come out as a scan would
 //! give them.
 
-use std::collections::{BTreeSet, HashMap};
+use hashbrown::HashMap;
+use std::collections::BTreeSet;
 
 /// First byte of a time-ordered entry.
 pub const TIMER_ORDER: u8 = b'T';

@@ -115,8 +115,15 @@ impl PyStateCache {
     fn update(&mut self, changes: &Bound<'_, PyDict>) -> PyResult<()> {
         for (key, value) in changes.iter() {
             let key = key.cast::<PyBytes>()?;
-            self.entries
-                .put(key.as_bytes().to_vec(), cached_of(&value)?);
+            let value = cached_of(&value)?;
+            // Most writes change a cached key: its entry takes the value in place (made
+            // most recent, as a put would), without a copy of the key.
+            match self.entries.get_mut(key.as_bytes()) {
+                Some(entry) => *entry = value,
+                None => {
+                    self.entries.put(key.as_bytes().to_vec(), value);
+                }
+            }
         }
         Ok(())
     }
