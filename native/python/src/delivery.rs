@@ -1,7 +1,6 @@
 //! The records of delivered `DeliveryBatch` messages, as columns for admission.
 
-use bytes::Bytes;
-use millrace_core::delivery::{Delivered, Shape};
+use millrace_core::delivery::{Delivered, Shape, UndecodableBatch};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -21,24 +20,25 @@ pub(crate) fn decode_deliveries<'py>(
     interval: u32,
     intervals: u32,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let owned: Vec<Bytes> = wires.iter().map(|w| Bytes::copy_from_slice(w)).collect();
+    // Read in place: the records' fields are slices of the callers' bytes objects,
+    // which `wires` keeps alive (immutable, so readable without the GIL).
+    let slices: Vec<&[u8]> = wires.iter().map(|w| &w[..]).collect();
     let (delivered, shape) = py
         .detach(|| {
-            let delivered = Delivered::decode(&owned).map_err(|e| e.to_string())?;
+            let delivered = Delivered::decode(&slices)?;
             let shape = delivered.shape(interval, intervals);
-            Ok::<_, String>((delivered, shape))
+            Ok((delivered, shape))
         })
-        .map_err(|e| UndecodableRequestError::new_err(format!("undecodable DeliveryBatch: {e}")))?;
+        .map_err(|e: UndecodableBatch| {
+            UndecodableRequestError::new_err(format!("undecodable DeliveryBatch: {e}"))
+        })?;
     let records = &delivered.records;
-    let ids = PyList::new(py, records.iter().map(|r| PyBytes::new(py, &r.record_id)))?;
-    let keys = PyList::new(py, records.iter().map(|r| PyBytes::new(py, &r.key)))?;
-    let values = PyList::new(py, records.iter().map(|r| PyBytes::new(py, &r.value)))?;
+    let ids = PyList::new(py, records.iter().map(|r| PyBytes::new(py, r.record_id)))?;
+    let keys = PyList::new(py, records.iter().map(|r| PyBytes::new(py, r.key)))?;
+    let values = PyList::new(py, records.iter().map(|r| PyBytes::new(py, r.value)))?;
     let times = PyList::new(py, records.iter().map(|r| r.event_time_ms))?;
-    let streams = PyList::new(py, interned(py, records.iter().map(|r| r.stream.as_str())))?;
-    let producers = PyList::new(
-        py,
-        interned(py, records.iter().map(|r| r.producer.as_str())),
-    )?;
+    let streams = PyList::new(py, interned(py, records.iter().map(|r| r.stream)))?;
+    let producers = PyList::new(py, interned(py, records.iter().map(|r| r.producer)))?;
     let shape = (
         shape.ids_distinct,
         shape.one_stream,
