@@ -21,13 +21,37 @@ const SIGN: u64 = 1 << 63;
 pub type Ident = (u8, Vec<u8>, String);
 
 /// The time-ordered position of a timer: the byte order of its ordered entry.
+///
+/// `key_head` holds the key's first bytes (zero-padded) in place: many timers share a
+/// time (a window's end), and comparing them by key would otherwise read each key
+/// from the heap. For keys of one length, the head then the whole key orders them as
+/// the key alone does, so the order is the entries' byte order still.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Position {
     domain: u8,
     time_ms: i64,
     key_len: usize,
+    key_head: [u8; KEY_HEAD],
     key: Vec<u8>,
     tag: String,
+}
+
+const KEY_HEAD: usize = 16;
+
+impl Position {
+    fn new(domain: u8, time_ms: i64, key: Vec<u8>, tag: String) -> Self {
+        let mut key_head = [0; KEY_HEAD];
+        let head = key.len().min(KEY_HEAD);
+        key_head[..head].copy_from_slice(&key[..head]);
+        Self {
+            domain,
+            time_ms,
+            key_len: key.len(),
+            key_head,
+            key,
+            tag,
+        }
+    }
 }
 
 /// A timer that is due: its key, tag, time and cause.
@@ -168,22 +192,11 @@ impl TimerIndex {
                 },
             };
             if let Some(old) = old {
-                self.order.remove(&Position {
-                    domain,
-                    time_ms: old,
-                    key_len: key.len(),
-                    key: key.clone(),
-                    tag: tag.clone(),
-                });
+                self.order
+                    .remove(&Position::new(domain, old, key.clone(), tag.clone()));
             }
             if let Some(time_ms) = new_time {
-                self.order.insert(Position {
-                    domain,
-                    time_ms,
-                    key_len: key.len(),
-                    key,
-                    tag,
-                });
+                self.order.insert(Position::new(domain, time_ms, key, tag));
             }
         }
     }
@@ -211,13 +224,7 @@ impl TimerIndex {
     }
 
     fn of_domain(&self, domain: u8) -> impl Iterator<Item = &Position> {
-        let start = Position {
-            domain,
-            time_ms: i64::MIN,
-            key_len: 0,
-            key: Vec::new(),
-            tag: String::new(),
-        };
+        let start = Position::new(domain, i64::MIN, Vec::new(), String::new());
         self.order
             .range(start..)
             .take_while(move |p| p.domain == domain)
@@ -332,5 +339,38 @@ mod tests {
         );
         assert_eq!(decode_index_key(b"I\x01\x00\x00\x00\x09ab"), None);
         assert_eq!(decode_index_key(b"T"), None);
+    }
+    proptest::proptest! {
+        /// Any timers (keys of any length, sharing prefixes and times), moved and
+        /// deleted: due comes in the byte order of their time-ordered entries.
+        #[test]
+        fn due_is_the_entries_byte_order_for_any_timers(
+            settings in proptest::collection::vec(
+                (0u8..2, proptest::collection::vec(0u8..3, 0..20), "[ab]{0,2}", -3i64..3, proptest::bool::ANY),
+                1..60,
+            )
+        ) {
+            let mut index = TimerIndex::default();
+            let mut model: std::collections::BTreeMap<Ident, i64> = Default::default();
+            for (domain, key, tag, time_ms, delete) in settings {
+                let id = (domain, key, tag);
+                let change = if delete { None } else { Some((time_ms, Vec::new())) };
+                match change {
+                    None => { model.remove(&id); }
+                    Some((t, _)) => { model.insert(id.clone(), t); }
+                }
+                index.apply(vec![(id, change)]);
+            }
+            for domain in 0..2u8 {
+                let mut expected: Vec<_> = model
+                    .iter()
+                    .filter(|((d, _, _), _)| *d == domain)
+                    .map(|((d, k, t), ms)| (order_key(*d, k, t, *ms), (k.clone(), t.clone(), *ms, Vec::new())))
+                    .collect();
+                expected.sort();
+                let expected: Vec<Due> = expected.into_iter().map(|(_, due)| due).collect();
+                proptest::prop_assert_eq!(index.due(domain, None, None), expected);
+            }
+        }
     }
 }
