@@ -21,33 +21,21 @@ const SIGN: u64 = 1 << 63;
 pub type Ident = (u8, Vec<u8>, String);
 
 /// The time-ordered position of a timer: the byte order of its ordered entry.
-///
-/// `key_head` holds the key's first bytes (zero-padded) in place: many timers share a
-/// time (a window's end), and comparing them by key would otherwise read each key
-/// from the heap. For keys of one length, the head then the whole key orders them as
-/// the key alone does, so the order is the entries' byte order still.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Position {
     domain: u8,
     time_ms: i64,
     key_len: usize,
-    key_head: [u8; KEY_HEAD],
     key: Vec<u8>,
     tag: String,
 }
 
-const KEY_HEAD: usize = 16;
-
 impl Position {
     fn new(domain: u8, time_ms: i64, key: Vec<u8>, tag: String) -> Self {
-        let mut key_head = [0; KEY_HEAD];
-        let head = key.len().min(KEY_HEAD);
-        key_head[..head].copy_from_slice(&key[..head]);
         Self {
             domain,
             time_ms,
             key_len: key.len(),
-            key_head,
             key,
             tag,
         }
