@@ -70,11 +70,18 @@ pub fn field_keys<'a>(
 /// A string's UTF-8, or an integer's decimal text (what `json.dumps` writes for one);
 /// None for any other JSON value.
 pub(crate) fn plain_bytes(raw: &RawValue) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    plain_bytes_into(raw, &mut out)?;
+    Some(out)
+}
+
+/// [`plain_bytes`] appended to `out` (nothing appended when None).
+pub(crate) fn plain_bytes_into(raw: &RawValue, out: &mut Vec<u8>) -> Option<()> {
     let text = raw.get();
     match text.as_bytes().first()? {
         b'"' => {
             let s: Cow<'_, str> = serde_json::from_str(text).ok()?;
-            Some(s.as_bytes().to_vec())
+            out.extend_from_slice(s.as_bytes());
         }
         b'-' | b'0'..=b'9' => {
             let mut buffer = itoa::Buffer::new();
@@ -83,10 +90,11 @@ pub(crate) fn plain_bytes(raw: &RawValue) -> Option<Vec<u8>> {
             } else {
                 buffer.format(serde_json::from_str::<u64>(text).ok()?)
             };
-            Some(digits.as_bytes().to_vec())
+            out.extend_from_slice(digits.as_bytes());
         }
-        _ => None,
+        _ => return None,
     }
+    Some(())
 }
 
 /// An object's field `name`: Some(None) when the object lacks it; an error when the

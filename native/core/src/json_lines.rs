@@ -48,6 +48,32 @@ fn present<'de, D: serde::Deserializer<'de>>(field: D) -> Result<Option<&'de Raw
 
 /// The record of one line when its reading is plain; None leaves it to the reference.
 pub fn parse_line(line: &[u8], limits: &LineLimits) -> Option<Record> {
+    let mut arena = Vec::new();
+    let read = read_line(line, limits, &mut arena)?;
+    Some(read.record(&Bytes::from(arena)))
+}
+
+/// Where one line's key and value went in the batch's buffer, and its event time.
+struct Read {
+    key_at: usize,
+    value_at: usize,
+    end: usize,
+    event_time_ms: i64,
+}
+
+impl Read {
+    fn record(&self, arena: &Bytes) -> Record {
+        Record {
+            key: arena.slice(self.key_at..self.value_at),
+            value: arena.slice(self.value_at..self.end),
+            event_time_ms: self.event_time_ms,
+        }
+    }
+}
+
+/// One line read as [`parse_line`] reads it, its key then its value appended to
+/// `arena` (nothing left there when None).
+fn read_line(line: &[u8], limits: &LineLimits, arena: &mut Vec<u8>) -> Option<Read> {
     // The whole line must be UTF-8, the ignored fields too (serde_json skips those
     // without checking): the reference decodes the line before it parses it.
     let text = std::str::from_utf8(line).ok()?;
@@ -66,36 +92,47 @@ pub fn parse_line(line: &[u8], limits: &LineLimits) -> Option<Record> {
     if !(limits.min_event_time_ms..=limits.max_event_time_ms).contains(&event_time_ms) {
         return None;
     }
-    let key = field_bytes(parsed.key)?;
-    let value = field_bytes(parsed.value)?;
-    if key.len() + value.len() > limits.max_record_bytes {
-        return None;
+    let key_at = arena.len();
+    let read = (|| {
+        json_keys::plain_bytes_into(parsed.key, arena)?;
+        let value_at = arena.len();
+        json_keys::plain_bytes_into(parsed.value, arena)?;
+        (arena.len() - key_at <= limits.max_record_bytes).then_some(value_at)
+    })();
+    match read {
+        Some(value_at) => Some(Read {
+            key_at,
+            value_at,
+            end: arena.len(),
+            event_time_ms,
+        }),
+        None => {
+            arena.truncate(key_at);
+            None
+        }
     }
-    Some(Record {
-        key,
-        value,
-        event_time_ms,
-    })
-}
-
-/// A string's UTF-8, or an integer's decimal text (what `json.dumps` writes for one).
-fn field_bytes(raw: &RawValue) -> Option<Bytes> {
-    json_keys::plain_bytes(raw).map(Bytes::from)
 }
 
 /// The records of `lines`, and the positions (in `lines`) of the lines left to the
-/// reference reading (their records are not in the batch).
+/// reference reading (their records are not in the batch). The records' keys and
+/// values are slices of one buffer: no allocation per record.
 pub fn parse_lines<'a>(
     lines: impl IntoIterator<Item = &'a [u8]>,
     limits: &LineLimits,
 ) -> (RecordBatch, Vec<usize>) {
-    let mut batch = RecordBatch::default();
+    let mut arena = Vec::new();
+    let mut reads = Vec::new();
     let mut others = Vec::new();
     for (at, line) in lines.into_iter().enumerate() {
-        match parse_line(line, limits) {
-            Some(record) => batch.push(record),
+        match read_line(line, limits, &mut arena) {
+            Some(read) => reads.push(read),
             None => others.push(at),
         }
+    }
+    let arena = Bytes::from(arena);
+    let mut batch = RecordBatch::with_capacity(reads.len());
+    for read in &reads {
+        batch.push(read.record(&arena));
     }
     (batch, others)
 }
@@ -179,5 +216,23 @@ mod tests {
         let (batch, others) = parse_lines(lines, &LIMITS);
         assert_eq!(batch.len(), 1);
         assert_eq!(others, [1, 2]);
+    }
+    #[test]
+    fn a_batch_reads_each_line_as_alone_whatever_was_left_before_it() {
+        let lines: [&[u8]; 5] = [
+            br#"{"key": "a", "value": 1, "ts": 1}"#,
+            br#"{"key": "bb", "value": 1.5, "ts": 2}"#, // key read, value refused
+            br#"{"key": "ccc", "value": "0123456789012345678", "ts": 3}"#, // too big
+            br#"{"key": "d", "value": "\u00e9", "ts": 4}"#,
+            b"not json",
+        ];
+        let (batch, others) = parse_lines(lines, &LIMITS);
+        assert_eq!(others, [1, 2, 4]);
+        let alone: Vec<Record> = [0, 3]
+            .iter()
+            .map(|&i| parse_line(lines[i], &LIMITS).unwrap())
+            .collect();
+        assert_eq!(batch.records(), &alone[..]);
+        assert_eq!(&batch.records()[1].key[..], b"d");
     }
 }
