@@ -21,7 +21,6 @@ from millrace.engine._driver import (
     sender_progress,
 )
 from millrace.engine._frames import Frame, decode_frame, encode_batch, frames_of
-from millrace.engine._in_flight import OldestInFlight
 from millrace.engine._interval_halves import cut_to_half, merge_into
 from millrace.engine._local_network import InFlight, LocalNetwork, receive
 from millrace.engine._outcome import BatchOutcome
@@ -63,7 +62,6 @@ __all__ = [
     "IntervalProcessor",
     "IntervalStatus",
     "LocalNetwork",
-    "OldestInFlight",
     "Route",
     "Production",
     "Received",

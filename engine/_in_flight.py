@@ -21,34 +21,11 @@ class OldestInFlight:
     def __init__(self) -> None:
         self._group_of: dict[bytes, Hashable] = {}
         self._groups: dict[Hashable, list[float]] = {}  # group -> [min ts, live, added at]
-        self._next_group = 0
 
-    def add_group(self, items: Iterable[tuple[bytes, int]], group: Hashable = None) -> None:
-        """Track productions ``(identity, event timestamp)`` as one group, named ``group``
-        (a fresh name when None). Identities already tracked stay in their first group."""
-        if group is None:
-            group = self._next_group
-            self._next_group += 1
-        count = 0
-        oldest: int | None = None
-        for key, event_time_ms in items:
-            if key in self._group_of:
-                continue
-            self._group_of[key] = group
-            count += 1
-            if oldest is None or event_time_ms < oldest:
-                oldest = event_time_ms
-        if count and oldest is not None:
-            self._groups[group] = [oldest, count, time.monotonic()]
-
-    def add_keys(self, keys: list[bytes], oldest_ms: int | None, group: Hashable = None) -> None:
+    def add_keys(self, keys: list[bytes], oldest_ms: int | None, group: Hashable) -> None:
         """Track productions ``keys`` as one group whose oldest event time is
-        ``oldest_ms``, named ``group`` (a fresh name when None); keys already tracked
-        stay in their first group (then the group keeps ``oldest_ms``: held a little
-        longer, never too little)."""
-        if group is None:
-            group = self._next_group
-            self._next_group += 1
+        ``oldest_ms``, named ``group``; keys already tracked stay in their first group
+        (then the group keeps ``oldest_ms``: held a little longer, never too little)."""
         group_of = self._group_of
         before = len(group_of)
         if group_of.keys().isdisjoint(keys):
@@ -62,23 +39,6 @@ class OldestInFlight:
     def tracks_any(self, keys: list[bytes]) -> bool:
         """True when any of ``keys`` is unacknowledged here."""
         return not self._group_of.keys().isdisjoint(keys)
-
-    def add(self, key: bytes, event_time_ms: int) -> None:
-        """Track one unacknowledged production."""
-        self.add_group([(key, event_time_ms)])
-
-    def remove(self, key: bytes) -> Hashable:
-        """Forget an acknowledged production; returns its group's name if that was the
-        group's last live member (None otherwise, or when ``key`` is not tracked)."""
-        group = self._group_of.pop(key, None)
-        if group is None:
-            return None
-        entry = self._groups[group]
-        entry[1] -= 1
-        if entry[1] <= 0:
-            del self._groups[group]
-            return group
-        return None
 
     def remove_many(self, keys: Iterable[bytes]) -> list[Hashable]:
         """Forget acknowledged productions (one ack's, in C-level passes); returns the
@@ -95,10 +55,6 @@ class OldestInFlight:
                 del groups[group]
                 finished.append(group)
         return finished
-
-    def tracks(self, key: bytes) -> bool:
-        """True while ``key`` is unacknowledged here."""
-        return key in self._group_of
 
     def __len__(self) -> int:
         return len(self._group_of)

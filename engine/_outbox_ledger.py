@@ -1,7 +1,7 @@
 """``OutboxLedger``: one interval's outbox, as stored and as still unacknowledged.
 
 It knows which frames the store holds, which productions in them await an
-ack (:class:`~engine._production_ids.OldestInFlight`, which also holds the
+ack (:class:`~engine._in_flight.OldestInFlight`, which also holds the
 watermark back) and which frames every ack has emptied. The processor goes
 through it in each of its commits:
 

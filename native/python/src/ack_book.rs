@@ -69,11 +69,6 @@ impl PyAckBook {
         PyList::new(py, others.iter().map(|key| PyBytes::new(py, key)))
     }
 
-    /// These offsets were acknowledged (as [`PyAckBook::ack_keys`]).
-    fn ack(&mut self, offsets: Vec<u64>) {
-        self.inner.ack(offsets);
-    }
-
     /// The first offset sent and not acknowledged; None when every one was.
     fn first_pending(&mut self) -> Option<u64> {
         self.inner.first_pending()
