@@ -87,13 +87,11 @@ class RecordColumns(Sequence[Record]):
         )  # fmt: skip
 
     def __iter__(self) -> Iterator[Record]:
-        return map(_new_record, self._fields())
-
-    def _fields(self) -> Iterator[tuple[str, bytes, bytes, int, bytes, str]]:
-        return zip(
+        fields = zip(
             self.streams, self.keys, self.values, self.times, self.record_ids, self.producers,
             strict=True,
         )  # fmt: skip
+        return map(_new_record, fields)
 
     def __repr__(self) -> str:
         return f"RecordColumns({len(self)} records)"
