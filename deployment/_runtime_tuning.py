@@ -1,4 +1,4 @@
-"""Interpreter settings for a long-running Millrace service (node, injector).
+"""Interpreter settings for a long-running Millrace service (node, injector, sink).
 
 Two CPython defaults cost a stream processor latency:
 

@@ -24,6 +24,8 @@ from millrace.deployment import (
     enable_stack_dumps,
     metrics_host,
     serve_health_and_reflection,
+    settle_garbage_collector,
+    tune_threads,
 )
 from millrace.sinks import FileSink, SinkLockedError
 from millrace.sinks.metrics import sink_registry
@@ -52,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT."""
+    tune_threads()
     configure_logging()
     enable_stack_dumps()
     signals = StopSignals()  # before the ready line: a SIGTERM right after it drains
@@ -105,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         sink.close()
         return 2
     server.start()
+    settle_garbage_collector()
     metrics = _serve_metrics(
         deployment.sink_metrics_ports.get(args.stream), address, args.stream, sink
     )
