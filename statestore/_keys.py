@@ -1,22 +1,23 @@
 """Byte layouts of the keys in each column family.
 
 Integers are big-endian so that byte order is numeric order: RocksDB then
-keeps timers sorted by time and dedup ids grouped by segment for range scans
-and range deletes.
+keeps dedup ids grouped by segment for range scans and range deletes.
 """
 
 from __future__ import annotations
 
 import struct
 
-from millrace.statestore.types import TimeDomain, Timer
+from millrace.statestore.types import TimeDomain
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
 
-TIMER_ORDER = b"T"
+LEGACY_TIMER_ORDER = b"T"
+"""Time-ordered timer entries, which earlier versions wrote beside each index entry
+(the in-memory timer index replaced every reader of them); opening a store drops them."""
 TIMER_INDEX = b"I"
 META_RESERVED = b"\x00"
 META_USER = b"u:"
@@ -63,30 +64,6 @@ def decode_timer_index_key(raw: bytes) -> tuple[TimeDomain, bytes, str]:
     key_len: int = _U32.unpack_from(raw, at + 1)[0]
     key_end = at + 5 + key_len
     return TimeDomain(raw[at]), raw[at + 5 : key_end], raw[key_end:].decode()
-
-
-def timer_order_key(timer: Timer) -> bytes:
-    """Time-ordered entry: ``domain, time, key, tag``; "all timers <= T" is a range."""
-    identity = _timer_identity(timer.domain, timer.key, timer.tag)
-    return TIMER_ORDER + identity[:1] + encode_time(timer.time_ms) + identity[1:]
-
-
-def timer_order_range(domain: TimeDomain, up_to_ms: int | None) -> tuple[bytes, bytes]:
-    """``[start, end)`` covering timers of ``domain`` with time <= ``up_to_ms`` (None: all)."""
-    start = TIMER_ORDER + bytes((domain,))
-    if up_to_ms is None:
-        return start, TIMER_ORDER + bytes((domain + 1,))
-    return start, start + encode_time(up_to_ms + 1)
-
-
-def decode_timer_order_key(raw: bytes) -> Timer:
-    """Inverse of :func:`timer_order_key`."""
-    domain = TimeDomain(raw[1])
-    time_ms = decode_time(raw[2:10])
-    key_len: int = _U32.unpack_from(raw, 10)[0]
-    key = raw[14 : 14 + key_len]
-    tag = raw[14 + key_len :].decode()
-    return Timer(domain=domain, key=key, tag=tag, time_ms=time_ms)
 
 
 def user_meta_key(name: str) -> bytes:

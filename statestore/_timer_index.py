@@ -1,11 +1,13 @@
 """``TimerIndex``: every committed timer of a store, in memory, for reads without scans.
 
-RocksDB stays the record of truth (the ``TIMERS`` column, written in each
-commit's batch); this is its mirror, rebuilt from the column's index entries
-when the store opens and updated after each successful commit. It answers
-"which timers are due" and "when is the earliest", in the byte order of the
-column's time-ordered entries (what a scan would give), "what time is this
-timer set for", and which entries a commit that changes timers writes.
+RocksDB stays the record of truth (the ``TIMERS`` column, one index entry per
+timer, written in each commit's batch); this is its mirror, rebuilt from those
+entries when the store opens and updated after each successful commit. It answers
+"which timers are due" and "when is the earliest" (in time order, then in the byte
+order of the timer's key length, key and tag), "what time is this timer set for",
+and which entries a commit that changes timers writes. Being in memory, it needs no
+time-ordered copy of each entry on disk (earlier versions wrote one; see
+``StateStore``, which drops them).
 
 It is held natively (:class:`millrace.dataplane.TimerIndex`, an ordered set and
 a hash map): a commit's changes are staged and applied in one call each, with
@@ -48,8 +50,8 @@ class TimerIndex:
 
     def stage(self, batch: Batch, changes: Mapping[TimerId, Timer | None]) -> None:
         """Write a commit's timer changes (a timer, or None: deleted) into ``batch``:
-        the old entries of moved or deleted timers go, the new ones are put; a timer
-        set again to its committed time writes nothing."""
+        a deleted timer's entry goes, a set or moved one's is put; a timer set again to
+        its committed time writes nothing."""
         deletes, keys, values = self._native.stage(changes)
         self._staged = changes
         batch.delete_keys(Column.TIMERS, deletes)

@@ -95,6 +95,7 @@ class StateStore:
         self._dedup_base = self._load_dedup_clock(engine)
         self._for_transactions = for_transactions
         self.recovered_ids = self._dedup.rebuild(self.dedup_now()) if for_transactions else 0
+        self._drop_legacy_timer_entries()
         self._timers = TimerIndex.load(engine)
         self._cache = self._new_cache()
 
@@ -152,6 +153,19 @@ class StateStore:
     def description(self) -> str:
         """Where the store lives, for messages."""
         return self._engine.description
+
+    def _drop_legacy_timer_entries(self) -> None:
+        """Range-delete the time-ordered timer entries earlier versions wrote beside each
+        index entry: nothing reads them, and no commit would ever delete them now. One
+        synced write, only when some are there."""
+        start = _keys.LEGACY_TIMER_ORDER
+        end = _keys.prefix_end(start)
+        assert end is not None  # a one-byte prefix below 0xff
+        if next(iter(self._engine.scan(Column.TIMERS, start, end)), None) is None:
+            return
+        batch = self._engine.new_batch()
+        batch.delete_range(Column.TIMERS, start, end)
+        self._engine.write(batch, sync=True)
 
     def _check_format_and_seed(self) -> int:
         """Refuse a store of another format; return the seed of its Bloom hash. A new

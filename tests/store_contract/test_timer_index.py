@@ -4,13 +4,16 @@ Random timer sets, moves and deletes over many commits (keys of different
 lengths, so the column's order is length first; many moves), half of the commits also firing due
 timers as the engine does (deleting, moving or setting again what
 ``due_timers`` handed out), checked after every commit and after a reopen
-against the oracle: the column's time-ordered entries read back from the
-engine.
+against the oracle: the column's entries read back from the engine, put in the
+documented order (time, then key length, key and tag, as the time-ordered entries
+of earlier versions sorted). Stores of earlier versions lose those entries when
+opened, and keep their timers.
 """
 
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
 
@@ -22,13 +25,21 @@ KEYS = [b"", b"a", b"b", b"ab", b"ba", b"zzz", b"\x00", b"\xff\xfe"]
 TAGS = ["on", "gc", "early", "\u00e9"]
 
 
+def order(timer: Timer) -> tuple[int, bytes]:
+    """The documented order of due timers: time, then key length, key and tag."""
+    return timer.time_ms, struct.pack(">I", len(timer.key)) + timer.key + timer.tag.encode()
+
+
 def scanned(store: StateStore, domain: TimeDomain, up_to_ms: int | None) -> list[Timer]:
-    """Due timers as the column orders them (the oracle)."""
-    start, end = _keys.timer_order_range(domain, up_to_ms)
-    return [
-        _keys.decode_timer_order_key(raw)
-        for raw, _ in store._engine.scan(Column.TIMERS, start, end)
-    ]
+    """Due timers of the column's entries, in the documented order (the oracle)."""
+    every = []
+    for raw, value in store._engine.scan(Column.TIMERS, b"", None):
+        assert raw.startswith(_keys.TIMER_INDEX), "one entry per timer, its index entry"
+        timer_domain, key, tag = _keys.decode_timer_index_key(raw)
+        time_ms = _keys.decode_time(value[:8])
+        if timer_domain == domain and (up_to_ms is None or time_ms <= up_to_ms):
+            every.append(Timer(domain, key, tag, time_ms, value[8:]))
+    return sorted(every, key=order)
 
 
 def check(store: StateStore, rng: random.Random) -> None:
@@ -116,3 +127,26 @@ def test_a_commit_that_failed_after_staging_leaves_nothing_behind(factory: Store
     assert index.due(TimeDomain.EVENT_TIME, None, None) == [second[next(iter(second))]]
     index.apply(first)  # changes it did not stage last: read again
     assert [t.key for t in index.due(TimeDomain.EVENT_TIME, None, None)] == [b"a", b"b"]
+
+
+def test_a_store_drops_the_time_ordered_entries_of_earlier_versions(
+    factory: StoreFactory,
+) -> None:
+    """Earlier versions wrote a time-ordered entry beside each timer's index entry;
+    nothing reads them now and no commit deletes them: opening drops them, timers kept."""
+    store = factory.open()
+    txn = store.begin()
+    timers = [Timer(TimeDomain.EVENT_TIME, b"k%d" % i, "on", 100 - i) for i in range(5)]
+    for timer in timers:
+        txn.set_timer(timer)
+    txn.commit()
+    batch = store._engine.new_batch()  # as an earlier version wrote them
+    for timer in timers:
+        identity = struct.pack(">I", len(timer.key)) + timer.key + timer.tag.encode()
+        ordered = b"T" + bytes((timer.domain,)) + _keys.encode_time(timer.time_ms) + identity
+        batch.put(Column.TIMERS, ordered, b"")
+    store._engine.write(batch, sync=True)
+    store = factory.reopen()
+    left = [raw for raw, _ in store._engine.scan(Column.TIMERS, b"", None)]
+    assert left and all(raw.startswith(_keys.TIMER_INDEX) for raw in left)
+    assert store.due_timers(TimeDomain.EVENT_TIME, None) == sorted(timers, key=order)

@@ -1,46 +1,37 @@
 //! Every committed timer of one store, in memory, and the `TIMERS` column's operations
 //! of a commit that changes them (`statestore/_timer_index.py`, `docs/store-format.md`).
 //!
-//! A timer is `(domain, key, tag)` set for a time. The column holds two entries per
-//! timer: the time-ordered entry `T, domain, time (8 bytes, order-preserving), key
-//! length (4 bytes big-endian), key, tag` with an empty value, and the index entry
-//! `I, domain, key length, key, tag` whose value is the time. The order here is the
-//! order of the time-ordered entries' bytes, so due timers come out as a scan would
-//! give them.
+//! A timer is `(domain, key, tag)` set for a time. The column holds one entry per
+//! timer, its index entry `I, domain, key length (4 bytes big-endian), key, tag`
+//! whose value is the time (8 bytes, order-preserving) and the cause. Due timers come
+//! in time order, then in the byte order of their identity (key length, key, tag):
+//! the order of the time-ordered entries `T, domain, time, identity` that stores
+//! before this one also wrote (nothing reads them; a store drops them when opened).
+//!
+//! Each timer's index key is made once, when a commit's changes are read, and shared
+//! by the map of times and the ordered set: a change costs no key copies.
 
 use hashbrown::HashMap;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-/// First byte of a time-ordered entry.
+/// First byte of a time-ordered entry (written by earlier versions only).
 pub const TIMER_ORDER: u8 = b'T';
 /// First byte of an index entry.
 pub const TIMER_INDEX: u8 = b'I';
 const SIGN: u64 = 1 << 63;
+/// Bytes before the key in an index key: `I`, domain, key length.
+const HEAD: usize = 6;
 
 /// `(domain, key, tag)`: which timer.
 pub type Ident = (u8, Vec<u8>, String);
 
-/// The time-ordered position of a timer: the byte order of its ordered entry.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Position {
-    domain: u8,
-    time_ms: i64,
-    key_len: usize,
-    key: Vec<u8>,
-    tag: String,
-}
+/// A timer's index key, shared.
+pub type IndexKey = Arc<[u8]>;
 
-impl Position {
-    fn new(domain: u8, time_ms: i64, key: Vec<u8>, tag: String) -> Self {
-        Self {
-            domain,
-            time_ms,
-            key_len: key.len(),
-            key,
-            tag,
-        }
-    }
-}
+/// The place of a timer in time order: domain, time, index key (whose bytes after
+/// the shared `I, domain` are the identity's).
+type Slot = (u8, i64, IndexKey);
 
 /// A timer that is due: its key, tag, time and cause.
 pub type Due = (Vec<u8>, String, i64, Vec<u8>);
@@ -48,20 +39,36 @@ pub type Due = (Vec<u8>, String, i64, Vec<u8>);
 /// A timer's time and cause.
 pub type Setting = (i64, Vec<u8>);
 
+/// One change of a commit: the timer's index key and its new setting (None: deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub index: IndexKey,
+    pub setting: Option<Setting>,
+}
+
+impl Change {
+    /// The change of timer `(domain, key, tag)` to `setting`.
+    pub fn new(domain: u8, key: &[u8], tag: &str, setting: Option<Setting>) -> Self {
+        Self {
+            index: index_key(domain, key, tag).into(),
+            setting,
+        }
+    }
+}
+
 /// What a commit writes to the `TIMERS` column for its timer changes.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ColumnOps {
-    pub deletes: Vec<Vec<u8>>,
-    pub puts: Vec<(Vec<u8>, Vec<u8>)>,
+    pub deletes: Vec<IndexKey>,
+    pub puts: Vec<(IndexKey, Vec<u8>)>,
 }
 
 /// The committed timers of one store.
 #[derive(Debug, Default)]
 pub struct TimerIndex {
-    /// Each timer's time and cause by its index entry's key (looked up without
-    /// building an [`Ident`]).
-    times: HashMap<Vec<u8>, Setting>,
-    order: BTreeSet<Position>,
+    /// Each timer's time and cause by its index key.
+    times: HashMap<IndexKey, Setting>,
+    order: BTreeSet<Slot>,
 }
 
 /// `time_ms` as 8 bytes whose byte order is numeric order.
@@ -74,30 +81,23 @@ pub fn decode_time(bytes: [u8; 8]) -> i64 {
     (u64::from_be_bytes(bytes) ^ SIGN) as i64
 }
 
-fn identity(out: &mut Vec<u8>, key: &[u8], tag: &str) {
+/// The index entry's key of a timer.
+pub fn index_key(domain: u8, key: &[u8], tag: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD + key.len() + tag.len());
+    out.push(TIMER_INDEX);
+    out.push(domain);
     // Keys longer than 4 GiB cannot reach a store (messages are far smaller).
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());
     out.extend_from_slice(key);
     out.extend_from_slice(tag.as_bytes());
-}
-
-/// The index entry's key of a timer.
-pub fn index_key(domain: u8, key: &[u8], tag: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(6 + key.len() + tag.len());
-    out.push(TIMER_INDEX);
-    out.push(domain);
-    identity(&mut out, key, tag);
     out
 }
 
-/// The time-ordered entry's key of a timer.
-pub fn order_key(domain: u8, key: &[u8], tag: &str, time_ms: i64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(14 + key.len() + tag.len());
-    out.push(TIMER_ORDER);
-    out.push(domain);
-    out.extend_from_slice(&encode_time(time_ms));
-    identity(&mut out, key, tag);
-    out
+/// The key and tag of an index key (well formed: made here or checked by
+/// [`decode_index_key`]).
+fn key_and_tag(index: &[u8]) -> (&[u8], &[u8]) {
+    let len = u32::from_be_bytes([index[2], index[3], index[4], index[5]]) as usize;
+    index[HEAD..].split_at(len)
 }
 
 /// The timer of an index entry's key, or None for bytes that are not one.
@@ -127,36 +127,25 @@ impl TimerIndex {
 
     /// The committed time of a timer.
     pub fn time_of(&self, (domain, key, tag): &Ident) -> Option<i64> {
-        self.times.get(&index_key(*domain, key, tag)).map(|s| s.0)
+        let index = index_key(*domain, key, tag);
+        self.times.get(&index[..]).map(|s| s.0)
     }
 
-    /// The column's operations for a commit's changes (a time and cause, or None:
-    /// deleted), against the committed timers; a timer set again to its time writes
-    /// nothing (it keeps the cause it has).
-    pub fn stage(&self, changes: &[(Ident, Option<Setting>)]) -> ColumnOps {
+    /// The column's operations for a commit's changes, against the committed timers;
+    /// a timer set again to its time writes nothing (it keeps the cause it has).
+    pub fn stage(&self, changes: &[Change]) -> ColumnOps {
         let mut ops = ColumnOps::default();
-        for ((domain, key, tag), new) in changes {
-            let index = index_key(*domain, key, tag);
-            let old = self.times.get(&index).map(|s| s.0);
-            let new_time = new.as_ref().map(|s| s.0);
-            if new.is_some() && old == new_time {
-                continue;
-            }
-            if let Some(old) = old {
-                ops.deletes.push(order_key(*domain, key, tag, old));
-            }
-            match new {
-                None => {
-                    if old.is_some() {
-                        ops.deletes.push(index);
-                    }
-                }
+        for Change { index, setting } in changes {
+            let old = self.times.get(index).map(|s| s.0);
+            match setting {
+                None if old.is_some() => ops.deletes.push(index.clone()),
+                None => {}
+                Some((time_ms, _)) if old == Some(*time_ms) => {}
                 Some((time_ms, cause)) => {
-                    let order = order_key(*domain, key, tag, *time_ms);
-                    ops.puts.push((order, Vec::new()));
-                    let mut value = encode_time(*time_ms).to_vec();
+                    let mut value = Vec::with_capacity(8 + cause.len());
+                    value.extend_from_slice(&encode_time(*time_ms));
                     value.extend_from_slice(cause);
-                    ops.puts.push((index, value));
+                    ops.puts.push((index.clone(), value));
                 }
             }
         }
@@ -164,58 +153,62 @@ impl TimerIndex {
     }
 
     /// A commit's changes, once it is durable.
-    pub fn apply(&mut self, changes: Vec<(Ident, Option<Setting>)>) {
-        for ((domain, key, tag), new) in changes {
-            let index = index_key(domain, &key, &tag);
-            let new_time = new.as_ref().map(|s| s.0);
-            let old = match new {
-                None => self.times.remove(&index).map(|s| s.0),
-                Some(setting) => match self.times.get_mut(&index) {
-                    Some(old) if old.0 == setting.0 => continue, // set again: as staged
-                    Some(old) => Some(std::mem::replace(old, setting).0),
-                    None => {
-                        self.times.insert(index, setting);
-                        None
+    pub fn apply(&mut self, changes: Vec<Change>) {
+        for Change { index, setting } in changes {
+            let domain = index[1];
+            match setting {
+                None => {
+                    if let Some((index, (old, _))) = self.times.remove_entry(&index) {
+                        self.order.remove(&(domain, old, index));
                     }
-                },
-            };
-            if let Some(old) = old {
-                self.order
-                    .remove(&Position::new(domain, old, key.clone(), tag.clone()));
-            }
-            if let Some(time_ms) = new_time {
-                self.order.insert(Position::new(domain, time_ms, key, tag));
+                }
+                Some(setting) => {
+                    let time_ms = setting.0;
+                    match self.times.get_mut(&index) {
+                        Some(old) if old.0 == time_ms => continue, // set again: as staged
+                        Some(old) => {
+                            let old = std::mem::replace(old, setting).0;
+                            self.order.remove(&(domain, old, index.clone()));
+                        }
+                        None => {
+                            self.times.insert(index.clone(), setting);
+                        }
+                    }
+                    self.order.insert((domain, time_ms, index));
+                }
             }
         }
     }
 
     /// The earliest timer time of `domain`.
     pub fn earliest(&self, domain: u8) -> Option<i64> {
-        self.of_domain(domain).next().map(|p| p.time_ms)
+        self.of_domain(domain).next().map(|slot| slot.1)
     }
 
     /// Timers of `domain` at or before `up_to_ms` (None: all), in time order, at most
     /// `limit` of them (None: all).
     pub fn due(&self, domain: u8, up_to_ms: Option<i64>, limit: Option<usize>) -> Vec<Due> {
         self.of_domain(domain)
-            .take_while(|p| up_to_ms.is_none_or(|up_to| p.time_ms <= up_to))
+            .take_while(|slot| up_to_ms.is_none_or(|up_to| slot.1 <= up_to))
             .take(limit.unwrap_or(usize::MAX))
-            .map(|p| {
+            .map(|(_, time_ms, index)| {
                 let cause = self
                     .times
-                    .get(&index_key(domain, &p.key, &p.tag))
+                    .get(index)
                     .map(|s| s.1.clone())
                     .unwrap_or_default();
-                (p.key.clone(), p.tag.clone(), p.time_ms, cause)
+                let (key, tag) = key_and_tag(index);
+                let tag = String::from_utf8_lossy(tag).into_owned();
+                (key.to_vec(), tag, *time_ms, cause)
             })
             .collect()
     }
 
-    fn of_domain(&self, domain: u8) -> impl Iterator<Item = &Position> {
-        let start = Position::new(domain, i64::MIN, Vec::new(), String::new());
+    fn of_domain(&self, domain: u8) -> impl Iterator<Item = &Slot> {
+        let start: Slot = (domain, i64::MIN, Arc::from(&[][..]));
         self.order
             .range(start..)
-            .take_while(move |p| p.domain == domain)
+            .take_while(move |slot| slot.0 == domain)
     }
 }
 
@@ -225,6 +218,24 @@ mod tests {
 
     fn ident(domain: u8, key: &[u8], tag: &str) -> Ident {
         (domain, key.to_vec(), tag.to_string())
+    }
+
+    fn change((domain, key, tag): &Ident, setting: Option<Setting>) -> Change {
+        Change::new(*domain, key, tag, setting)
+    }
+
+    /// The time-ordered entry earlier versions wrote: the order due timers come in.
+    fn order_key(domain: u8, key: &[u8], tag: &str, time_ms: i64) -> Vec<u8> {
+        let mut out = vec![TIMER_ORDER, domain];
+        out.extend_from_slice(&encode_time(time_ms));
+        out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+        out.extend_from_slice(key);
+        out.extend_from_slice(tag.as_bytes());
+        out
+    }
+
+    fn keys(ops: &[IndexKey]) -> Vec<Vec<u8>> {
+        ops.iter().map(|k| k.to_vec()).collect()
     }
 
     #[test]
@@ -251,7 +262,7 @@ mod tests {
         index.apply(
             timers
                 .iter()
-                .map(|(i, t)| (i.clone(), Some((*t, b"c".to_vec()))))
+                .map(|(i, t)| change(i, Some((*t, b"c".to_vec()))))
                 .collect(),
         );
         let due = index.due(1, Some(5), None);
@@ -277,11 +288,11 @@ mod tests {
     fn a_moved_or_deleted_timer_leaves_nothing_behind() {
         let mut index = TimerIndex::default();
         let t = ident(1, b"k", "on");
-        index.apply(vec![(t.clone(), Some((10, b"a".to_vec())))]);
-        index.apply(vec![(t.clone(), Some((20, b"b".to_vec())))]);
+        index.apply(vec![change(&t, Some((10, b"a".to_vec())))]);
+        index.apply(vec![change(&t, Some((20, b"b".to_vec())))]);
         let due = (b"k".to_vec(), "on".into(), 20, b"b".to_vec());
         assert_eq!(index.due(1, None, None), vec![due]);
-        index.apply(vec![(t.clone(), None)]);
+        index.apply(vec![change(&t, None)]);
         assert!(index.due(1, None, None).is_empty() && index.is_empty());
         assert_eq!(index.earliest(1), None);
     }
@@ -290,31 +301,31 @@ mod tests {
     fn staging_writes_what_changes_against_committed_times() {
         let mut index = TimerIndex::default();
         let t = ident(1, b"k", "on");
-        index.apply(vec![(t.clone(), Some((10, b"first".to_vec())))]);
-        let again = Some((10, b"second".to_vec()));
+        index.apply(vec![change(&t, Some((10, b"first".to_vec())))]);
+        let again = change(&t, Some((10, b"second".to_vec())));
         assert_eq!(
-            index.stage(&[(t.clone(), again.clone())]),
+            index.stage(std::slice::from_ref(&again)),
             ColumnOps::default()
         );
-        index.apply(vec![(t.clone(), again)]); // set again: keeps its cause
+        index.apply(vec![again]); // set again: keeps its cause
         assert_eq!(index.due(1, None, None)[0].3, b"first");
-        let moved = index.stage(&[(t.clone(), Some((20, b"x".to_vec())))]);
-        assert_eq!(moved.deletes, vec![order_key(1, b"k", "on", 10)]);
+        let moved = index.stage(&[change(&t, Some((20, b"x".to_vec())))]);
+        assert!(
+            moved.deletes.is_empty(),
+            "one entry per timer: a move overwrites it"
+        );
         let mut value = encode_time(20).to_vec();
         value.extend_from_slice(b"x");
-        assert_eq!(
-            moved.puts,
-            vec![
-                (order_key(1, b"k", "on", 20), vec![]),
-                (index_key(1, b"k", "on"), value)
-            ]
-        );
-        let gone = index.stage(&[(t.clone(), None)]);
-        assert_eq!(
-            gone.deletes,
-            vec![order_key(1, b"k", "on", 10), index_key(1, b"k", "on")]
-        );
-        let never = index.stage(&[(ident(1, b"other", "x"), None)]);
+        let puts: Vec<_> = moved
+            .puts
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.clone()))
+            .collect();
+        assert_eq!(puts, vec![(index_key(1, b"k", "on"), value)]);
+        let gone = index.stage(&[change(&t, None)]);
+        assert_eq!(keys(&gone.deletes), vec![index_key(1, b"k", "on")]);
+        assert!(gone.puts.is_empty());
+        let never = index.stage(&[change(&ident(1, b"other", "x"), None)]);
         assert_eq!(never, ColumnOps::default());
     }
 
@@ -327,6 +338,47 @@ mod tests {
         );
         assert_eq!(decode_index_key(b"I\x01\x00\x00\x00\x09ab"), None);
         assert_eq!(decode_index_key(b"T"), None);
+    }
+    proptest::proptest! {
+        /// Commits of any changes (set, moved, set again, deleted, never set): the
+        /// operations each stages keep the column (a map of its entries) holding
+        /// exactly the index's timers, each entry's value its time and cause.
+        #[test]
+        fn staged_operations_keep_the_column_equal_to_the_index(
+            commits in proptest::collection::vec(
+                proptest::collection::btree_map(
+                    (0u8..2, proptest::collection::vec(0u8..3, 0..4), "[ab]{0,2}"),
+                    proptest::option::of((-3i64..3, proptest::collection::vec(0u8..2, 0..3))),
+                    0..12,
+                ),
+                1..20,
+            )
+        ) {
+            let mut index = TimerIndex::default();
+            let mut column: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = Default::default();
+            for commit in commits {
+                let changes: Vec<Change> =
+                    commit.into_iter().map(|(id, setting)| change(&id, setting)).collect();
+                let ops = index.stage(&changes);
+                for key in &ops.deletes {
+                    proptest::prop_assert!(column.remove(&key.to_vec()).is_some());
+                }
+                for (key, value) in ops.puts {
+                    column.insert(key.to_vec(), value);
+                }
+                index.apply(changes);
+                proptest::prop_assert_eq!(index.len(), column.len());
+                for (key, value) in &column {
+                    let id = decode_index_key(key).unwrap();
+                    let (time, cause) = value.split_at(8);
+                    let time = decode_time(time.try_into().unwrap());
+                    proptest::prop_assert_eq!(index.time_of(&id), Some(time));
+                    let due = index.due(id.0, None, None);
+                    let found = due.iter().find(|d| d.0 == id.1 && d.1 == id.2).unwrap();
+                    proptest::prop_assert_eq!((found.2, &found.3[..]), (time, cause));
+                }
+            }
+        }
     }
     proptest::proptest! {
         /// Any timers (keys of any length, sharing prefixes and times), moved and
@@ -347,7 +399,7 @@ mod tests {
                     None => { model.remove(&id); }
                     Some((t, _)) => { model.insert(id.clone(), t); }
                 }
-                index.apply(vec![(id, change)]);
+                index.apply(vec![Change::new(id.0, &id.1, &id.2, change)]);
             }
             for domain in 0..2u8 {
                 let mut expected: Vec<_> = model

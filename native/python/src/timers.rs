@@ -1,9 +1,9 @@
 //! `TimerIndex`: a store's committed timers, natively (`statestore/_timer_index.py`).
 
-use millrace_core::timer_index::{self, Ident, Setting, TimerIndex};
+use millrace_core::timer_index::{self, Change, TimerIndex};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 /// Every committed timer of one store, in time order per domain, and the `TIMERS`
 /// column's operations of a commit that changes them. A timer is `(domain, key, tag)`;
@@ -15,13 +15,13 @@ pub struct PyTimerIndex {
     inner: TimerIndex,
     /// The changes of the last [`PyTimerIndex::stage`], read once, for
     /// [`PyTimerIndex::apply_staged`].
-    staged: Option<Vec<(Ident, Option<Setting>)>>,
+    staged: Option<Vec<Change>>,
 }
 
-fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<Setting>)>> {
+fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<Change>> {
     let mut out = Vec::with_capacity(changes.len());
     for (ident, timer) in changes.iter() {
-        let ident: Ident = ident.extract()?;
+        let (domain, key, tag): (u8, Bound<'_, PyBytes>, Bound<'_, PyString>) = ident.extract()?;
         let setting = if timer.is_none() {
             None
         } else {
@@ -29,7 +29,7 @@ fn changes_of(changes: &Bound<'_, PyDict>) -> PyResult<Vec<(Ident, Option<Settin
             let timer = timer.cast_into::<PyTuple>()?;
             Some((timer.get_item(3)?.extract()?, timer.get_item(4)?.extract()?))
         };
-        out.push((ident, setting));
+        out.push(Change::new(domain, key.as_bytes(), tag.to_str()?, setting));
     }
     Ok(out)
 }
@@ -47,15 +47,20 @@ impl PyTimerIndex {
     fn load(entries: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Self> {
         let mut changes = Vec::with_capacity(entries.len());
         for (raw, value) in entries {
-            let ident = timer_index::decode_index_key(&raw).ok_or_else(|| {
-                PyValueError::new_err(format!("not a timer index entry: {raw:?}"))
-            })?;
+            if timer_index::decode_index_key(&raw).is_none() {
+                let message = format!("not a timer index entry: {raw:?}");
+                return Err(PyValueError::new_err(message));
+            }
             let Some((time, cause)) = value.split_first_chunk::<8>() else {
                 let message = format!("a timer's value is 8 bytes or more, not {}", value.len());
                 return Err(PyValueError::new_err(message));
             };
             let time = timer_index::decode_time(*time);
-            changes.push((ident, Some((time, cause.to_vec()))));
+            let setting = Some((time, cause.to_vec()));
+            changes.push(Change {
+                index: raw.into(),
+                setting,
+            });
         }
         let mut index = Self::default();
         index.inner.apply(changes);
