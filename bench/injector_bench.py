@@ -63,7 +63,10 @@ from bench._injector_cluster import (  # noqa: E402
 from bench._measure import percentile, process_cpu_s  # noqa: E402
 from bench._watermark_lag import print_watermark, watermark_bench  # noqa: E402
 from bench.standard_workload import plain_python_floor, workload  # noqa: E402
-from millrace.deployment._runtime_tuning import tune_threads  # noqa: E402
+from millrace.deployment._runtime_tuning import (  # noqa: E402
+    HANDOFF_SWITCH_INTERVAL_S,
+    tune_threads,
+)
 from millrace.wire.v1 import (  # noqa: E402
     ingest_pb2,
     ingest_pb2_grpc,
@@ -309,5 +312,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    tune_threads()
+    tune_threads(HANDOFF_SWITCH_INTERVAL_S)
     raise SystemExit(main())

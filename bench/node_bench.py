@@ -33,7 +33,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench._measure import percentile, process_cpu_s  # noqa: E402
 from millrace.computations import IntervalId, Topology  # noqa: E402
-from millrace.deployment._runtime_tuning import settle_garbage_collector, tune_threads  # noqa: E402
+from millrace.deployment._runtime_tuning import (  # noqa: E402
+    WORKER_SWITCH_INTERVAL_S,
+    settle_garbage_collector,
+    tune_threads,
+)
 from millrace.wire.v1 import delivery_pb2, record_pb2  # noqa: E402
 from tests.support import CollectingSink, NodeProcess, SourceDriver, free_port  # noqa: E402
 
@@ -240,5 +244,5 @@ def half_load(
 
 
 if __name__ == "__main__":
-    tune_threads()
+    tune_threads(WORKER_SWITCH_INTERVAL_S)
     raise SystemExit(main())

@@ -23,7 +23,12 @@ from millrace.deployment._placement import (
     apply_environment,
 )
 from millrace.deployment._request_guard import RequestGuard
-from millrace.deployment._runtime_tuning import settle_garbage_collector, tune_threads
+from millrace.deployment._runtime_tuning import (
+    HANDOFF_SWITCH_INTERVAL_S,
+    WORKER_SWITCH_INTERVAL_S,
+    settle_garbage_collector,
+    tune_threads,
+)
 from millrace.deployment._service_support import (
     EXCLUSIVE_PORT,
     SUPERVISOR_PID_ENV,
@@ -39,8 +44,10 @@ from millrace.deployment.security import Security
 
 __all__ = [
     "EXCLUSIVE_PORT",
+    "HANDOFF_SWITCH_INTERVAL_S",
     "KEEPALIVE_OPTIONS",
     "STREAM_SERVER_OPTIONS",
+    "WORKER_SWITCH_INTERVAL_S",
     "AppendOnlyFile",
     "Deployment",
     "DeploymentError",

@@ -58,7 +58,7 @@ from millrace.commands._grpc_errors import (
 from millrace.commands._inject_batches import Batch, Malformed, read_batches
 from millrace.commands._inject_progress import CountedLines, Progress, input_size
 from millrace.commands._options import add_config_argument
-from millrace.deployment import tune_threads
+from millrace.deployment import HANDOFF_SWITCH_INTERVAL_S, tune_threads
 from millrace.deployment.security import Security
 from millrace.injector.client import IngestClient, PendingIngest
 
@@ -279,7 +279,7 @@ def _send_all(
     """Send every batch; print the summary; the totals, or None if interrupted."""
     # The sending thread needs the GIL briefly to start each request while this one
     # parses the next batch: it must not wait CPython's default 5 ms switch interval.
-    tune_threads()
+    tune_threads(HANDOFF_SWITCH_INTERVAL_S)
     totals = Totals()
     progress = Progress(err, input_size(handle))
     lines = CountedLines(handle)

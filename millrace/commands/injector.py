@@ -8,6 +8,7 @@ import sys
 
 from millrace.commands._options import add_config_argument
 from millrace.deployment import (
+    HANDOFF_SWITCH_INTERVAL_S,
     Deployment,
     StopSignals,
     configure_logging,
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from millrace.injector.log import LogConfig, LogError
     from millrace.injector.server import Injector, InjectorConfig
 
-    tune_threads()
+    tune_threads(HANDOFF_SWITCH_INTERVAL_S)
     configure_logging()
     enable_stack_dumps()
     signals = StopSignals()  # before the ready line: a SIGTERM right after it drains

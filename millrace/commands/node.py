@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from millrace.commands._grpc_errors import CommandError, load_deployment
 from millrace.commands._options import add_config_argument
 from millrace.deployment import (
+    WORKER_SWITCH_INTERVAL_S,
     Deployment,
     NodePlacement,
     StopSignals,
@@ -85,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Start the node, print where it listens, serve until signalled (or drained by
     ``millrace nodes drain``), stop, exit 0."""
-    tune_threads()
+    tune_threads(WORKER_SWITCH_INTERVAL_S)
     configure_logging()
     enable_stack_dumps()
     signals = StopSignals()  # before the ready line: a SIGTERM right after it drains

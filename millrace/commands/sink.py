@@ -17,6 +17,7 @@ from millrace.delivery import CHANNEL_OPTIONS
 from millrace.deployment import (
     EXCLUSIVE_PORT,
     STREAM_SERVER_OPTIONS,
+    WORKER_SWITCH_INTERVAL_S,
     RequestGuard,
     StopSignals,
     StreamLimiter,
@@ -54,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT."""
-    tune_threads()
+    tune_threads(WORKER_SWITCH_INTERVAL_S)
     configure_logging()
     enable_stack_dumps()
     signals = StopSignals()  # before the ready line: a SIGTERM right after it drains
