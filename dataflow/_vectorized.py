@@ -42,7 +42,7 @@ from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, M
 from millrace.dataflow._triggers import firing
 from millrace.dataflow._window_ops import WindowOps
 from millrace.dataflow._windows import FieldWindows, GlobalWindows, Hopping, Tumbling, Window
-from millrace.dataplane import fold_groups, fold_window_states
+from millrace.dataplane import fold_groups, fold_window_states, window_tags
 
 _INT_FOLDS = (Count, Sum, Min, Max, Mean)
 _NATIVE_PARTS: dict[type[Combiner], str] = {
@@ -169,11 +169,8 @@ class _FoldStep:
         """Folds every group natively that it can; returns the groups left to Python."""
         batch, keys = self.batch, self.keys
         size, starts = self.size, self.starts
-        # Window.tag's form, without a Window per group.
-        windows = (
-            [f"{s}/{s + size}" for s in starts] if size else [f"{s}/{GLOBAL.end}" for s in starts]
-        )
-        tags = ["w:" + w for w in windows]
+        # Window.tag's form, without a Window or a format per group.
+        tags = window_tags(starts, size_ms=size, end_ms=GLOBAL.end, prefix="w:")
         written, states, opened, left, python = fold_window_states(
             batch.read_states(keys, tags),
             self.folds.counts,

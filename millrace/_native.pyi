@@ -22,6 +22,7 @@ __all__ = [
     "encode_log_request",
     "fold_groups",
     "fold_window_states",
+    "window_tags",
     "ingest_request",
     "ingest_response",
     "json_field_keys",
@@ -129,6 +130,7 @@ def fold_window_states(
     passed_ms: int,
     max_ms: int,
 ) -> tuple[list[int], list[bytes], list[int], list[int], list[int]]: ...
+def window_tags(starts: Sequence[int], *, size_ms: int, end_ms: int, prefix: str) -> list[str]: ...
 def on_time_panes(
     raws: Sequence[bytes | None],
     keys: Sequence[bytes],

@@ -42,7 +42,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
 - :func:`fold_groups`: a windowed aggregation's batch grouped by (key, window) with
   each group's count and integer columns, and :func:`fold_window_states`, those
   groups folded into their windows' stored states, and :func:`on_time_panes`, the
-  on-time panes of windows whose timers fire (``dataflow/_vectorized.py``).
+  on-time panes of windows whose timers fire; :func:`window_tags`, how the groups'
+  windows tag their states and timers (``dataflow/_vectorized.py``).
 
 Each call takes a whole batch and releases the GIL while it works on owned data.
 Importing starts nothing (no thread, no runtime): Spark forks its Python workers.
@@ -78,6 +79,7 @@ from millrace._native import (
     state_key,
     state_keys,
     timer_fire_causes,
+    window_tags,
 )
 
 __all__ = [
@@ -99,6 +101,7 @@ __all__ = [
     "encode_log_request",
     "fold_groups",
     "fold_window_states",
+    "window_tags",
     "ingest_request",
     "ingest_response",
     "json_field_keys",

@@ -8,6 +8,8 @@ they stand in for, byte for byte, on random states.
   ``Pane.encode`` of the combiner's ``result`` (Python's float ``repr`` for a mean,
   ``json``'s ASCII escapes for keys and names).
 
+- ``window_tags`` names windows' states and timers: equal to ``Window.tag``.
+
 A state the native code cannot match exactly must come back as "fold it in Python",
 never as different bytes.
 """
@@ -24,7 +26,7 @@ from millrace.dataflow._combiners import Combined, Combiner, Count, Max, Mean, M
 from millrace.dataflow._panes import Pane, Timing
 from millrace.dataflow._state_serde import PLAIN_STATE
 from millrace.dataflow._windows import Window
-from millrace.dataplane import fold_window_states, on_time_panes
+from millrace.dataplane import fold_window_states, on_time_panes, window_tags
 
 PARTS: dict[str, type[Combiner]] = {
     "count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean,
@@ -149,3 +151,18 @@ def test_what_the_native_panes_cover_goes_native() -> None:
         combined=True, early_count=None, size_ms=10, end_ms=0, passed_ms=-1, max_ms=10**9,
     )  # fmt: skip
     assert (written, python) == ([0, 1], [])
+
+
+@given(
+    starts=st.lists(INT64, max_size=20),
+    size_ms=st.one_of(st.just(0), st.integers(1, 2**62)),
+    end_ms=INT64,
+    prefix=st.sampled_from(["w:", "on:", ""]),
+)
+def test_window_tags_are_window_tag(
+    starts: list[int], size_ms: int, end_ms: int, prefix: str
+) -> None:
+    expected = [
+        prefix + Window(start, start + size_ms if size_ms else end_ms).tag() for start in starts
+    ]
+    assert window_tags(starts, size_ms=size_ms, end_ms=end_ms, prefix=prefix) == expected

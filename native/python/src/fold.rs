@@ -8,6 +8,35 @@ use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
+/// `prefix` then `"{start}/{end}"` for each window start: how a window's state and
+/// timers are tagged (`Window.tag`), `end` being `start + size_ms`, or `end_ms` for
+/// every window when `size_ms` is 0 (the global window). Exact for any int64 bounds.
+#[pyfunction]
+#[pyo3(signature = (starts, *, size_ms, end_ms, prefix))]
+pub(crate) fn window_tags(
+    starts: Vec<i64>,
+    size_ms: i64,
+    end_ms: i64,
+    prefix: &str,
+) -> Vec<String> {
+    use std::fmt::Write;
+    starts
+        .into_iter()
+        .map(|start| {
+            let end = if size_ms == 0 {
+                i128::from(end_ms)
+            } else {
+                i128::from(start) + i128::from(size_ms)
+            };
+            let mut tag = String::with_capacity(prefix.len() + 28);
+            tag.push_str(prefix);
+            // Writing to a String cannot fail.
+            let _ = write!(tag, "{start}/{end}");
+            tag
+        })
+        .collect()
+}
+
 /// `(keys, starts, counts, slots, bounds, columns)`: the windowed aggregation's batch
 /// grouped by (key, window start), the batch given as columns: each record's key,
 /// value and event time (`computations.RecordColumns` holds them so; equal lengths,

@@ -66,6 +66,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log::decode_commit, m)?)?;
     m.add_function(wrap_pyfunction!(fold::fold_groups, m)?)?;
     m.add_function(wrap_pyfunction!(fold::fold_window_states, m)?)?;
+    m.add_function(wrap_pyfunction!(fold::window_tags, m)?)?;
     m.add_function(wrap_pyfunction!(fold::on_time_panes, m)?)?;
     m.add(
         "UndecodableRequestError",
