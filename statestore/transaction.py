@@ -164,7 +164,11 @@ class Transaction:
     def mark_seen(self, record_ids: Iterable[bytes]) -> None:
         """Record ids to remember as processed when this transaction commits."""
         self._require_open()
-        self._seen.update(dict.fromkeys(record_ids))
+        marked = dict.fromkeys(record_ids)
+        if self._seen:
+            self._seen.update(marked)
+        else:  # the usual single call: the dict made is the set kept
+            self._seen = marked
 
     def note_progress(self, marks: Iterable[SenderProgress]) -> None:
         """What the deliveries of this commit said of their senders' progress: their ids
