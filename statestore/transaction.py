@@ -256,8 +256,7 @@ class Transaction:
             now_ms = store.dedup_now()
             state = self._state
             batch.put_many(Column.STATE, [(k, v) for k, v in state.items() if v is not None])
-            for key in [k for k, v in state.items() if v is None]:
-                batch.delete(Column.STATE, key)
+            batch.delete_keys(Column.STATE, [k for k, v in state.items() if v is None])
             staged = self._stage_ids(batch, now_ms)
             self._stage_timers(batch)
             self._stage_outbox(batch)
