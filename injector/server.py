@@ -3,16 +3,16 @@
 Per source stream: a durable :class:`StreamLog`, its :class:`GroupCommitter`
 (the ``Ingest`` service's only writer), a :class:`Forwarder` to the first
 computations and a :class:`SourceWatermark`. One :class:`WatermarkAuthority`
-for the topology, fed by the nodes' reports and by the source watermarks.
-All on one gRPC server (Ingest, WatermarkAuthority, health, reflection).
+for the topology, fed by the nodes' reports and by the source watermarks, which
+the :class:`~injector.upkeep.Upkeep` thread publishes and journals. All on one
+gRPC server (Ingest, WatermarkAuthority, Control, health, reflection).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +30,10 @@ from millrace.deployment import (
     StreamLimiter,
     metrics_host,
     serve_health_and_reflection,
-    write_json_durably,
 )
 from millrace.deployment.security import Security
 from millrace.engine import SOURCE_PREFIX, Production, reroute, source_name
 from millrace.injector.archive import ArchiveLocation, LogArchiver
-from millrace.injector.authority_journal import AuthorityJournal, JournalError
 from millrace.injector.authority_service import WatermarkAuthorityServicer
 from millrace.injector.control_service import ControlService
 from millrace.injector.file_source import FileSource
@@ -44,6 +42,7 @@ from millrace.injector.injector_metrics import InjectorMetrics
 from millrace.injector.log import LogConfig, StreamLog
 from millrace.injector.ownership import OwnershipRegistry
 from millrace.injector.rebalance import LayoutMetrics, LoadTable, Rebalancer
+from millrace.injector.upkeep import Upkeep, UpkeepSettings, read_journal
 from millrace.injector.watermark_authority import WatermarkAuthority
 from millrace.statestore import Clock, monotonic_ms, wall_clock_ms
 from millrace.wire.v1 import (
@@ -59,8 +58,6 @@ log = logging.getLogger(__name__)
 MAX_STREAMS = 64
 """Streaming calls (IngestStream, watermark and assignment watches) served at once."""
 MAX_STREAMS_PER_PEER = 16
-TICK_S = 0.05
-"""The ticker's period: how often source watermarks are published."""
 SPARE_THREADS = 32
 """Server threads no stream can take: ingest, reports, registrations, health answer."""
 
@@ -132,7 +129,6 @@ class Injector:
             intervals_now=lambda name: self.ownership.layout(name).ids(),
         )
         self._journal_path = self.log_dir / "watermarks.json"
-        self._journaled_version = -1
         self.streams: dict[str, IngestStream] = {}
         self.file_sources: dict[str, FileSource] = {}
         self.routes = Routes(deployment)
@@ -158,8 +154,19 @@ class Injector:
         )
         self.metrics.registry.register(LayoutMetrics(self.ownership, self.loads, deployment.nodes))
         self._server: grpc.Server | None = None
-        self._stopping = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, name="injector-watermarks", daemon=True)
+        self.upkeep = Upkeep(
+            self.streams,
+            self.authority,
+            self._journal_path,
+            UpkeepSettings(
+                idle_excluded=self.config.idle_excluded, retention_ms=self.config.retention_ms
+            ),
+            clock=clock,
+            elapsed_clock=elapsed_clock,
+            follow_routes=self._follow_routes,
+            rebalance=self.rebalancer.tick if self.rebalancer is not None else None,
+            archiver=self.archiver,
+        )
         self.port = 0
         self.metrics_port = 0
 
@@ -216,7 +223,7 @@ class Injector:
     def start(self) -> None:
         """Recover the logs, start writers, forwarders, the server and the watermark loop."""
         if self._journal_path.exists():
-            self.authority.restore(self._read_journal())
+            self.authority.restore(read_journal(self._journal_path))
         if self.ownership.lost is not None:
             log.warning(
                 "%s is missing: the registry goes on from the epochs its twin holds (and the "
@@ -274,7 +281,7 @@ class Injector:
         if self.archiver is not None:
             self.archiver.start()  # reads the manifest first: an unreadable archive stops here
         self._server.start()
-        self._ticker.start()
+        self.upkeep.start()
         if self._metrics_port is not None:
             server, _ = start_http_server(
                 self._metrics_port, addr=metrics_host(self.address), registry=self.metrics.registry
@@ -323,97 +330,9 @@ class Injector:
         serve_health_and_reflection(server, services)
         return server
 
-    def _tick(self) -> None:
-        """Run the ticker's tasks, 20 times a second: follow the leases, publish every
-        source stream's watermark and journal it (watchers only ever see journaled
-        values); every 10 s, seal quiet streams' old active segments and apply
-        retention. A task that fails is logged by name; the others still run."""
-        tasks = self._ticker_tasks()
-        ticks = 0
-        while not self._stopping.wait(TICK_S):
-            ticks += 1
-            for task in tasks:
-                if ticks % task.every_ticks == 0:
-                    task.run_logged()
-
-    def _ticker_tasks(self) -> list[_TickerTask]:
-        every_10_s = round(10 / TICK_S)
-        tasks = [
-            _TickerTask("follow leases", 1, self._follow_routes),
-            _TickerTask("publish source watermarks", 1, self._publish_source_watermarks),
-            # An OSError here (a full disk): nothing new is published until it is written.
-            _TickerTask("journal watermarks", 1, self._journal),
-            _TickerTask("seal quiet segments", every_10_s, self._seal_old_segments),
-        ]
-        if self.rebalancer is not None:
-            tasks.append(_TickerTask("rebalance", round(1 / TICK_S), self.rebalancer.tick))
-        retention_ms = self.config.retention_ms
-        if retention_ms is not None:
-            retain = lambda: self._apply_retention(self._clock() - retention_ms)  # noqa: E731
-            tasks.append(_TickerTask("apply retention", every_10_s, retain))
-        return tasks
-
-    def _publish_source_watermarks(self) -> None:
-        now = self._elapsed_clock()  # idleness: elapsed time, whatever the wall clock does
-        excluded = self.config.idle_excluded
-        for stream in self.streams.values():
-            self.authority.set_source_watermark(stream.name, stream.source_watermark(now))
-            if stream.name in excluded:
-                self.authority.set_source_idle(stream.name, stream.is_idle(now))
-
-    def _seal_old_segments(self) -> None:
-        """Seal active segments past ``segment_ms`` that no append has rolled (a quiet
-        stream): readers of sealed segments (Spark) then see the tail too."""
-        for stream in self.streams.values():
-            try:
-                sealed = stream.log.seal_if_due()
-            except Exception:
-                # The log refuses appends from now on too; the committer reports that.
-                log.exception("log %s: sealing the old active segment failed", stream.name)
-                continue
-            if sealed is not None:
-                log.info(
-                    "log %s: sealed quiet segment %s (%d records)",
-                    stream.name, sealed.path, sealed.records,
-                    extra={"event": "segment_sealed", "stream": stream.name,
-                           "records": sealed.records},
-                )  # fmt: skip
-
-    def _apply_retention(self, older_than_ms: int) -> None:
-        """Drop whole sealed segments every consumer has acknowledged (and the archive
-        holds, if there is one), older than the cutoff."""
-        for name, stream in self.streams.items():
-            keep_from = stream.forwarder.acked_offset
-            if self.archiver is not None:  # the archive must hold a segment before it goes
-                keep_from = min(keep_from, self.archiver.safe_offset(name))
-            deleted = stream.log.delete_before(keep_from, older_than_ms=older_than_ms)
-            if deleted:
-                log.info("log %s: retention deleted %d segment(s)", stream.name, len(deleted))
-
-    def _read_journal(self) -> AuthorityJournal:
-        path = self._journal_path
-        try:
-            return AuthorityJournal.from_json(json.loads(path.read_text()))
-        except (JournalError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise JournalError(
-                f"{path}: {exc}; move the file aside to start without it (published "
-                "watermarks then restart from the sources)"
-            ) from exc
-
-    def _journal(self) -> None:
-        """Journal the authority, then let it publish what is now durable (every tick).
-        What changes while the file is written is journaled at the next tick: the
-        version journaled is the one the journal was taken at (issue 30: taking the
-        version after the write left such a change unpublished until another one)."""
-        if self.authority.version == self._journaled_version:
-            return
-        version, journal = self.authority.versioned_journal()
-        write_json_durably(self._journal_path, journal.to_json())
-        self._journaled_version = self.authority.mark_durable(journal.published, as_of=version)
-
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop taking requests, flush the writers, persist forwarding offsets, close logs."""
-        self._stopping.set()
+        self.upkeep.stop()
         if self._server is not None:
             self._server.stop(grace_s).wait()
         for source in self.file_sources.values():
@@ -429,7 +348,7 @@ class Injector:
             stream.forwarder.stop()
             stream.log.close()
         try:
-            self._journal()
+            self.upkeep.journal()
         except OSError as exc:
             log.error("the watermark journal cannot be written at stop: %s", exc)
         log.info("injector stopped", extra={"event": "stop"})
@@ -438,24 +357,6 @@ class Injector:
         """Block until the gRPC server terminates."""
         if self._server is not None:
             self._server.wait_for_termination()
-
-
-@dataclass(frozen=True, slots=True)
-class _TickerTask:
-    """One job of the injector's ticker, run every ``every_ticks`` ticks."""
-
-    name: str
-    every_ticks: int
-    run: Callable[[], None]
-
-    def run_logged(self) -> None:
-        try:
-            self.run()
-        except OSError as exc:  # a full disk, an I/O error: said in one line, retried
-            log.error("the injector's ticker task %r failed: %s", self.name, exc)
-        except Exception:
-            # The loop must never end: this task stalls while it fails, the others go on.
-            log.exception("the injector's ticker task %r failed", self.name)
 
 
 class _Router:
