@@ -17,7 +17,7 @@ import pytest
 from millrace.computations import Topology
 from millrace.delivery._sender import Origin
 from millrace.engine._frames import Frame, encode_frame
-from millrace.injector.forwarder import Forwarder
+from millrace.injector.forwarder import READ_BYTES, Forwarder
 from millrace.injector.log import AppendRequest, LogConfig, StreamLog
 from tests.support import wait_until
 
@@ -230,3 +230,27 @@ def test_a_failed_send_is_retried(stream_log: StreamLog) -> None:
     nodes.failures = 1
     run(stream_log, nodes, lambda f: f.acked_offset == RECORDS)
     assert set(nodes.offsets("a")) == set(nodes.offsets("b")) == set(range(RECORDS))
+
+
+def test_a_step_of_big_records_stops_at_its_byte_budget(tmp_path: Path) -> None:
+    """Frames stay under gRPC's message limit whatever the records' size: a step reads
+    records only up to ``READ_BYTES`` of keys and values; every record still goes."""
+    log = StreamLog.open(tmp_path / STREAM, STREAM, config=LogConfig(fsync=False))
+    value = b"x" * (1 << 20)
+    count = 3 * (READ_BYTES >> 20) + 2  # a little more than three budgets' worth
+    log.append([AppendRequest(records=[(b"k%d" % i, value, BASE_MS) for i in range(count)])])
+    nodes = FakeNodes(acking={"a", "b"})
+    biggest: list[int] = []
+    submit = nodes.submit_frames
+
+    def measured(origin: Origin, frames: Sequence[Frame]) -> None:
+        biggest.extend(len(frame.payload or b"") for frame in frames)
+        submit(origin, frames)
+
+    nodes.submit_frames = measured  # type: ignore[method-assign]
+    try:
+        run(log, nodes, lambda f: f.acked_offset == count)
+    finally:
+        log.close()
+    assert nodes.offsets("a") == nodes.offsets("b") == list(range(count))
+    assert 0 < max(biggest) <= READ_BYTES + (64 << 10)

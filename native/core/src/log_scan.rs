@@ -28,6 +28,33 @@ impl LogRecords {
         self.offsets.is_empty()
     }
 
+    /// How many leading records have keys and values totalling at most `budget`
+    /// bytes, at least one (a record larger than the budget goes alone).
+    pub fn count_within(&self, budget: usize) -> usize {
+        let mut total = 0usize;
+        let mut count = 0;
+        for (key, value) in self.keys.iter().zip(&self.values) {
+            total = total.saturating_add(key.len() + value.len());
+            if count > 0 && total > budget {
+                break;
+            }
+            count += 1;
+        }
+        count
+    }
+
+    /// The first `count` records.
+    pub fn head(&self, count: usize) -> LogRecords {
+        let count = count.min(self.len());
+        LogRecords {
+            offsets: self.offsets[..count].to_vec(),
+            event_times: self.event_times[..count].to_vec(),
+            ingest_times: self.ingest_times[..count].to_vec(),
+            keys: self.keys[..count].to_vec(),
+            values: self.values[..count].to_vec(),
+        }
+    }
+
     /// Appends every record of `other` (whose offsets follow this one's).
     pub fn extend(&mut self, other: LogRecords) {
         self.offsets.extend(other.offsets);
@@ -420,6 +447,36 @@ pub fn decode_commit(body: &Bytes) -> Result<CommitEntry, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sized(sizes: &[(usize, usize)]) -> LogRecords {
+        let mut records = LogRecords::default();
+        for (i, (k, v)) in sizes.iter().enumerate() {
+            records.offsets.push(10 + i as u64);
+            records.event_times.push(i as i64);
+            records.ingest_times.push(0);
+            records.keys.push(Bytes::from(vec![b'k'; *k]));
+            records.values.push(Bytes::from(vec![b'v'; *v]));
+        }
+        records
+    }
+
+    #[test]
+    fn a_byte_budget_takes_the_leading_records_and_at_least_one() {
+        let records = sized(&[(1, 9), (2, 8), (0, 10), (5, 5)]);
+        assert_eq!(records.count_within(40), 4);
+        assert_eq!(records.count_within(25), 2);
+        assert_eq!(records.count_within(20), 2);
+        assert_eq!(
+            records.count_within(3),
+            1,
+            "a record over the budget goes alone"
+        );
+        assert_eq!(LogRecords::default().count_within(0), 0);
+        let first = records.head(1);
+        assert_eq!(first.offsets, vec![10]);
+        assert_eq!(first.values, vec![records.values[0].clone()]);
+        assert_eq!(records.head(9), records);
+    }
     use crate::batch::{Record, RecordBatch};
     use crate::log_format::{encode_request, Placement};
 

@@ -31,6 +31,23 @@ impl PyLogBatch {
         self.inner.len()
     }
 
+    /// The leading records whose keys and values total at most `budget` bytes (at
+    /// least one: a record larger than the budget comes alone); this batch itself
+    /// when all of it fits.
+    fn head_within<'py>(slf: &Bound<'py, Self>, budget: usize) -> PyResult<Bound<'py, Self>> {
+        let inner = &slf.get().inner;
+        let count = inner.count_within(budget);
+        if count == inner.len() {
+            return Ok(slf.clone());
+        }
+        Bound::new(
+            slf.py(),
+            Self {
+                inner: inner.head(count),
+            },
+        )
+    }
+
     /// The offset of the first record (None when empty).
     #[getter]
     fn first_offset(&self) -> Option<u64> {
