@@ -2,8 +2,8 @@
 
 Open it over RocksDB (:meth:`StateStore.open_rocksdb`) or memory
 (:meth:`StateStore.open_memory`); both run the same code above the engine.
-Opening checks the format, loads the owner epoch and counters, and rebuilds
-the dedup Bloom filters from the stored ids. A store is driven by one thread
+Opening checks the format (``_format.py``), loads the owner epoch and counters, and
+rebuilds the dedup Bloom filters from the stored ids. A store is driven by one thread
 at a time (the interval's worker); it does no locking of its own.
 
 Dedup retention runs on the store's own clock: the time the store has been
@@ -14,7 +14,6 @@ the time a node was down ages a record id.
 
 from __future__ import annotations
 
-import secrets
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,13 +25,13 @@ from millrace.dataplane import StateCache
 from millrace.statestore import _keys
 from millrace.statestore._bloom import Positions
 from millrace.statestore._engine import Batch, Column, Engine
+from millrace.statestore._format import check_format_and_seed, drop_legacy_timer_entries
 from millrace.statestore._memory import MemoryEngine
 from millrace.statestore._timer_index import TimerId, TimerIndex
 from millrace.statestore.config import StoreConfig
 from millrace.statestore.dedup import DedupIndex, StagedIds
 from millrace.statestore.errors import (
     EpochFencedError,
-    IncompatibleStoreError,
     StateStoreError,
     StoreClosedError,
 )
@@ -44,18 +43,8 @@ Clock = Callable[[], int]
 
 _ABSORBED_PER_WRITE = 20_000
 """Entries per write when a store absorbs another."""
-FORMAT_VERSION = b"3"
-"""3: a timer's index entry holds its cause after its time. 2: outbox frames only, the
-dedup clock and senders' progress in META; a store of format 2 is read as one of format
-3 whose timers have no cause, and marked 3 when opened (older versions then refuse it
-with IncompatibleStoreError, as they would misread a cause). A store of format 1, from
-before the first release, is refused."""
-_UPGRADED_FORMATS = (b"2",)
 _EPOCH = _keys.reserved_meta_key("epoch")
-_FORMAT = _keys.reserved_meta_key("format")
 _DEDUP_CLOCK = _keys.reserved_meta_key("dedup-clock")
-_BLOOM_SEED = _keys.reserved_meta_key("bloom-seed")
-_U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 
 
@@ -87,7 +76,7 @@ class StateStore:
         self.config = config or StoreConfig()
         self._clock = clock
         self._closed = False
-        seed = self._check_format_and_seed()
+        seed = check_format_and_seed(engine)
         raw_epoch = engine.get(Column.META, _EPOCH)
         self._owner_epoch: int = 0 if raw_epoch is None else _I64.unpack(raw_epoch)[0]
         self._dedup = DedupIndex(engine, self.config, seed=seed)
@@ -95,7 +84,7 @@ class StateStore:
         self._dedup_base = self._load_dedup_clock(engine)
         self._for_transactions = for_transactions
         self.recovered_ids = self._dedup.rebuild(self.dedup_now()) if for_transactions else 0
-        self._drop_legacy_timer_entries()
+        drop_legacy_timer_entries(engine)
         self._timers = TimerIndex.load(engine)
         self._cache = self._new_cache()
 
@@ -153,45 +142,6 @@ class StateStore:
     def description(self) -> str:
         """Where the store lives, for messages."""
         return self._engine.description
-
-    def _drop_legacy_timer_entries(self) -> None:
-        """Range-delete the time-ordered timer entries earlier versions wrote beside each
-        index entry: nothing reads them, and no commit would ever delete them now. One
-        synced write, only when some are there."""
-        start = _keys.LEGACY_TIMER_ORDER
-        end = _keys.prefix_end(start)
-        assert end is not None  # a one-byte prefix below 0xff
-        if next(iter(self._engine.scan(Column.TIMERS, start, end)), None) is None:
-            return
-        batch = self._engine.new_batch()
-        batch.delete_range(Column.TIMERS, start, end)
-        self._engine.write(batch, sync=True)
-
-    def _check_format_and_seed(self) -> int:
-        """Refuse a store of another format; return the seed of its Bloom hash. A new
-        store gets its format and a random seed (kept, so filters rebuilt on open are bit
-        for bit the ones that were lost), a store made before seeds existed its seed: in
-        one synced write."""
-        engine = self._engine
-        batch = None
-        found = engine.get(Column.META, _FORMAT)
-        if found is None or found in _UPGRADED_FORMATS:
-            batch = engine.new_batch()
-            batch.put(Column.META, _FORMAT, FORMAT_VERSION)
-        elif found != FORMAT_VERSION:
-            raise IncompatibleStoreError(
-                self.description, found.decode(errors="replace"), FORMAT_VERSION.decode()
-            )
-        stored = engine.get(Column.META, _BLOOM_SEED)
-        if stored is not None:
-            seed = int(_U64.unpack(stored)[0])
-        else:
-            seed = secrets.randbits(64)
-            batch = batch or engine.new_batch()
-            batch.put(Column.META, _BLOOM_SEED, _U64.pack(seed))
-        if batch is not None:
-            engine.write(batch, sync=True)
-        return seed
 
     def _require_open(self) -> None:
         if self._closed:
