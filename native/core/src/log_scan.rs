@@ -447,6 +447,8 @@ pub fn decode_commit(body: &Bytes) -> Result<CommitEntry, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::{Record, RecordBatch};
+    use crate::log_format::{encode_request, Placement};
 
     fn sized(sizes: &[(usize, usize)]) -> LogRecords {
         let mut records = LogRecords::default();
@@ -477,8 +479,6 @@ mod tests {
         assert_eq!(first.values, vec![records.values[0].clone()]);
         assert_eq!(records.head(9), records);
     }
-    use crate::batch::{Record, RecordBatch};
-    use crate::log_format::{encode_request, Placement};
 
     fn segment(records: u64) -> Bytes {
         let batch: RecordBatch = (0..records)

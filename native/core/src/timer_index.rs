@@ -15,8 +15,6 @@ use hashbrown::HashMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// First byte of a time-ordered entry (written by earlier versions only).
-pub const TIMER_ORDER: u8 = b'T';
 /// First byte of an index entry.
 pub const TIMER_INDEX: u8 = b'I';
 const SIGN: u64 = 1 << 63;
@@ -224,9 +222,10 @@ mod tests {
         Change::new(*domain, key, tag, setting)
     }
 
-    /// The time-ordered entry earlier versions wrote: the order due timers come in.
+    /// The time-ordered entry earlier versions wrote (`T`, domain, time, identity): the
+    /// order due timers come in.
     fn order_key(domain: u8, key: &[u8], tag: &str, time_ms: i64) -> Vec<u8> {
-        let mut out = vec![TIMER_ORDER, domain];
+        let mut out = vec![b'T', domain];
         out.extend_from_slice(&encode_time(time_ms));
         out.extend_from_slice(&(key.len() as u32).to_be_bytes());
         out.extend_from_slice(key);
