@@ -2,9 +2,10 @@
 
 One bidirectional ``Delivery.Deliver`` stream per destination address. The
 sender queues :class:`~engine._production_ids.Frame` s per (origin interval,
-target interval) and sends whole frames, up to ``max_batch`` records per
-batch (a bigger frame goes alone): a frame's encoding is sent as it is,
-after a small header, so records are not copied or re-encoded. It keeps at
+target interval) and sends whole frames, up to ``max_batch`` records and
+``FRAME_BYTES`` per batch (a bigger frame goes alone): a frame's encoding is
+sent as it is, after a small header, so records are not copied or re-encoded.
+It keeps at
 most ``max_inflight`` batches unacked (backpressure: :meth:`submit` blocks
 once ``max_pending`` productions are queued, so a slow consumer slows its
 producers and memory stays bounded), and resends whatever an ack does not
@@ -29,7 +30,7 @@ import grpc
 
 from millrace.delivery._positions import Positions, span_of
 from millrace.deployment import KEEPALIVE_OPTIONS
-from millrace.engine import Frame, Production, encode_batch, frames_of
+from millrace.engine import FRAME_BYTES, Frame, Production, encode_batch, frames_of
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 log = logging.getLogger(__name__)
@@ -295,9 +296,14 @@ class DownstreamSender:
                 for group, queue in self._pending.items():
                     if queue:
                         frames = [queue.popleft()]
-                        count = len(frames[0])
-                        while queue and count + len(queue[0]) <= self._max_batch:
+                        count, size = len(frames[0]), len(frames[0].encoded())
+                        while (
+                            queue
+                            and count + len(queue[0]) <= self._max_batch
+                            and size + len(queue[0].encoded()) <= FRAME_BYTES
+                        ):
                             count += len(queue[0])
+                            size += len(queue[0].encoded())
                             frames.append(queue.popleft())
                         seq = next(self._seq)
                         self._inflight[seq] = (group, frames, now)

@@ -20,7 +20,7 @@ from millrace.engine._driver import (
     refusal,
     sender_progress,
 )
-from millrace.engine._frames import Frame, decode_frame, encode_batch, frames_of
+from millrace.engine._frames import FRAME_BYTES, Frame, decode_frame, encode_batch, frames_of
 from millrace.engine._interval_halves import cut_to_half, merge_into
 from millrace.engine._local_network import InFlight, LocalNetwork, receive
 from millrace.engine._outcome import BatchOutcome
@@ -57,6 +57,7 @@ __all__ = [
     "SOURCE_PREFIX",
     "BatchOutcome",
     "ComputationWatermark",
+    "FRAME_BYTES",
     "Frame",
     "InFlight",
     "IntervalProcessor",

@@ -20,6 +20,12 @@ from millrace.engine._tuples import new_tuple
 from millrace.wire.v1 import delivery_pb2, record_pb2
 
 _U64 = struct.Struct(">Q")
+
+FRAME_BYTES = 8 << 20
+"""The most bytes of records a frame, or a delivery message made of several frames,
+takes before the next records go in another (a single bigger record goes alone):
+far below gRPC's 64 MiB message limit, whatever the records' size."""
+
 _FRAME_TAG = b"\x00"  # no consumer name is empty, so no identity starts with 0x00
 
 

@@ -23,7 +23,7 @@ class BatchOutcome:
     built: FrameBuilder | None = None
     """Every production made (framed natively; parsed only when asked for)."""
     frames: list[Frame] = field(default_factory=list)
-    """What the commit checkpointed, one frame per destination: what to send."""
+    """What the commit checkpointed, in frames per destination: what to send."""
     late_ms: list[int] = field(default_factory=list)
     """The lateness of each record user code reported late (``Context.report_late``)."""
     timers_fired: int = 0

@@ -582,7 +582,8 @@ class IntervalProcessor:
         durable: bool = True,
     ) -> None:
         """Checkpoint the productions (all of them, or all but the already-acked ``skip``),
-        one frame per destination, in the same commit as everything else."""
+        in frames per destination (:data:`FRAME_BYTES` at most each), in the same
+        commit as everything else."""
         staged = self._outbox.stage(txn, None if self._ephemeral else built, skip)
         self._sender_epochs.stage(txn)
         txn.commit(sync=None if durable else False)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from millrace.computations import Layout, Topology, interval_of, intervals_of
 from millrace.dataplane import ProductionPlan
 from millrace.engine._batch_keys import batch_key_reader
-from millrace.engine._frames import Frame
+from millrace.engine._frames import FRAME_BYTES, Frame
 from millrace.engine._production_ids import Production, outbox_key_prefix
 from millrace.engine._scope import Emitted
 from millrace.wire.v1 import record_pb2
@@ -146,7 +146,7 @@ class ProductionRouter:
     (:class:`millrace.dataplane.ProductionPlan`): production ids, each consumer's
     interval (by the hash of the record's key, or, for a consumer with a key extractor
     of its own, the interval :meth:`Route.interval_for` gives), one ``DeliveryBatch``
-    frame per destination."""
+    frame per destination (several, in order, for records past :data:`FRAME_BYTES`)."""
 
     def __init__(
         self, topology: Topology, computation: str, layouts: Mapping[str, Layout] | None = None
@@ -171,6 +171,7 @@ class ProductionRouter:
                 (stream, [(index[r.consumer], r.intervals, _given(r), list(r.table)) for r in rs])
                 for stream, rs in routes.items()
             ],
+            frame_bytes=FRAME_BYTES,
         )
 
     def builder(self) -> FrameBuilder:
@@ -210,7 +211,8 @@ class FrameBuilder:
                     self._given.append((route, key, value))
 
     def built(self) -> list[Frame]:
-        """One frame per destination, in order of its first production."""
+        """The frames, in order of their first production: one per destination, or
+        several in order where its records pass :data:`FRAME_BYTES`."""
         if self._built is None:
             consumers = self._router.consumers
             self._built = [
@@ -232,7 +234,7 @@ class FrameBuilder:
         return [p for frame in self.built() for p in frame.productions]
 
     def frames(self, skip: Callable[[list[bytes]], bool]) -> list[Frame]:
-        """One frame per destination, without the productions ``skip`` says (given a
+        """:meth:`built`'s frames without the productions ``skip`` says (given a
         frame's outbox keys, True when any is to be skipped; then it is asked again for
         each key alone): encoded as built when it keeps them all."""
         frames = []

@@ -34,6 +34,7 @@ from millrace.dataplane import AckBook, LogBatch
 from millrace.delivery import Origin
 from millrace.deployment import write_json_durably
 from millrace.engine import (
+    FRAME_BYTES,
     SINK_PREFIX,
     Frame,
     Route,
@@ -55,7 +56,7 @@ the standard workload end to end ran 8-13% faster at 8,000 than at 2,000 and aga
 16,000 than at 8,000 (BENCHMARKS.md). Below saturation a step reads what is there,
 so frames stay small and latency is unchanged."""
 
-READ_BYTES = 8 << 20
+READ_BYTES = FRAME_BYTES
 """A step's records stop before their keys and values pass this many bytes (a bigger
 record goes alone: ingest takes none over 4 MiB), so a frame stays far below gRPC's
 64 MiB message limit whatever the records' size: 16,000 records of 4 KiB would not."""

@@ -67,6 +67,8 @@ class ProductionPlan:
         producer: str,
         consumers: Sequence[str],
         streams: Sequence[tuple[str, Sequence[tuple[int, int, bool, list[int]]]]],
+        *,
+        frame_bytes: int,
     ) -> Self: ...
     def frames(
         self,

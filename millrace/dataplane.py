@@ -34,7 +34,8 @@ injector, the log and ``millrace inject`` import it, never ``millrace._native``.
 - :class:`StateCache`: a store's write-through cache of committed state values,
   looked up, filled and written through a batch at a time (``statestore/store.py``).
 - :class:`ProductionPlan`: a computation's productions of one commit (ids, routes,
-  one ``DeliveryBatch`` frame per destination with the outbox keys), from what user
+  ``DeliveryBatch`` frames per destination, each within a byte budget, with the
+  outbox keys), from what user
   code emitted per cause (``engine/_routing.py``); :func:`timer_fire_causes`, the
   causes of a round's timer fires (``engine/_production_ids.py``).
 - :func:`state_key`, :func:`state_keys`: where a user key's state lives in the state

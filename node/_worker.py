@@ -65,7 +65,7 @@ class WorkerHooks:
     """What the worker calls out to; the node supplies real ones."""
 
     def route(self, origin: Origin, frames: list[Frame]) -> None:
-        """Hand productions, one frame per destination, to the senders."""
+        """Hand productions, in frames per destination, to the senders."""
 
     def report(self, worker: IntervalWorker, urgent: bool) -> int:
         """Tell the watermark authority this interval's oldest work; a ticket for

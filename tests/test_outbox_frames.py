@@ -1,7 +1,8 @@
 """Outbox frames: one entry per destination per commit, deleted once all of it is acked.
 
 Real RocksDB on disk. Checks the life of frames (what stays, what goes, what a
-restart resends), and that a store of the pre-release format (one entry per
+restart resends), that a commit's records over a frame's byte budget go in several
+frames, and that a store of the pre-release format (one entry per
 production) is refused with a message rather than read.
 """
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from millrace.engine import IntervalProcessor
+from millrace.engine import FRAME_BYTES, IntervalProcessor, decode_frame
 from millrace.statestore import IncompatibleStoreError, StateStore
 from millrace.statestore._engine import Column
 from millrace.statestore._keys import reserved_meta_key
@@ -47,6 +48,27 @@ def test_a_frame_leaves_the_outbox_when_its_last_production_is_acked(tmp_path: P
     assert [p.outbox_key for p in restarted.pending_productions()] == [p.outbox_key for p in second]
     restarted.acknowledge([p.outbox_key for p in second])
     assert _stored_keys(restarted) == [] and len(restarted.in_flight) == 0
+    restarted.store.close()
+
+
+def test_a_commit_past_the_frame_budget_is_framed_in_several_in_order(tmp_path: Path) -> None:
+    """Twenty 1 MiB records forwarded in one commit: frames stay within ``FRAME_BYTES``
+    (each is one delivery message: gRPC refuses one over 64 MiB), in production order,
+    and a restart resends them all in that order."""
+    processor = forwarding_processor(tmp_path / "s", epoch=1)
+    records = numbered_records(0, 20, keys=1)
+    for record in records:
+        record.value = b"%d " % record.event_time_ms + b"x" * (1 << 20)
+    made = processor.process_records(records).productions
+    stored = [value for _, value in processor.store.outbox()]
+    assert len(stored) >= 3
+    assert all(len(value) <= FRAME_BYTES for value in stored)
+    framed = [p.record.value for value in stored for p in decode_frame(value).productions]
+    assert framed == [r.value for r in records] == [p.record.value for p in made]
+    processor.store.close()
+    restarted = forwarding_processor(tmp_path / "s", epoch=2)
+    resent = [p.record.value for p in restarted.pending_productions()]
+    assert resent == [r.value for r in records]
     restarted.store.close()
 
 

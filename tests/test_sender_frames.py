@@ -3,7 +3,8 @@
 Real gRPC over loopback to a receiver that records every batch it parses.
 Frames encoded by the outbox, frames not encoded yet, several frames in one
 batch and a frame bigger than a batch all have to arrive as well-formed
-``DeliveryBatch`` es: right target and sender, every record once, in order.
+``DeliveryBatch`` es: right target and sender, every record once, in order;
+frames of big records are not combined past gRPC's message limit.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 
 import grpc
 
+from millrace.delivery import CHANNEL_OPTIONS
 from millrace.delivery._sender import DownstreamSender, Origin
+from millrace.engine import FRAME_BYTES
 from millrace.engine._frames import Frame, encode_frame
 from millrace.engine._production_ids import Production
 from millrace.wire.v1 import delivery_pb2, delivery_pb2_grpc, record_pb2
@@ -38,7 +41,7 @@ class _RecordingReceiver(delivery_pb2_grpc.DeliveryServicer):
             )
 
 
-def _frame(consumer: str, start: int, count: int, *, encoded: bool) -> Frame:
+def _frame(consumer: str, start: int, count: int, *, encoded: bool, value_bytes: int = 0) -> Frame:
     productions = [
         Production.to(
             consumer,
@@ -46,7 +49,7 @@ def _frame(consumer: str, start: int, count: int, *, encoded: bool) -> Frame:
             record_pb2.Record(
                 record_id=f"{consumer}-{i:05d}".encode(),
                 key=b"k%d" % i,
-                value=b"v" * (i % 7),
+                value=b"v" * (value_bytes or i % 7),
                 event_time_ms=i,
                 producer="up",
                 stream="s",
@@ -105,3 +108,29 @@ def test_frames_arrive_as_well_formed_batches_in_order() -> None:
     assert (sample.value, sample.event_time_ms, sample.producer, sample.stream) == (
         b"v", 1, "up", "s",
     )  # fmt: skip
+
+
+def test_frames_of_big_records_are_not_combined_past_the_message_limit() -> None:
+    """Twelve frames of two 3 MiB records each, queued at once: combined by record count
+    alone they would make one 72 MiB message, which gRPC refuses (the sender would
+    resend it forever); each batch stays within ``FRAME_BYTES`` and everything arrives."""
+    receiver = _RecordingReceiver()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=CHANNEL_OPTIONS)
+    delivery_pb2_grpc.add_DeliveryServicer_to_server(receiver, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    frames = [_frame("a", 2 * n, 2, encoded=True, value_bytes=3 << 20) for n in range(12)]
+    acks = CountingAcks(total=24)
+    sender = DownstreamSender(f"127.0.0.1:{port}", sender_id="t", callbacks=acks)
+    sender.submit_frames(Origin("up", 2, 7), frames)
+    sender.start()
+    try:
+        assert acks.done.wait(60), f"only {acks.count} of {acks.total} acknowledged"
+    finally:
+        sender.stop()
+        server.stop(None)
+    assert [r.record_id for b in receiver.batches for r in b.records] == [
+        p.record.record_id for f in frames for p in f.productions
+    ]
+    assert all(b.ByteSize() <= FRAME_BYTES + 1024 for b in receiver.batches)
+    assert max(len(b.records) for b in receiver.batches) == 2, "whole frames, one a batch"

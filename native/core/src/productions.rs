@@ -8,7 +8,8 @@
 //! its key hashes to (or one the caller chose, for consumers with a key extractor of
 //! their own), and lands in that destination's frame: a `DeliveryBatch` with the
 //! destination as target and the records in the order they were made. Frames come in
-//! order of their destination's first production.
+//! order of their first production; a destination whose records pass the plan's byte
+//! budget gets several, in order (each frame is one delivery message).
 
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 use xxhash_rust::xxh3::xxh3_128;
@@ -104,6 +105,10 @@ pub struct Plan {
     pub consumers: Vec<String>,
     /// Per output stream: its name and its routes.
     pub streams: Vec<(String, Vec<Route>)>,
+    /// A destination's frame takes no record that would carry its payload past this
+    /// many bytes (the next ones start another frame): a frame is one delivery
+    /// message, and gRPC refuses messages over its limit. A bigger record goes alone.
+    pub frame_bytes: usize,
 }
 
 /// One destination's frame of a commit.
@@ -197,6 +202,8 @@ struct Building {
     payload: Vec<u8>,
     ids: Vec<[u8; 16]>,
     oldest_event_time_ms: i64,
+    /// At its byte budget: the destination's next records start a new frame.
+    full: bool,
 }
 
 impl<'p> FrameSet<'p> {
@@ -239,9 +246,6 @@ impl<'p> FrameSet<'p> {
                     interval
                 }
             };
-            let frame = self.frame_for(route.consumer, interval);
-            frame.ids.push(id);
-            frame.oldest_event_time_ms = frame.oldest_event_time_ms.min(event_time_ms);
             let fields = RecordFields {
                 record_id: &id,
                 key,
@@ -250,41 +254,56 @@ impl<'p> FrameSet<'p> {
                 producer: plan.producer.as_bytes(),
                 stream: stream_name.as_bytes(),
             };
+            let frame = self.frame_for(route.consumer, interval, fields.field_len());
+            frame.ids.push(id);
+            frame.oldest_event_time_ms = frame.oldest_event_time_ms.min(event_time_ms);
             fields.encode_as_field(RECORDS_TAG, &mut frame.payload);
         }
         Ok(())
     }
 
-    fn frame_for(&mut self, consumer: usize, interval: u32) -> &mut Building {
-        let is_it = |f: &Building| f.consumer == consumer && f.interval == interval;
+    /// The open frame of a destination, with room for a record of `record_len` bytes
+    /// (or empty).
+    fn frame_for(&mut self, consumer: usize, interval: u32, record_len: usize) -> &mut Building {
+        let is_it = |f: &Building| !f.full && f.consumer == consumer && f.interval == interval;
         if !self.frames.get(self.last).is_some_and(is_it) {
             self.last = match self.frames.iter().position(is_it) {
                 Some(slot) => slot,
-                None => {
-                    let name = &self.plan.consumers[consumer];
-                    let target = KeyInterval {
-                        computation: name.clone(),
-                        index: interval,
-                        count: 0,
-                    };
-                    let mut payload = Vec::new();
-                    prost::encoding::message::encode(TARGET_TAG, &target, &mut payload);
-                    self.frames.push(Building {
-                        consumer,
-                        interval,
-                        prefix: outbox_key_prefix(name, interval),
-                        payload,
-                        ids: Vec::new(),
-                        oldest_event_time_ms: i64::MAX,
-                    });
-                    self.frames.len() - 1
-                }
+                None => self.open(consumer, interval),
             };
+        }
+        let frame = &mut self.frames[self.last];
+        if !frame.ids.is_empty() && frame.payload.len() + record_len > self.plan.frame_bytes {
+            frame.full = true;
+            self.last = self.open(consumer, interval);
         }
         &mut self.frames[self.last]
     }
 
-    /// The frames, in order of each destination's first record.
+    /// A new, empty frame to a destination; its slot.
+    fn open(&mut self, consumer: usize, interval: u32) -> usize {
+        let name = &self.plan.consumers[consumer];
+        let target = KeyInterval {
+            computation: name.clone(),
+            index: interval,
+            count: 0,
+        };
+        let mut payload = Vec::new();
+        prost::encoding::message::encode(TARGET_TAG, &target, &mut payload);
+        self.frames.push(Building {
+            consumer,
+            interval,
+            prefix: outbox_key_prefix(name, interval),
+            payload,
+            ids: Vec::new(),
+            oldest_event_time_ms: i64::MAX,
+            full: false,
+        });
+        self.frames.len() - 1
+    }
+
+    /// The frames, in order of their first record (a destination's records over more
+    /// than its byte budget are in several frames, in order).
     pub fn finish(self) -> Vec<OutFrame> {
         self.frames
             .into_iter()
@@ -342,6 +361,12 @@ impl RecordFields<'_> {
             t => prost::encoding::int64::encoded_len(4, &t),
         };
         bytes + time
+    }
+
+    /// The bytes [`Self::encode_as_field`] appends.
+    fn field_len(&self) -> usize {
+        let len = self.encoded_len();
+        prost::encoding::key_len(RECORDS_TAG) + encoded_len_varint(len as u64) + len
     }
 
     /// This record as field `tag` of the message `buf` holds.
@@ -438,6 +463,7 @@ mod tests {
                     vec![Route::new(2, 1, Routing::ByKey, Vec::new())],
                 ),
             ],
+            frame_bytes: 1 << 20,
         }
     }
 
@@ -461,6 +487,7 @@ mod tests {
                 "s".into(),
                 vec![Route::new(0, 2, Routing::ByKey, table.clone())],
             )],
+            frame_bytes: 1 << 20,
         };
         let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i}").into_bytes()).collect();
         let caused: Vec<Caused> = keys
@@ -535,6 +562,53 @@ mod tests {
             .map(|f| f.interval)
             .collect();
         assert_eq!(given, [2, 0]);
+    }
+
+    #[test]
+    fn a_destination_over_its_byte_budget_gets_several_frames_in_order() {
+        let plan = Plan {
+            producer: "p".into(),
+            consumers: vec!["a".into(), "b".into()],
+            streams: vec![(
+                "s".into(),
+                vec![
+                    Route::new(0, 1, Routing::ByKey, Vec::new()),
+                    Route::new(1, 1, Routing::ByKey, Vec::new()),
+                ],
+            )],
+            frame_bytes: 1000,
+        };
+        // Values of 0..600 bytes: some frames take several, a 1,200-byte one goes alone.
+        let sizes: Vec<usize> = (0..60).map(|i| (i * 97) % 600).chain([1200, 3]).collect();
+        let caused: Vec<Caused> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| Caused {
+                cause: Bytes::from(format!("c{i}").into_bytes()),
+                emitted: vec![Emitted {
+                    stream: 0,
+                    key: Bytes::from_static(b"k"),
+                    value: Bytes::from(vec![b'v'; size]),
+                    event_time_ms: i as i64,
+                }],
+            })
+            .collect();
+        let frames = build(&plan, &caused, &[]).unwrap();
+        for consumer in 0..2 {
+            let mine: Vec<&OutFrame> = frames.iter().filter(|f| f.consumer == consumer).collect();
+            assert!(mine.len() > 2, "{} frames", mine.len());
+            let mut values = Vec::new();
+            for frame in mine {
+                let decoded = crate::wire::DeliveryFrame::decode(frame.payload.as_slice()).unwrap();
+                assert!(!decoded.records.is_empty());
+                assert!(frame.payload.len() <= 1000 || decoded.records.len() == 1);
+                assert_eq!(decoded.records.len(), frame.ids.len());
+                let oldest = decoded.records.iter().map(|r| r.event_time_ms).min();
+                assert_eq!(oldest, Some(frame.oldest_event_time_ms));
+                values.extend(decoded.records.iter().map(|r| r.value.len()));
+            }
+            assert_eq!(values, sizes, "every record once, in order");
+        }
     }
 
     #[test]

@@ -28,12 +28,15 @@ impl PyProductionPlan {
     /// `streams`: per output stream, its name and its routes `(consumer index,
     /// intervals, given, table)`; `given` routes take their intervals from the caller;
     /// a non-empty `table` names the interval (by id) of each of its equal ranges of
-    /// the key-hash space (the consumer's intervals were split).
+    /// the key-hash space (the consumer's intervals were split). A frame takes no record
+    /// that would carry it past `frame_bytes` (a bigger record goes alone).
     #[new]
+    #[pyo3(signature = (producer, consumers, streams, *, frame_bytes))]
     fn new(
         producer: String,
         consumers: Vec<String>,
         streams: Vec<(String, RouteTuples)>,
+        frame_bytes: usize,
     ) -> PyResult<Self> {
         let mut planned = Vec::with_capacity(streams.len());
         for (stream, routes) in streams {
@@ -59,13 +62,14 @@ impl PyProductionPlan {
                 producer,
                 consumers,
                 streams: planned,
+                frame_bytes,
             },
         })
     }
 
     /// One commit's frames `(consumer index, interval, payload, outbox keys, oldest event
-    /// time)`, in order
-    /// of each destination's first production. `causes[i]` emitted `emitted[i]`, a list
+    /// time)`, in order of their first production (a destination's records over
+    /// `frame_bytes` in several). `causes[i]` emitted `emitted[i]`, a list
     /// of `(stream, key, value, event_time_ms)`; `given` holds the intervals of the
     /// `given` routes, in production order.
     fn frames<'py>(
