@@ -20,47 +20,37 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from operator import itemgetter
 
 from millrace.computations import (
     Computation,
-    FiredTimer,
     KeyInterval,
     Layout,
     Topology,
 )
-from millrace.dataplane import timer_fire_causes
 from millrace.engine._batch_scope import (
     BatchScope,
-    TimerBatchScope,
     last_record_setters,
     offer_batch,
-    offer_timers,
 )
 from millrace.engine._dead_letters import read_letters, stage_letter
-from millrace.engine._due_timers import due_timers, timer_ident
+from millrace.engine._due_timers import due_timers
 from millrace.engine._failures import FailureBook
 from millrace.engine._frames import Frame
 from millrace.engine._keying import Admitted, RecordKeying
 from millrace.engine._outbox_ledger import OutboxLedger
 from millrace.engine._outcome import BatchOutcome
 from millrace.engine._production_ids import (
-    FIRED_WATERMARK,
     Production,
-    decode_fired_watermark,
-    encode_fired_watermark,
-    fire_setter,
     record_id_prefix,
-    timer_fire_cause,
 )
 from millrace.engine._received import Received
 from millrace.engine._retired_senders import RETIRED_SENDERS, retired_senders
 from millrace.engine._routing import FrameBuilder, ProductionRouter
-from millrace.engine._scope import Emitted, RecordScope
+from millrace.engine._scope import RecordScope
 from millrace.engine._sender_epochs import SenderEpochs
 from millrace.engine._state_layout import ensure_state_layout
 from millrace.engine._timer_cuts import TimerCuts
-from millrace.engine._tuples import new_tuple
+from millrace.engine._timer_round import TimerRound
 from millrace.engine._upkeep import StoreUpkeep
 from millrace.statestore import (
     Clock,
@@ -70,7 +60,7 @@ from millrace.statestore import (
     Transaction,
     wall_clock_ms,
 )
-from millrace.statestore.types import TimeDomain, Timer
+from millrace.statestore.types import TimeDomain
 from millrace.wire.v1 import admin_pb2, record_pb2
 
 
@@ -138,7 +128,6 @@ class IntervalProcessor:
         self._user.setup(self.spec.params)
         self._handles_timers = handler.handles_timers()
         self._batches = self._user.handles_batches()
-        self._timer_batches = self._user.handles_timer_batches()
         self._upkeep = StoreUpkeep(store, self.spec.dead_letter_retention_ms, clock)
         self._outputs = frozenset(self.spec.outputs)
         extractors = {s: topology.key_extractor(computation, s) for s in self.spec.input_streams()}
@@ -156,9 +145,10 @@ class IntervalProcessor:
         """Dead letters staged since this processor started (the harness watches it)."""
         self._sender_epochs = SenderEpochs(store)
         self.input_watermark: int | None = None
-        self._fired_watermark = decode_fired_watermark(store.get_meta(FIRED_WATERMARK))
-        """The highest time up to which event-time timers ever fired (kept in the store
-        with the fires): a timer set for after it fires once (timer_setter)."""
+        self._timers = TimerRound(
+            computation=computation, user=self._user, store=store, failures=self._failures,
+            clock=clock, scope=self._scope, dead_letter=self._put_letter,
+        )  # fmt: skip
         store.claim_epoch(epoch)
         ensure_state_layout(store, epoch)
         self._outbox = OutboxLedger(store)
@@ -310,119 +300,27 @@ class IntervalProcessor:
 
     def fire_timers(self, limit: int = 1000, *, durable: bool = True) -> BatchOutcome:
         """Fire event-time timers the input watermark has passed and due processing-time
-        timers, in time order, in one commit. Call again while it fires ``limit``.
-        ``durable`` as for :meth:`process_records`.
+        timers, in time order, in one commit (``engine/_timer_round.py``). Call again
+        while it fires ``limit``. ``durable`` as for :meth:`process_records`.
 
         A timer whose user code raises stays pending and holds its key: the key's
         later timers wait in the store and its records are left unacked until the
         timer succeeds or is dead-lettered (after ``max_attempts`` rounds). Retry it
         in a later round, not at once: the failure may be transient."""
         outcome = BatchOutcome()
-        built = self._router.builder()
         now = self._clock()
         due = due_timers(self.store, now, self.input_watermark, limit)
         if not due:
             return outcome
+        built = self._router.builder()
         txn = self.store.begin(self.epoch)
-        fired_under = self._note_fired_watermark(txn, due)
-        failures = self._failures
-        # What each timer produced, by its place in ``due``: framed in firing order,
-        # whichever path fired it.
-        made: list[tuple[int, bytes, list[Emitted]]] = []
-        left = list(enumerate(due))
-        if self._timer_batches:
-            left = self._fire_batch(txn, left, now, outcome, made)
-        for position, timer in left:
-            ident = timer_ident(timer)
-            if failures.held and failures.held_by_another(timer.key, ident, now):
-                continue  # stays pending: it fires after what holds its key
-            txn.delete_timer(timer.domain, timer.key, timer.tag)
-            cause = timer_fire_cause(self.name, timer)
-            scope = self._scope(txn, timer.key, timer.time_ms, now, setter=fire_setter(cause))
-            fired = FiredTimer(
-                key=timer.key, tag=timer.tag, time_ms=timer.time_ms, domain=timer.domain
-            )
-            try:
-                self._user.process_timer(scope, fired)
-            except Exception as exc:
-                self._timer_failed(txn, ident, timer, exc)
-                outcome.timers_failed += 1
-                continue
-            if failures.held:
-                failures.succeeded(timer.key, ident)
-            failures.committed((ident,))
-            scope.apply()
-            outcome.late_ms.extend(scope.late_ms)
-            if scope.emitted:
-                made.append((position, cause, scope.emitted))
-            outcome.timers_fired += 1
-        made.sort(key=itemgetter(0))
-        for _, cause, emitted in made:
-            built.add(cause, emitted)
+        fired_under = self._timers.fire(
+            txn, due, now=now, watermark=self.input_watermark, outcome=outcome, built=built
+        )
         self._commit(txn, outcome, built, durable=durable)
-        self._fired_watermark = fired_under
+        self._timers.committed(fired_under)
         outcome.built = built
         return outcome
-
-    def _note_fired_watermark(self, txn: Transaction, due: list[Timer]) -> int | None:
-        """Keep, with the round's fires, the time up to which its event-time timers fire
-        if it is the highest yet; returns the highest."""
-        watermark, fired = self.input_watermark, self._fired_watermark
-        if watermark is None or all(t.domain != TimeDomain.EVENT_TIME for t in due):
-            return fired
-        up_to = watermark - 1  # as due_timers: a timer at T fires once the watermark is past T
-        if fired is not None and up_to <= fired:
-            return fired
-        txn.set_meta(FIRED_WATERMARK, encode_fired_watermark(up_to))
-        return up_to
-
-    def _fire_batch(
-        self,
-        txn: Transaction,
-        due: list[tuple[int, Timer]],
-        now: int,
-        outcome: BatchOutcome,
-        made: list[tuple[int, bytes, list[Emitted]]],
-    ) -> list[tuple[int, Timer]]:
-        """Offer the due timers (with their places) to ``process_timers``; what they
-        produced goes to ``made``. Returns those left to fire one at a time (every timer
-        of a key it left, and of held keys)."""
-        held = self._failures.held
-        offered = [(p, t) for p, t in due if t.key not in held] if held else due
-        if not offered:
-            return due
-        timers = [t for _, t in offered]
-        fired = [new_tuple(FiredTimer, (t.key, t.tag, t.time_ms, t.domain)) for t in timers]
-        causes = timer_fire_causes(self.name, timers)
-        batch = TimerBatchScope(
-            lambda key: self._scope(txn, key, 0, now, may_produce=False),
-            txn,
-            self.input_watermark,
-            now,
-            timers,
-            causes=causes,
-        )
-        left_keys = offer_timers(self._user, batch, fired, held, outcome)
-        if left_keys is None:
-            return due
-        taken = [i for i, t in enumerate(timers) if t.key not in left_keys]
-        self._failures.committed(timer_ident(timers[i]) for i in taken)
-        emitted = batch.emitted
-        made.extend((offered[i][0], causes[i], emitted[i]) for i in taken if i in emitted)
-        outcome.timers_fired += len(taken)
-        return [(p, t) for p, t in due if t.key in left_keys]
-
-    def _timer_failed(self, txn: Transaction, ident: bytes, timer: Timer, exc: Exception) -> None:
-        attempts = self._failures.failed(ident, timer.key, self._clock())
-        if attempts is None:
-            # Keep the timer (undo the delete staged above): it fires again next round.
-            txn.set_timer(timer)
-            return
-        record = record_pb2.Record(
-            key=timer.key, event_time_ms=timer.time_ms, stream=f"timer:{timer.tag}"
-        )
-        error = "timer: " + "".join(traceback.format_exception_only(exc)).strip()
-        self._put_letter(txn, ident, record, error, attempts)
 
     def _put_letter(
         self, txn: Transaction, ident: bytes, record: record_pb2.Record, error: str, attempts: int
@@ -569,7 +467,7 @@ class IntervalProcessor:
             now_ms=now,
             may_produce=may_produce,
             setter=setter,
-            fired_watermark=self._fired_watermark,
+            fired_watermark=self._timers.fired_watermark,
         )
 
     def _commit(
