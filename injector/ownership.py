@@ -32,7 +32,6 @@ Intervals are named by id (:meth:`computations.KeyInterval.id`).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter, deque
@@ -41,23 +40,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millrace.computations import IntervalId, KeyInterval, Layout, Topology
-from millrace.deployment import brief, write_json_durably
+from millrace.deployment import brief
+from millrace.injector._ownership_files import (
+    EPOCHS_FILE,
+    Journaled,
+    Lease,
+    read_epochs,
+    read_ownership,
+    write_epochs,
+    write_ownership,
+)
 from millrace.statestore import MAX_EPOCH
+
+__all__ = ["EPOCHS_FILE", "LayoutChange", "Lease", "OwnershipRegistry"]
 
 MAX_NAME = 256
 """Longest node id or address a registration may carry."""
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """One interval's current owner."""
-
-    computation: str
-    index: int
-    count: int
-    epoch: int
-    node_id: str
-    address: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,23 +108,21 @@ class OwnershipRegistry:
         }
         self.version = 0
         if journal_path.exists():
-            body = json.loads(journal_path.read_text())
-            for raw in body["leases"]:
-                lease = Lease(**raw)
-                self._leases[IntervalId(lease.computation, lease.index)] = lease
-            self.version = int(body["version"])
-            self._moved.update(_moves_of(body))
-            self._draining.update(_draining_of(body))
-            self._layouts.update(_layouts_of(body, topology))
-            for computation, index, epoch in body.get("floors", []):
-                self.raise_floor(str(computation), int(index), int(epoch))
-        epochs, moved, draining = _read_epochs(self._epochs_path)
-        if self._epochs_path.exists() and not journal_path.exists():
-            self._layouts.update(_layouts_of(json.loads(self._epochs_path.read_text()), topology))
-        self._draining.update(draining)
-        for (computation, index), epoch in epochs.items():
+            journaled = read_ownership(journal_path, topology)
+            self._leases.update(journaled.leases)
+            self.version = journaled.version
+            self._moved.update(journaled.moved)
+            self._draining.update(journaled.draining)
+            self._layouts.update(journaled.layouts)
+            for (computation, index), epoch in journaled.floors.items():
+                self.raise_floor(computation, index, epoch)
+        epochs = read_epochs(self._epochs_path, topology)
+        if not journal_path.exists():
+            self._layouts.update(epochs.layouts)
+        self._draining.update(epochs.draining)
+        for (computation, index), epoch in epochs.floors.items():
             self.raise_floor(computation, index, epoch)
-        for key, node_id in moved.items():
+        for key, node_id in epochs.moved.items():
             self._moved.setdefault(key, node_id)
         self.lost = self._lost_file()
         """The registry file found missing at start (its twin still had epochs), or None."""
@@ -395,9 +391,12 @@ class OwnershipRegistry:
         as they are), then make them current."""
         draining = self._draining if draining is None else draining
         layouts = self._layouts if layouts is None else layouts
-        split = _split_layouts(layouts)
-        _write_epochs(self._epochs_path, self._floors, leases, moved, draining, split=split)
-        self._save(self.version + 1, leases, moved, draining, split)
+        journal = Journaled(
+            version=self.version + 1, leases=leases, moved=moved, draining=draining,
+            layouts=layouts, floors=self._floors,
+        )  # fmt: skip
+        write_epochs(self._epochs_path, journal)
+        write_ownership(self._path, journal)
         self._leases = leases
         self._moved = moved
         self._draining = draining
@@ -442,119 +441,3 @@ class OwnershipRegistry:
         if has_epochs and not has_leases:
             return self._path
         return None
-
-    def _save(
-        self,
-        version: int,
-        leases: dict[IntervalId, Lease],
-        moved: Mapping[IntervalId, str],
-        draining: set[str],
-        split: dict[str, list[list[int]]],
-    ) -> None:
-        body = {
-            "version": version,
-            "leases": [_as_dict(lease) for lease in leases.values()],
-            "moved": _moves_as_list(moved),
-            "draining": sorted(draining),
-            "layouts": split,
-            "floors": [[c, i, e] for (c, i), e in sorted(self._floors.items())],
-        }
-        write_json_durably(self._path, body)
-
-
-EPOCHS_FILE = "epochs.json"
-
-
-def _read_epochs(
-    path: Path,
-) -> tuple[dict[IntervalId, int], dict[IntervalId, str], set[str]]:
-    """``epochs.json``: the highest epoch granted per interval, the moves and the nodes
-    drained (empty when missing)."""
-    if not path.exists():
-        return {}, {}, set()
-    try:
-        body = json.loads(path.read_text())
-        granted = {IntervalId(str(c), int(i)): int(e) for c, i, e in body["granted"]}
-        return granted, _moves_of(body), _draining_of(body)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise ValueError(
-            f"{path}: malformed ({exc}); move it aside to start without it (ownership.json "
-            "and the watermark journal still hold the epochs granted)"
-        ) from exc
-
-
-def _write_epochs(
-    path: Path,
-    floors: Mapping[IntervalId, int],
-    leases: Mapping[IntervalId, Lease],
-    moved: Mapping[IntervalId, str],
-    draining: set[str],
-    *,
-    split: dict[str, list[list[int]]],
-) -> None:
-    """``epochs.json``: per interval, the highest epoch known (a floor, or its lease's),
-    the moves, the nodes drained and the split layouts (so that either file alone still
-    knows where each interval runs)."""
-    epochs = dict(floors)
-    for key, lease in leases.items():
-        epochs[key] = max(epochs.get(key, 0), lease.epoch)
-    body = {
-        "granted": [[c, i, e] for (c, i), e in sorted(epochs.items())],
-        "moved": _moves_as_list(moved),
-        "draining": sorted(draining),
-        "layouts": split,
-    }
-    write_json_durably(path, body)
-
-
-def _moves_of(body: Mapping[str, object]) -> dict[IntervalId, str]:
-    raw = body.get("moved", [])
-    if not isinstance(raw, list):
-        raise ValueError("'moved' is not a list")
-    return {IntervalId(str(c), int(i)): str(n) for c, i, n in raw}
-
-
-def _draining_of(body: Mapping[str, object]) -> set[str]:
-    raw = body.get("draining", [])
-    if not isinstance(raw, list):
-        raise ValueError("'draining' is not a list")
-    return {str(n) for n in raw}
-
-
-def _split_layouts(layouts: Mapping[str, Layout]) -> dict[str, list[list[int]]]:
-    """The layouts that are not their computation's first intervals, as journaled:
-    ``[index, count]`` per interval."""
-    return {
-        name: [[i.index, i.count] for i in layout]
-        for name, layout in sorted(layouts.items())
-        if layout.uniform != layout.base_count
-    }
-
-
-def _layouts_of(body: Mapping[str, object], topology: Topology) -> dict[str, Layout]:
-    """The split layouts a journal file holds (of computations the topology still has)."""
-    raw = body.get("layouts", {})
-    if not isinstance(raw, dict):
-        raise ValueError("'layouts' is not a table")
-    found = {}
-    for name, intervals in raw.items():
-        spec = topology.computations.get(name)
-        if spec is not None:
-            shares = (KeyInterval(name, int(i), int(n)) for i, n in intervals)
-            found[name] = Layout(name, spec.intervals, shares)
-    return found
-
-
-def _moves_as_list(moved: Mapping[IntervalId, str]) -> list[list[object]]:
-    return [[c, i, n] for (c, i), n in sorted(moved.items())]
-
-
-def _as_dict(lease: Lease) -> dict[str, object]:
-    return {
-        "computation": lease.computation,
-        "index": lease.index,
-        "count": lease.count,
-        "epoch": lease.epoch,
-        "node_id": lease.node_id,
-        "address": lease.address,
-    }
