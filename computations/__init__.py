@@ -29,7 +29,13 @@ from millrace.computations._keys import (
     intervals_of,
     key_hash,
 )
-from millrace.computations._records import FiredTimer, Record, RecordColumns, record_columns
+from millrace.computations._records import (
+    MAX_PRODUCED_BYTES,
+    FiredTimer,
+    Record,
+    RecordColumns,
+    record_columns,
+)
 from millrace.computations._serde import (
     BYTES,
     JSON,
@@ -47,6 +53,7 @@ __all__ = [
     "BYTES",
     "JSON",
     "MAX_EVENT_TIME_MS",
+    "MAX_PRODUCED_BYTES",
     "MAX_TIME",
     "MIN_EVENT_TIME_MS",
     "MIN_TIME",

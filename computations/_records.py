@@ -8,6 +8,13 @@ from typing import NamedTuple, overload
 
 from millrace.statestore.types import TimeDomain
 
+MAX_PRODUCED_BYTES = 48 << 20
+"""The most bytes of key plus value one produced record may hold: a record travels in
+one delivery message, which gRPC caps at 64 MiB; producing more raises
+:class:`~computations.errors.ProduceError` (the input record or timer then fails as
+any user error does: retried, then dead-lettered). Keep big payloads out of records
+(a reference to a file or object instead)."""
+
 
 class Record(NamedTuple):
     """One record of a stream as a computation sees it.

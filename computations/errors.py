@@ -12,7 +12,9 @@ class TopologyError(ValueError):
 
 
 class ProduceError(ValueError):
-    """User code produced to a stream its computation does not declare as an output."""
+    """User code produced what it cannot: to a stream its computation does not declare
+    as an output, at an event time out of range, or a record over
+    :data:`~computations.MAX_PRODUCED_BYTES`."""
 
 
 class TimerError(ValueError):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
-from millrace.computations import Computation, FiredTimer, Record
+from millrace.computations import MAX_PRODUCED_BYTES, Computation, FiredTimer, Record
 from millrace.computations.errors import ProduceError
 from millrace.dataplane import state_keys
 from millrace.engine._keying import Admitted, AdmittedWhole, admitted_keys_ids
@@ -27,6 +27,7 @@ from millrace.engine._scope import (
     record_setter,
     record_setters,
     timer_setter,
+    too_big,
 )
 from millrace.engine._timer_cuts import TimerCuts
 from millrace.engine._tuples import new_tuple
@@ -371,11 +372,14 @@ class TimerBatchScope(BatchScope):
     ) -> None:
         self._rules_scope().check_output(stream)
         emitted, timer_keys = self.emitted, self._timer_keys
-        for timer, key, value, ts in zip(timers, keys, values, times_ms, strict=True):
+        for timer, given_key, given_value, ts in zip(timers, keys, values, times_ms, strict=True):
+            key, value = bytes(given_key), bytes(given_value)
             if timer_keys[timer] != key:
                 raise ProduceError(
                     f"timer {timer} of key {timer_keys[timer]!r} produced a record of key "
                     f"{key!r} in process_timers: leave it to process_timer"
                 )
-            made = new_tuple(Emitted, (stream, bytes(key), bytes(value), checked_time(stream, ts)))
+            if len(key) + len(value) > MAX_PRODUCED_BYTES:
+                raise too_big(stream, key, value)
+            made = new_tuple(Emitted, (stream, key, value, checked_time(stream, ts)))
             emitted.setdefault(timer, []).append(made)

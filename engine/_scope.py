@@ -12,7 +12,14 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from millrace.computations import BYTES, MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, Record, Serde
+from millrace.computations import (
+    BYTES,
+    MAX_EVENT_TIME_MS,
+    MAX_PRODUCED_BYTES,
+    MIN_EVENT_TIME_MS,
+    Record,
+    Serde,
+)
 from millrace.computations.errors import ProduceError, TimerError
 from millrace.dataplane import state_key
 from millrace.engine._tuples import new_tuple
@@ -56,6 +63,15 @@ def timer_setter(domain: TimeDomain, time_ms: int, fired: int | None, setter: by
     if domain == TimeDomain.EVENT_TIME and (fired is None or time_ms > fired):
         return b""
     return setter
+
+
+def too_big(stream: str, key: bytes, value: bytes) -> ProduceError:
+    """The error for a produced record over :data:`~computations.MAX_PRODUCED_BYTES`."""
+    return ProduceError(
+        f"produced to {stream!r} a record of {len(key) + len(value):,} bytes of key and "
+        f"value; the most a record may hold is {MAX_PRODUCED_BYTES:,} (one delivery "
+        "message): keep big payloads out of records"
+    )
 
 
 def checked_time(stream: str, event_time_ms: int) -> int:
@@ -274,6 +290,8 @@ class RecordScope:
             key = _bytes_of(stream, "key", key)
         if type(value) is not bytes:
             value = _bytes_of(stream, "value", value)
+        if len(key) + len(value) > MAX_PRODUCED_BYTES:
+            raise too_big(stream, key, value)
         self.emitted.append(new_tuple(Emitted, (stream, key, value, ts)))
 
     def check_output(self, stream: str) -> None:

@@ -16,7 +16,7 @@ def test_the_user_api_is_pinned() -> None:
             "IntervalId", "KeyInterval", "Layout",
             "import_object", "interval_of", "intervals_of", "key_hash",
             "ProduceError", "TimerError", "TopologyError",
-            "MIN_TIME", "MAX_TIME", "MIN_EVENT_TIME_MS", "MAX_EVENT_TIME_MS",
+            "MIN_TIME", "MAX_TIME", "MIN_EVENT_TIME_MS", "MAX_EVENT_TIME_MS", "MAX_PRODUCED_BYTES",
         ]
     )  # fmt: skip
     for name in computations.__all__:

@@ -35,6 +35,13 @@ class ProducesElsewhere(Computation):
         ctx.produce("not_declared", ctx.key, b"")
 
 
+class ProducesBig(Computation):
+    """Produces a record of the size its input's value names (a decimal byte count)."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.produce("b", ctx.key, b"x" * int(record.value))
+
+
 class TimerWithoutHandler(Computation):
     def process_record(self, ctx: Context, record: Record) -> None:
         ctx.set_timer("t", 5)
@@ -150,6 +157,20 @@ def test_producing_to_an_undeclared_stream_dead_letters_with_the_reason() -> Non
     [letter] = harness.dead_letters("c")
     assert ProduceError.__name__ in letter.error
     assert "'not_declared'" in letter.error
+
+
+def test_a_record_over_the_produced_limit_dead_letters_and_loses_nothing_else() -> None:
+    """A record too big for one delivery message fails its input record with the reason
+    (it would otherwise be resent without end); records around it go through."""
+    harness = single("tests.computations_api.test_topology:ProducesBig")
+    harness.feed("a", b"k1", b"10", 1)
+    harness.feed("a", b"k2", str(computations.MAX_PRODUCED_BYTES).encode(), 2)
+    harness.feed("a", b"k3", b"20", 3)
+    harness.run()
+    [letter] = harness.dead_letters("c")
+    assert ProduceError.__name__ in letter.error and "keep big payloads out" in letter.error
+    assert letter.record.key == b"k2"
+    assert [(r.key, len(r.value)) for r in harness.outputs("b")] == [(b"k1", 10), (b"k3", 20)]
 
 
 def test_timer_without_handler_is_refused() -> None:
