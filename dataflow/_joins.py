@@ -62,6 +62,15 @@ from millrace.computations import (
     Record,
 )
 from millrace.dataflow._durations import duration_ms
+from millrace.dataflow._join_rows import (
+    UNIQUE_LEFT,
+    element_tag,
+    entry_of,
+    expiry_tag,
+    forget_unique_left,
+    migrate,
+    unique_left,
+)
 from millrace.dataflow._operators import emit_result, load_function
 from millrace.dataflow._outputs import (
     JOIN_OUTPUT_VERSION,
@@ -73,6 +82,9 @@ from millrace.dataflow._outputs import (
 )
 from millrace.dataflow._rows import time_tag
 from millrace.dataflow._settings import check_settings
+
+_KEPT_LEFTS = 4096
+"""How many keys' left records a ``left_unique`` join keeps parsed in memory."""
 
 
 class JoinType(Enum):
@@ -184,10 +196,10 @@ class IntervalJoin(Computation):
             send_late(ctx, record, self.late_output)
             return
         if self.left_unique and side == "R":
-            if not self._met_unique_left(ctx, record):
-                self._keep(ctx, side, _entry_of(record), t - self.lower_ms)
+            if not self._metunique_left(ctx, record):
+                self._keep(ctx, side, entry_of(record), t - self.lower_ms)
             return
-        entry = _entry_of(record)
+        entry = entry_of(record)
         # The partners' times: left.t + lower <= right.t <= left.t + upper (narrowed by
         # the left record's own bounds, checked per pair).
         low, high = (
@@ -198,12 +210,12 @@ class IntervalJoin(Computation):
         if side == "L" and (self.left_from or self.left_until):
             low, high = self._left_bounds(record.value, entry, low, high)
         if self.left_unique:  # a left record: the right ones above
-            _migrate(ctx, "LR")
+            migrate(ctx, "LR")
             self._meet_waiting_rights(ctx, entry)
             self._keep(ctx, side, entry, high)
-            ctx.put_state(_UNIQUE_LEFT, entry, JSON)
+            ctx.put_state(UNIQUE_LEFT, entry, JSON)
             return
-        _migrate(ctx, other)  # the rows this record reads
+        migrate(ctx, other)  # the rows this record reads
         for tag, candidate in ctx.scan_state(
             f"{other}/", JSON, start=time_tag(low), end=time_tag(high + 1)
         ):
@@ -220,10 +232,10 @@ class IntervalJoin(Computation):
     def _keep(self, ctx: Context, side: str, entry: dict[str, Any], high: int) -> None:
         """Buffer a record until no partner can come: its row and its expiry timer."""
         t = entry["t"]
-        ctx.put_state(_element_tag(side, t, entry["id"]), entry, JSON)
-        ctx.set_timer(_expiry_tag(side, t, entry["id"]), self._expiry(side, t, high))
+        ctx.put_state(element_tag(side, t, entry["id"]), entry, JSON)
+        ctx.set_timer(expiry_tag(side, t, entry["id"]), self._expiry(side, t, high))
 
-    def _met_unique_left(self, ctx: Context, record: Record) -> bool:
+    def _metunique_left(self, ctx: Context, record: Record) -> bool:
         """``left_unique``: decide a right ``record`` now if its key's left record is
         kept (no other can come); False when there is none yet. The hot path of a key
         with many right records: the left one is read as parsed (:meth:`_kept_left`),
@@ -243,13 +255,13 @@ class IntervalJoin(Computation):
                 result = self._selected(left_record, right)  # select_values reads its value only
                 emit_result(ctx, self.output, ctx.key, max(left["t"], t), result)
             else:
-                self._emit(ctx, left, _entry_of(record))
+                self._emit(ctx, left, entry_of(record))
             if not left["m"]:
                 marked = {**left, "m": True}  # the cached entry stays as its row was
-                ctx.put_state(_element_tag("L", left["t"], left["id"]), marked, JSON)
-                ctx.put_state(_UNIQUE_LEFT, marked, JSON)
+                ctx.put_state(element_tag("L", left["t"], left["id"]), marked, JSON)
+                ctx.put_state(UNIQUE_LEFT, marked, JSON)
         elif self.how in (JoinType.RIGHT, JoinType.FULL):
-            self._emit(ctx, None, _entry_of(record))
+            self._emit(ctx, None, entry_of(record))
         return True
 
     def _as_right(self, ctx: Context, record: Record) -> Record:
@@ -259,9 +271,9 @@ class IntervalJoin(Computation):
         """``left_unique``: the key's left record's entry and record, or None. Parsed
         once per state value: a key's copy is reused while its row's bytes are the same
         (state is what decides, so a rolled-back change or another writer is seen)."""
-        raw = ctx.get_state(_UNIQUE_LEFT)
+        raw = ctx.get_state(UNIQUE_LEFT)
         if raw is None:
-            left = _unique_left(ctx)  # a row kept without its copy, or none
+            left = unique_left(ctx)  # a row kept without its copy, or none
             return None if left is None else (left, self._record(ctx, self.left, left))
         cache = self._lefts
         cached = cache.get(ctx.key)
@@ -278,7 +290,7 @@ class IntervalJoin(Computation):
         """``left_unique``: the first left record of a key decides every right record
         waiting for it (joined, or emitted unmatched in a right/full join) and frees
         them; a second one while the first is kept is refused."""
-        kept = _unique_left(ctx)
+        kept = unique_left(ctx)
         if kept is not None:
             raise ValueError(
                 f"left_unique: key {ctx.key!r} already has a left record "
@@ -291,7 +303,7 @@ class IntervalJoin(Computation):
             elif self.how in (JoinType.RIGHT, JoinType.FULL) and not right["m"]:
                 self._emit(ctx, None, right)
             ctx.delete_state(tag)
-            ctx.delete_timer(_expiry_tag("R", right["t"], right["id"]))
+            ctx.delete_timer(expiry_tag("R", right["t"], right["id"]))
 
     def _in_interval(self, left: dict[str, Any], right: dict[str, Any]) -> bool:
         return bool(left["t"] + self.lower_ms <= right["t"] <= left["t"] + self.upper_ms)
@@ -343,7 +355,7 @@ class IntervalJoin(Computation):
     def process_timer(self, ctx: Context, timer: FiredTimer) -> None:
         parts = timer.tag.split(":")
         if len(parts) == 3:  # set by the format that kept a side as one list
-            _migrate(ctx, "LR")
+            migrate(ctx, "LR")
             _, side, rid = parts
             found = [(tag, e) for tag, e in ctx.scan_state(f"{side}/", JSON) if e["id"] == rid]
         else:
@@ -355,7 +367,7 @@ class IntervalJoin(Computation):
         for tag, entry in found:
             ctx.delete_state(tag)
             if side == "L":
-                _forget_unique_left(ctx, entry)
+                forget_unique_left(ctx, entry)
             if not entry["m"] and self.how in outer[side]:
                 self._emit(ctx, entry if side == "L" else None, entry if side == "R" else None)
 
@@ -402,66 +414,3 @@ def _parsed(record: Record | None, side: str) -> Any:
     except ValueError as error:
         message = f"select_values: the {side} record's value is not JSON ({error})"
         raise ValueError(message) from None
-
-
-def _entry_of(record: Record) -> dict[str, Any]:
-    """A record as the join keeps it in a row (``m``: it has matched)."""
-    return {
-        "t": record.event_time_ms,
-        "id": record.record_id.hex(),
-        "v": json_bytes(record.value),
-        "m": False,
-    }
-
-
-_KEPT_LEFTS = 4096
-"""How many keys' left records a ``left_unique`` join keeps parsed in memory."""
-
-
-def _element_tag(side: str, t: int, rid: str) -> str:
-    """Where one buffered record of ``side`` lives: one state row per record."""
-    return f"{side}/{time_tag(t)}/{rid}"
-
-
-def _expiry_tag(side: str, t: int, rid: str) -> str:
-    """The timer that frees one buffered record of ``side``."""
-    return f"x:{side}:{time_tag(t)}:{rid}"
-
-
-_UNIQUE_LEFT = "L@"
-"""``left_unique``: a copy of the key's left record's row, found by name (a state read
-through the cache instead of a prefix scan). Written with the row, deleted when the
-row expires whatever the setting, so it is never stale; a row kept without it (by a
-join without ``left_unique``, or before it) is found by a scan and given one."""
-
-
-def _unique_left(ctx: Context) -> dict[str, Any] | None:
-    """``left_unique``: the key's left record's entry (its row's tag is
-    :func:`_element_tag` of it), or None."""
-    entry = ctx.get_state(_UNIQUE_LEFT, JSON)
-    if entry is not None:  # written after the key's old-format lists were converted
-        return entry  # type: ignore[no-any-return]
-    _migrate(ctx, "L")
-    rows = ctx.scan_state("L/", JSON, limit=1)
-    if not rows:
-        return None
-    ctx.put_state(_UNIQUE_LEFT, rows[0][1], JSON)
-    return rows[0][1]  # type: ignore[no-any-return]
-
-
-def _forget_unique_left(ctx: Context, entry: dict[str, Any]) -> None:
-    kept = ctx.get_state(_UNIQUE_LEFT, JSON)
-    if kept is not None and (kept["t"], kept["id"]) == (entry["t"], entry["id"]):
-        ctx.delete_state(_UNIQUE_LEFT)
-
-
-def _migrate(ctx: Context, sides: str) -> None:
-    """A key's ``sides`` kept as one JSON list each (the format before one row per
-    record) become one row per record, once. A record converts the side it reads; a
-    side's own list waits for the first record or timer that reads it."""
-    for side in sides:
-        entries = ctx.get_state(side, JSON)
-        if entries is not None:
-            for entry in entries:
-                ctx.put_state(_element_tag(side, entry["t"], entry["id"]), entry, JSON)
-            ctx.delete_state(side)
