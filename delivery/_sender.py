@@ -5,10 +5,9 @@ sender queues :class:`~engine._production_ids.Frame` s per (origin interval,
 target interval) and sends whole frames, up to ``max_batch`` records and
 ``FRAME_BYTES`` per batch (a bigger frame goes alone): a frame's encoding is
 sent as it is, after a small header, so records are not copied or re-encoded.
-It keeps at
-most ``max_inflight`` batches unacked (backpressure: :meth:`submit` blocks
-once ``max_pending`` productions are queued, so a slow consumer slows its
-producers and memory stays bounded), and resends whatever an ack does not
+It keeps at most ``max_inflight`` batches unacked (backpressure: :meth:`submit`
+blocks once ``max_pending`` productions are queued, so a slow consumer slows
+its producers and memory stays bounded), and resends whatever an ack does not
 confirm after ``retry_s``. A broken stream is reopened with exponential
 backoff and every unacknowledged batch is resent; the receiver's dedup makes
 resends harmless because production ids never change.
