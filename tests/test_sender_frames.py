@@ -63,12 +63,27 @@ def _frame(consumer: str, start: int, count: int, *, encoded: bool, value_bytes:
     return frame
 
 
-def test_frames_arrive_as_well_formed_batches_in_order() -> None:
+def _delivered(frames: list[Frame], **sender_options: Any) -> list[delivery_pb2.DeliveryBatch]:
+    """The batches a receiver (real gRPC, with the nodes' message limits) parsed once a
+    sender delivered ``frames`` (from origin ``up``/2 at epoch 7) and had them all acked."""
     receiver = _RecordingReceiver()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=CHANNEL_OPTIONS)
     delivery_pb2_grpc.add_DeliveryServicer_to_server(receiver, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
+    acks = CountingAcks(total=sum(len(frame) for frame in frames))
+    sender = DownstreamSender(f"127.0.0.1:{port}", sender_id="t", callbacks=acks, **sender_options)
+    sender.submit_frames(Origin("up", 2, 7), frames)
+    sender.start()
+    try:
+        assert acks.done.wait(60), f"only {acks.count} of {acks.total} acknowledged"
+    finally:
+        sender.stop()
+        server.stop(None)
+    return receiver.batches
+
+
+def test_frames_arrive_as_well_formed_batches_in_order() -> None:
     sizes = [10, 25, 7, 120, 30, 1, 49, 50, 13]
     frames: list[Frame] = []
     start = 0
@@ -76,19 +91,10 @@ def test_frames_arrive_as_well_formed_batches_in_order() -> None:
         for consumer in ("a", "b"):
             frames.append(_frame(consumer, start, size, encoded=n % 2 == 0))
         start += size
-    acks = CountingAcks(total=2 * start)
-    sender = DownstreamSender(f"127.0.0.1:{port}", sender_id="t", callbacks=acks, max_batch=50)
-    origin = Origin("up", 2, 7)
-    sender.submit_frames(origin, frames)
-    sender.start()
-    try:
-        assert acks.done.wait(30), f"only {acks.count} of {acks.total} acknowledged"
-    finally:
-        sender.stop()
-        server.stop(None)
+    batches = _delivered(frames, max_batch=50)
 
     arrived: dict[str, list[bytes]] = {"a": [], "b": []}
-    for batch in receiver.batches:
+    for batch in batches:
         consumer = batch.target.computation
         assert batch.target.index == 3 and batch.batch_seq > 0
         assert (batch.sender.sender_id, batch.sender.epoch) == ("t", 7)
@@ -101,10 +107,10 @@ def test_frames_arrive_as_well_formed_batches_in_order() -> None:
             p.record.record_id for f in frames if f.consumer == consumer for p in f.productions
         ]
         assert arrived[consumer] == expected
-    assert any(
-        len(b.records) > max(sizes[:3]) and len(b.records) <= 50 for b in receiver.batches
-    ), "frames were combined into batches"
-    sample = receiver.batches[0].records[1]
+    assert any(len(b.records) > max(sizes[:3]) and len(b.records) <= 50 for b in batches), (
+        "frames were combined into batches"
+    )
+    sample = batches[0].records[1]
     assert (sample.value, sample.event_time_ms, sample.producer, sample.stream) == (
         b"v", 1, "up", "s",
     )  # fmt: skip
@@ -114,23 +120,10 @@ def test_frames_of_big_records_are_not_combined_past_the_message_limit() -> None
     """Twelve frames of two 3 MiB records each, queued at once: combined by record count
     alone they would make one 72 MiB message, which gRPC refuses (the sender would
     resend it forever); each batch stays within ``FRAME_BYTES`` and everything arrives."""
-    receiver = _RecordingReceiver()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=CHANNEL_OPTIONS)
-    delivery_pb2_grpc.add_DeliveryServicer_to_server(receiver, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
     frames = [_frame("a", 2 * n, 2, encoded=True, value_bytes=3 << 20) for n in range(12)]
-    acks = CountingAcks(total=24)
-    sender = DownstreamSender(f"127.0.0.1:{port}", sender_id="t", callbacks=acks)
-    sender.submit_frames(Origin("up", 2, 7), frames)
-    sender.start()
-    try:
-        assert acks.done.wait(60), f"only {acks.count} of {acks.total} acknowledged"
-    finally:
-        sender.stop()
-        server.stop(None)
-    assert [r.record_id for b in receiver.batches for r in b.records] == [
+    batches = _delivered(frames)
+    assert [r.record_id for b in batches for r in b.records] == [
         p.record.record_id for f in frames for p in f.productions
     ]
-    assert all(b.ByteSize() <= FRAME_BYTES + 1024 for b in receiver.batches)
-    assert max(len(b.records) for b in receiver.batches) == 2, "whole frames, one a batch"
+    assert all(b.ByteSize() <= FRAME_BYTES + 1024 for b in batches)
+    assert max(len(b.records) for b in batches) == 2, "whole frames, one a batch"
