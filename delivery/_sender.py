@@ -296,13 +296,11 @@ class DownstreamSender:
                     if queue:
                         frames = [queue.popleft()]
                         count, size = len(frames[0]), len(frames[0].encoded())
-                        while (
-                            queue
-                            and count + len(queue[0]) <= self._max_batch
-                            and size + len(queue[0].encoded()) <= FRAME_BYTES
-                        ):
-                            count += len(queue[0])
-                            size += len(queue[0].encoded())
+                        while queue:
+                            more, more_size = len(queue[0]), len(queue[0].encoded())
+                            if count + more > self._max_batch or size + more_size > FRAME_BYTES:
+                                break
+                            count, size = count + more, size + more_size
                             frames.append(queue.popleft())
                         seq = next(self._seq)
                         self._inflight[seq] = (group, frames, now)
